@@ -1,0 +1,202 @@
+//===- CollOps.td - coll operations ------------------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_COLL_COLLOPS_TD
+#define LOOM_DIALECT_COLL_COLLOPS_TD
+
+include "loom/Dialect/Coll/CollDialect.td"
+include "loom/Dialect/Coll/CollEnums.td"
+include "loom/Dialect/Coll/CollInterfaces.td"
+include "loom/Dialect/Coll/CollTypes.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+def Coll_NonNegativeI64Attr : ConfinedAttr<I64Attr, [IntNonNegative]>;
+
+//===----------------------------------------------------------------------===//
+// Communicators
+//===----------------------------------------------------------------------===//
+
+def Coll_CommWorldOp : Coll_Op<"comm_world", [Pure]> {
+  let summary = "the communicator of all ranks the launcher started";
+  let description = [{
+    Returns the communicator spanning every rank of the job (MPI's
+    `MPI_COMM_WORLD`, or the NCCL communicator built from the launcher's
+    environment). A static size in the result type is a claim the runtime
+    checks at start-up.
+
+    ```mlir
+    %comm = coll.comm_world : !coll.comm<8>
+    ```
+  }];
+  let results = (outs Coll_Comm:$comm);
+  let assemblyFormat = "attr-dict `:` type($comm)";
+}
+
+//===----------------------------------------------------------------------===//
+// Collective start ops
+//===----------------------------------------------------------------------===//
+
+/// Start ops read and write the communication stream: they are never dropped,
+/// merged or reordered by generic passes.
+class Coll_StartOp<string mnemonic, list<string> interfaceMethods = []>
+    : Coll_Op<mnemonic, [
+        DeclareOpInterfaceMethods<Coll_CollectiveOpInterface,
+                                  !listconcat(["getKind"], interfaceMethods)>,
+        MemoryEffects<[MemRead<Coll_CommResource>, MemWrite<Coll_CommResource>,
+                       MemAlloc<Coll_BufferResource>]>]> {
+  dag commonArgs = (ins AnyRankedTensor:$input, Coll_Comm:$comm);
+  let results = (outs Coll_Future:$future);
+  let hasVerifier = 1;
+}
+
+def Coll_AllGatherStartOp : Coll_StartOp<"all_gather_start"> {
+  let summary = "starts concatenating every rank's tensor along an axis";
+  let description = [{
+    Every rank contributes `input`; the result, on every rank, is the ranks'
+    inputs concatenated in rank order along `gather_axis`. The result's
+    `gather_axis` dimension is the input's times the number of ranks; every
+    other dimension is the input's.
+
+    ```
+      rank 0: [a]          all ranks: [a]
+      rank 1: [b]   --->              [b]
+      rank 2: [c]                     [c]
+    ```
+
+    ```mlir
+    %f = coll.all_gather_start %shard on %comm gather_axis = 0
+        : (tensor<128x64xf32>, !coll.comm<4>) -> !coll.future<tensor<512x64xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$gather_axis));
+  let assemblyFormat = [{
+    $input `on` $comm `gather_axis` `=` $gather_axis attr-dict
+    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+  }];
+}
+
+def Coll_ReduceScatterStartOp : Coll_StartOp<"reduce_scatter_start",
+                                                   ["getReductionKind"]> {
+  let summary = "starts reducing tensors over ranks and scattering the blocks";
+  let description = [{
+    The ranks' inputs are combined element-wise with `reduction`; the reduced
+    tensor is cut into as many equal blocks along `scatter_axis` as there are
+    ranks, and rank `r` receives block `r`. The input's `scatter_axis`
+    dimension is the result's times the number of ranks.
+
+    ```
+      rank 0: [a0 a1]        rank 0: [a0+b0]
+      rank 1: [b0 b1]  --->  rank 1: [a1+b1]
+    ```
+
+    ```mlir
+    %f = coll.reduce_scatter_start %grad on %comm scatter_axis = 0 reduction = <avg>
+        : (tensor<4096xf32>, !coll.comm<4>) -> !coll.future<tensor<1024xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$scatter_axis,
+                                        Coll_ReductionKindAttr:$reduction));
+  let assemblyFormat = [{
+    $input `on` $comm `scatter_axis` `=` $scatter_axis `reduction` `=` $reduction
+    attr-dict `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+  }];
+}
+
+def Coll_AllReduceStartOp : Coll_StartOp<"all_reduce_start",
+                                               ["getReductionKind"]> {
+  let summary = "starts reducing tensors over ranks, result on every rank";
+  let description = [{
+    The ranks' inputs are combined element-wise with `reduction`; every rank
+    receives the whole reduced tensor. The result type is the input type.
+
+    ```mlir
+    %f = coll.all_reduce_start %grad on %comm reduction = <sum>
+        : (tensor<1024xf32>, !coll.comm<4>) -> !coll.future<tensor<1024xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Coll_ReductionKindAttr:$reduction));
+  let assemblyFormat = [{
+    $input `on` $comm `reduction` `=` $reduction attr-dict
+    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+  }];
+}
+
+def Coll_BroadcastStartOp : Coll_StartOp<"broadcast_start"> {
+  let summary = "starts sending the root rank's tensor to every rank";
+  let description = [{
+    Every rank receives the `input` of rank `root`; the other ranks' inputs
+    are ignored (but still give the result's type). The result type is the
+    input type and `root` is less than the number of ranks.
+
+    ```mlir
+    %f = coll.broadcast_start %params on %comm root = 0
+        : (tensor<1024xf32>, !coll.comm<4>) -> !coll.future<tensor<1024xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$root));
+  let assemblyFormat = [{
+    $input `on` $comm `root` `=` $root attr-dict
+    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Completion and lifetime
+//===----------------------------------------------------------------------===//
+
+def Coll_WaitOp : Coll_Op<"wait", [
+    MemoryEffects<[MemRead<Coll_CommResource>, MemWrite<Coll_CommResource>]>,
+    TypesMatchWith<"result type matches the future's value type",
+                   "future", "result",
+                   "::llvm::cast<::loom::coll::FutureType>($_self).getValueType()">]> {
+  let summary = "waits for a collective and returns its result";
+  let description = [{
+    Blocks until the collective that produced `future` has completed on this
+    rank and returns its result. Each future is waited exactly once, in the
+    block of its start op. The input of the collective may be reused and the
+    communication stream's later work may depend on the result only after
+    this op.
+
+    ```mlir
+    %full = coll.wait %f : !coll.future<tensor<512x64xf32>>
+    ```
+  }];
+  let arguments = (ins Coll_Future:$future);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$future), [{
+      build($_builder, $_state,
+            ::llvm::cast<::loom::coll::FutureType>(future.getType()).getValueType(),
+            future);
+    }]>
+  ];
+  let hasVerifier = 1;
+  let hasCanonicalizer = 1;
+  let extraClassDeclaration = [{
+    /// Returns the op that started the collective, or null on unverified IR.
+    CollectiveOpInterface getStart();
+  }];
+}
+
+def Coll_ReleaseOp : Coll_Op<"release", [
+    MemoryEffects<[MemFree<Coll_BufferResource>]>]> {
+  let summary = "ends the life of a collective's result buffer";
+  let description = [{
+    Declares that the result of a `coll.wait` is dead from here on, so its
+    buffer can be freed before the end of the step (DeepCompile's "release"
+    of a gathered parameter). The value may not be used after the release,
+    and it is released at most once.
+
+    ```mlir
+    %w = coll.wait %f : !coll.future<tensor<512x64xf32>>
+    %y = linalg.matmul ins(%x, %w : ...) outs(...) -> tensor<8x64xf32>
+    coll.release %w : tensor<512x64xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$buffer);
+  let assemblyFormat = "$buffer attr-dict `:` type($buffer)";
+  let hasVerifier = 1;
+}
+
+#endif // LOOM_DIALECT_COLL_COLLOPS_TD

@@ -1,0 +1,53 @@
+//===- TrainDialect.td - train dialect definition ----------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_TRAIN_TRAINDIALECT_TD
+#define LOOM_DIALECT_TRAIN_TRAINDIALECT_TD
+
+include "mlir/IR/OpBase.td"
+
+def Train_Dialect : Dialect {
+  let name = "train";
+  let cppNamespace = "::loom::train";
+  let summary = "What a training step needs that linalg does not say well";
+  let description = [{
+    The `train` dialect marks the roles of a model function's values and
+    (in later revisions) holds the ops of training that linalg expresses
+    poorly: cross-entropy, the fused linear + cross-entropy, embeddings and
+    optimizer updates.
+
+    Roles are discardable attributes on `func.func` arguments and results:
+
+    | attribute | where | value | meaning |
+    |-----------|-------|-------|---------|
+    | `train.param` | argument | non-empty string, unique in the function | a trainable parameter and its name (`"layers.0.attn.wq"`) |
+    | `train.input` | argument | unit, or a non-empty string naming the input | data fed each step (tokens, labels) |
+    | `train.loss` | result | unit | the scalar loss; at most one per function |
+
+    ```mlir
+    func.func @forward(%w: tensor<64x64xf32> {train.param = "proj.w"},
+                       %x: tensor<8x64xf32> {train.input = "hidden"})
+        -> (tensor<f32> {train.loss}) { ... }
+    ```
+
+    Parameters are ranked tensors of floating-point elements; inputs are
+    ranked tensors; the loss is a floating-point scalar (`f32` or
+    `tensor<f32>`). Any other `train.*` attribute, or one of these in the
+    wrong place, is an error.
+  }];
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Tags a function argument as a parameter: `train.param = "name"`.
+    static constexpr ::llvm::StringLiteral kParamAttrName = "train.param";
+    /// Tags a function argument as per-step input data.
+    static constexpr ::llvm::StringLiteral kInputAttrName = "train.input";
+    /// Tags the function result that is the loss.
+    static constexpr ::llvm::StringLiteral kLossAttrName = "train.loss";
+  }];
+}
+
+class Train_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Train_Dialect, mnemonic, traits>;
+
+#endif // LOOM_DIALECT_TRAIN_TRAINDIALECT_TD

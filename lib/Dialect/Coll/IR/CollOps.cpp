@@ -1,0 +1,191 @@
+//===- CollOps.cpp - coll operations and their verifiers ------------------===//
+
+#include "loom/Dialect/Coll/CollOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace loom::coll;
+
+#define GET_OP_CLASSES
+#include "loom/Dialect/Coll/CollOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// Shape rules shared by the start ops
+//===----------------------------------------------------------------------===//
+
+/// Checks that the future's value has the input's element type and rank.
+static LogicalResult verifyElementTypeAndRank(CollectiveOpInterface op) {
+  RankedTensorType input = op.getInput().getType();
+  RankedTensorType result = op.getResultType();
+  if (input.getElementType() != result.getElementType())
+    return op->emitOpError() << "expected result element type "
+                             << input.getElementType() << ", got "
+                             << result.getElementType();
+  if (input.getRank() != result.getRank())
+    return op->emitOpError() << "expected result rank " << input.getRank()
+                             << ", got " << result.getRank();
+  return success();
+}
+
+/// Checks a collective that changes one dimension by the number of ranks:
+/// along `axis`, `large` must be `small` times the number of ranks, and every
+/// other dimension must agree. For an all-gather the result is the large side,
+/// for a reduce-scatter the input is.
+static LogicalResult verifyAxisScaling(CollectiveOpInterface op, int64_t axis,
+                                       StringRef axisName, bool resultIsLarge) {
+  if (failed(verifyElementTypeAndRank(op)))
+    return failure();
+  RankedTensorType input = op.getInput().getType();
+  RankedTensorType result = op.getResultType();
+  if (axis >= input.getRank())
+    return op->emitOpError() << "expected " << axisName
+                             << " to be less than the rank " << input.getRank()
+                             << ", got " << axis;
+  std::optional<int64_t> ranks = op.getNumRanks();
+  for (int64_t dim = 0, e = input.getRank(); dim < e; ++dim) {
+    int64_t in = input.getDimSize(dim), out = result.getDimSize(dim);
+    if (ShapedType::isDynamic(in) || ShapedType::isDynamic(out))
+      continue;
+    if (dim != axis) {
+      if (in != out)
+        return op->emitOpError()
+               << "expected result dimension " << dim << " to be " << in
+               << " (the input's), got " << out;
+      continue;
+    }
+    int64_t small = resultIsLarge ? in : out;
+    int64_t large = resultIsLarge ? out : in;
+    StringRef largeName = resultIsLarge ? "result" : "input";
+    StringRef smallName = resultIsLarge ? "input's" : "result's";
+    if (ranks && large != small * *ranks)
+      return op->emitOpError()
+             << "expected " << largeName << " dimension " << dim << " ("
+             << axisName << ") to be " << small * *ranks << " (the "
+             << smallName << " " << small << " times " << *ranks
+             << " ranks), got " << large;
+    if (!ranks && (small == 0 ? large != 0 : large % small != 0))
+      return op->emitOpError()
+             << "expected " << largeName << " dimension " << dim << " ("
+             << axisName << ") to be a multiple of " << small << ", got "
+             << large;
+  }
+  return success();
+}
+
+/// Checks a collective whose result has exactly the input's type.
+static LogicalResult verifySameType(CollectiveOpInterface op) {
+  if (op.getInput().getType() != op.getResultType())
+    return op->emitOpError() << "expected future value type "
+                             << op.getInput().getType()
+                             << " (the input type), got " << op.getResultType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// AllGatherStartOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind AllGatherStartOp::getKind() { return CollectiveKind::AllGather; }
+
+LogicalResult AllGatherStartOp::verify() {
+  return verifyAxisScaling(*this, getGatherAxis(), "gather_axis",
+                           /*resultIsLarge=*/true);
+}
+
+//===----------------------------------------------------------------------===//
+// ReduceScatterStartOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind ReduceScatterStartOp::getKind() {
+  return CollectiveKind::ReduceScatter;
+}
+
+std::optional<ReductionKind> ReduceScatterStartOp::getReductionKind() {
+  return getReduction();
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  return verifyAxisScaling(*this, getScatterAxis(), "scatter_axis",
+                           /*resultIsLarge=*/false);
+}
+
+//===----------------------------------------------------------------------===//
+// AllReduceStartOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind AllReduceStartOp::getKind() { return CollectiveKind::AllReduce; }
+
+std::optional<ReductionKind> AllReduceStartOp::getReductionKind() {
+  return getReduction();
+}
+
+LogicalResult AllReduceStartOp::verify() { return verifySameType(*this); }
+
+//===----------------------------------------------------------------------===//
+// BroadcastStartOp
+//===----------------------------------------------------------------------===//
+
+CollectiveKind BroadcastStartOp::getKind() { return CollectiveKind::Broadcast; }
+
+LogicalResult BroadcastStartOp::verify() {
+  if (failed(verifySameType(*this)))
+    return failure();
+  std::optional<int64_t> ranks = getComm().getType().getStaticSize();
+  if (ranks && static_cast<int64_t>(getRoot()) >= *ranks)
+    return emitOpError() << "expected root to be less than the " << *ranks
+                         << " ranks of the communicator, got " << getRoot();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// WaitOp
+//===----------------------------------------------------------------------===//
+
+CollectiveOpInterface WaitOp::getStart() {
+  return getFuture().getDefiningOp<CollectiveOpInterface>();
+}
+
+LogicalResult WaitOp::verify() {
+  if (getStart())
+    return success();
+  InFlightDiagnostic diag = emitOpError()
+                            << "expected a future produced by a collective "
+                               "start op in this block, found ";
+  if (Operation *def = getFuture().getDefiningOp())
+    return diag << "'" << def->getName() << "'";
+  return diag << "a block argument";
+}
+
+//===----------------------------------------------------------------------===//
+// ReleaseOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReleaseOp::verify() {
+  Value buffer = getBuffer();
+  if (!buffer.getDefiningOp<WaitOp>()) {
+    InFlightDiagnostic diag = emitOpError()
+                              << "expected a value produced by 'coll.wait', "
+                                 "found ";
+    if (Operation *def = buffer.getDefiningOp())
+      return diag << "the result of '" << def->getName() << "'";
+    return diag << "a block argument";
+  }
+  Block *block = (*this)->getBlock();
+  for (Operation *user : buffer.getUsers()) {
+    if (user == getOperation())
+      continue;
+    Operation *ancestor = block->findAncestorOpInBlock(*user);
+    if (!ancestor)
+      return emitOpError() << "expected every use of the released value in "
+                              "the block of its release, found '"
+                           << user->getName() << "' in another block";
+    if (getOperation()->isBeforeInBlock(ancestor)) {
+      if (isa<ReleaseOp>(user))
+        return emitOpError() << "value is released more than once";
+      return emitOpError() << "value is used after its release by '"
+                           << user->getName() << "'";
+    }
+  }
+  return success();
+}

@@ -1,0 +1,34 @@
+# -*- Python -*-
+"""lit configuration for Loom's IR, tool and Python tests."""
+
+import os
+import sys
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "LOOM"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".py", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.loom_obj_root, "test")
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%loom_src_root", config.loom_src_root))
+config.substitutions.append(("%loom_obj_root", config.loom_obj_root))
+
+python = config.python_executable or sys.executable
+config.substitutions.append(("%python", python))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions([ToolSubst("loom-opt", unresolved="fatal")], tool_dirs)
+llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
+llvm_config.with_environment(
+    "PYTHONPATH", os.path.join(config.loom_src_root, "python-bindings"), append_path=True
+)
