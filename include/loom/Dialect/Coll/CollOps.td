@@ -29,7 +29,7 @@ def Coll_CommWorldOp : Coll_Op<"comm_world", [Pure]> {
     ```
   }];
   let results = (outs Coll_Comm:$comm);
-  let assemblyFormat = "attr-dict `:` type($comm)";
+  let assemblyFormat = "attr-dict `:` qualified(type($comm))";
 }
 
 //===----------------------------------------------------------------------===//
@@ -71,7 +71,7 @@ def Coll_AllGatherStartOp : Coll_StartOp<"all_gather_start"> {
   let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$gather_axis));
   let assemblyFormat = [{
     $input `on` $comm `gather_axis` `=` $gather_axis attr-dict
-    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+    `:` `(` type($input) `,` qualified(type($comm)) `)` `->` qualified(type($future))
   }];
 }
 
@@ -98,7 +98,7 @@ def Coll_ReduceScatterStartOp : Coll_StartOp<"reduce_scatter_start",
                                         Coll_ReductionKindAttr:$reduction));
   let assemblyFormat = [{
     $input `on` $comm `scatter_axis` `=` $scatter_axis `reduction` `=` $reduction
-    attr-dict `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+    attr-dict `:` `(` type($input) `,` qualified(type($comm)) `)` `->` qualified(type($future))
   }];
 }
 
@@ -117,7 +117,7 @@ def Coll_AllReduceStartOp : Coll_StartOp<"all_reduce_start",
   let arguments = !con(commonArgs, (ins Coll_ReductionKindAttr:$reduction));
   let assemblyFormat = [{
     $input `on` $comm `reduction` `=` $reduction attr-dict
-    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+    `:` `(` type($input) `,` qualified(type($comm)) `)` `->` qualified(type($future))
   }];
 }
 
@@ -136,7 +136,7 @@ def Coll_BroadcastStartOp : Coll_StartOp<"broadcast_start"> {
   let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$root));
   let assemblyFormat = [{
     $input `on` $comm `root` `=` $root attr-dict
-    `:` `(` type($input) `,` type($comm) `)` `->` type($future)
+    `:` `(` type($input) `,` qualified(type($comm)) `)` `->` qualified(type($future))
   }];
 }
 
@@ -163,7 +163,7 @@ def Coll_WaitOp : Coll_Op<"wait", [
   }];
   let arguments = (ins Coll_Future:$future);
   let results = (outs AnyRankedTensor:$result);
-  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let assemblyFormat = "$future attr-dict `:` qualified(type($future))";
   let builders = [
     OpBuilder<(ins "::mlir::Value":$future), [{
       build($_builder, $_state,

@@ -58,8 +58,8 @@ def Coll_FutureType : Coll_Type<"Future", "future"> {
 }
 
 def Coll_Comm : Type<CPred<"::llvm::isa<::loom::coll::CommType>($_self)">,
-                     "communicator", "::loom::coll::CommType">;
+                     "communicator type", "::loom::coll::CommType">;
 def Coll_Future : Type<CPred<"::llvm::isa<::loom::coll::FutureType>($_self)">,
-                       "future", "::loom::coll::FutureType">;
+                       "future type", "::loom::coll::FutureType">;
 
 #endif // LOOM_DIALECT_COLL_COLLTYPES_TD

@@ -83,7 +83,7 @@ LogicalResult loom::coll::detail::verifyCollectiveOp(Operation *op) {
   for (Operation *user : collective.getFuture().getUsers()) {
     if (user->hasTrait<OpTrait::IsTerminator>())
       return op->emitOpError()
-             << "future escapes through a region boundary: used by "
+             << "future escapes its block through terminator "
              << describeUser(user);
     if (!isa<WaitOp>(user))
       return op->emitOpError()

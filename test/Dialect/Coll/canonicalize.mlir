@@ -1,0 +1,121 @@
+// Tests the coll folds (a collective over one rank is the identity; one that
+// moves zero elements yields an empty tensor) and that canonicalisation and CSE
+// never drop, merge or reorder real collectives.
+// RUN: loom-opt %s -split-input-file -canonicalize -cse | FileCheck %s
+
+// CHECK-LABEL: func.func @one_rank_is_identity
+// CHECK-SAME: (%[[C:.+]]: !coll.comm<1>, %[[X:.+]]: tensor<8x4xf32>)
+func.func @one_rank_is_identity(%c: !coll.comm<1>, %x: tensor<8x4xf32>)
+    -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>) {
+  // CHECK-NOT: {{coll\.[a-z_]+ }}
+  %f0 = coll.all_gather_start %x on %c gather_axis = 1 : (tensor<8x4xf32>, !coll.comm<1>) -> !coll.future<tensor<8x4xf32>>
+  %f1 = coll.reduce_scatter_start %x on %c scatter_axis = 0 reduction = <avg> : (tensor<8x4xf32>, !coll.comm<1>) -> !coll.future<tensor<8x4xf32>>
+  %f2 = coll.all_reduce_start %x on %c reduction = <max> : (tensor<8x4xf32>, !coll.comm<1>) -> !coll.future<tensor<8x4xf32>>
+  %f3 = coll.broadcast_start %x on %c root = 0 : (tensor<8x4xf32>, !coll.comm<1>) -> !coll.future<tensor<8x4xf32>>
+  %0 = coll.wait %f0 : !coll.future<tensor<8x4xf32>>
+  %1 = coll.wait %f1 : !coll.future<tensor<8x4xf32>>
+  %2 = coll.wait %f2 : !coll.future<tensor<8x4xf32>>
+  %3 = coll.wait %f3 : !coll.future<tensor<8x4xf32>>
+  // CHECK: return %[[X]], %[[X]], %[[X]], %[[X]]
+  return %0, %1, %2, %3 : tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// -----
+
+// The input is a parameter shard the release never owned: the release goes
+// with the collective.
+// CHECK-LABEL: func.func @one_rank_drops_the_release
+// CHECK-SAME: (%[[C:.+]]: !coll.comm<1>, %[[X:.+]]: tensor<8xf32>)
+func.func @one_rank_drops_the_release(%c: !coll.comm<1>, %x: tensor<8xf32>) -> tensor<8xf32> {
+  // CHECK-NOT: {{coll\.[a-z_]+ }}
+  // CHECK: %[[Y:.+]] = math.exp %[[X]]
+  // CHECK-NOT: {{coll\.[a-z_]+ }}
+  // CHECK: return %[[Y]]
+  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<8xf32>, !coll.comm<1>) -> !coll.future<tensor<8xf32>>
+  %w = coll.wait %f : !coll.future<tensor<8xf32>>
+  %y = math.exp %w : tensor<8xf32>
+  coll.release %w : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @one_rank_casts_a_dynamic_input
+// CHECK-SAME: (%[[C:.+]]: !coll.comm<1>, %[[X:.+]]: tensor<?xf32>)
+func.func @one_rank_casts_a_dynamic_input(%c: !coll.comm<1>, %x: tensor<?xf32>) -> tensor<16xf32> {
+  // CHECK: %[[CAST:.+]] = tensor.cast %[[X]] : tensor<?xf32> to tensor<16xf32>
+  // CHECK: return %[[CAST]]
+  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<?xf32>, !coll.comm<1>) -> !coll.future<tensor<16xf32>>
+  %w = coll.wait %f : !coll.future<tensor<16xf32>>
+  return %w : tensor<16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @zero_elements_move_nothing
+func.func @zero_elements_move_nothing(%c: !coll.comm<4>, %x: tensor<0x8xf32>) -> tensor<0x8xf32> {
+  // CHECK-NOT: {{coll\.[a-z_]+ }}
+  // CHECK: %[[E:.+]] = tensor.empty() : tensor<0x8xf32>
+  // CHECK: return %[[E]]
+  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<0x8xf32>, !coll.comm<4>) -> !coll.future<tensor<0x8xf32>>
+  %w = coll.wait %f : !coll.future<tensor<0x8xf32>>
+  return %w : tensor<0x8xf32>
+}
+
+// -----
+
+// Every rank must still issue a collective whose result is unused, and two
+// identical collectives are two collectives.
+// CHECK-LABEL: func.func @never_dropped_or_merged
+func.func @never_dropped_or_merged(%x: tensor<8xf32>) -> tensor<8xf32> {
+  // CHECK: %[[C:.+]] = coll.comm_world : !coll.comm<4>
+  // CHECK-NOT: coll.comm_world
+  %c0 = coll.comm_world : !coll.comm<4>
+  %c1 = coll.comm_world : !coll.comm<4>
+  // CHECK: %[[F0:.+]] = coll.all_reduce_start %{{.+}} on %[[C]] reduction = <sum>
+  // CHECK: %[[F1:.+]] = coll.all_reduce_start %{{.+}} on %[[C]] reduction = <sum>
+  // CHECK: %[[F2:.+]] = coll.all_reduce_start %{{.+}} on %[[C]] reduction = <sum>
+  %f0 = coll.all_reduce_start %x on %c0 reduction = <sum> : (tensor<8xf32>, !coll.comm<4>) -> !coll.future<tensor<8xf32>>
+  %f1 = coll.all_reduce_start %x on %c1 reduction = <sum> : (tensor<8xf32>, !coll.comm<4>) -> !coll.future<tensor<8xf32>>
+  %f2 = coll.all_reduce_start %x on %c1 reduction = <sum> : (tensor<8xf32>, !coll.comm<4>) -> !coll.future<tensor<8xf32>>
+  // CHECK: coll.wait %[[F0]]
+  // CHECK: coll.wait %[[F1]]
+  // CHECK: %[[W2:.+]] = coll.wait %[[F2]]
+  %w0 = coll.wait %f0 : !coll.future<tensor<8xf32>>
+  %w1 = coll.wait %f1 : !coll.future<tensor<8xf32>>
+  %w2 = coll.wait %f2 : !coll.future<tensor<8xf32>>
+  // CHECK: return %[[W2]]
+  return %w2 : tensor<8xf32>
+}
+
+// -----
+
+// A release is kept even though it has no result.
+// CHECK-LABEL: func.func @release_kept
+func.func @release_kept(%c: !coll.comm<2>, %x: tensor<4xf32>) -> tensor<8xf32> {
+  // CHECK: %[[W:.+]] = coll.wait
+  // CHECK: math.exp %[[W]]
+  // CHECK: coll.release %[[W]]
+  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<8xf32>>
+  %w = coll.wait %f : !coll.future<tensor<8xf32>>
+  %y = math.exp %w : tensor<8xf32>
+  coll.release %w : tensor<8xf32>
+  return %y : tensor<8xf32>
+}
+
+// -----
+
+// The order of collectives on a communicator is kept, whatever their data
+// dependences: every rank must issue them in the same order.
+// CHECK-LABEL: func.func @order_kept
+func.func @order_kept(%c: !coll.comm<2>, %a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<8xf32>, tensor<4xf32>) {
+  // CHECK: coll.all_gather_start %{{.+}} gather_axis = 0
+  // CHECK: coll.broadcast_start
+  // CHECK: coll.wait
+  // CHECK: coll.wait
+  %f0 = coll.all_gather_start %a on %c gather_axis = 0 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<8xf32>>
+  %f1 = coll.broadcast_start %b on %c root = 1 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<4xf32>>
+  %w0 = coll.wait %f0 : !coll.future<tensor<8xf32>>
+  %w1 = coll.wait %f1 : !coll.future<tensor<4xf32>>
+  return %w0, %w1 : tensor<8xf32>, tensor<4xf32>
+}
