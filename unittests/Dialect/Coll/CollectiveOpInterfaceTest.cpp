@@ -31,11 +31,11 @@ protected:
   /// negative) and one tensor argument of `inputType`, and leaves the builder
   /// in its body.
   void startFunction(int64_t ranks, RankedTensorType inputType) {
-    CommType commType = CommType::get(
-        &context, ranks < 0 ? ShapedType::kDynamic : ranks);
+    CommType commType =
+        CommType::get(&context, ranks < 0 ? ShapedType::kDynamic : ranks);
     auto funcType = builder.getFunctionType({commType, inputType}, {});
-    auto func = func::FuncOp::create(builder, builder.getUnknownLoc(), "f",
-                                     funcType);
+    auto func =
+        func::FuncOp::create(builder, builder.getUnknownLoc(), "f", funcType);
     Block *body = func.addEntryBlock();
     builder.setInsertionPointToStart(body);
     comm = cast<TypedValue<CommType>>(body->getArgument(0));
@@ -104,9 +104,9 @@ TEST_F(CollectiveOpInterfaceTest, ReduceScatterMovesAllButOneBlock) {
 TEST_F(CollectiveOpInterfaceTest, AllReduceMovesTwiceTheRingVolume) {
   auto grad = tensor({1000}, builder.getF32Type());
   startFunction(4, grad);
-  CollectiveOpInterface op = finish(AllReduceStartOp::create(
-      builder, builder.getUnknownLoc(), future(grad), input, comm,
-      ReductionKind::Max));
+  CollectiveOpInterface op = finish(
+      AllReduceStartOp::create(builder, builder.getUnknownLoc(), future(grad),
+                               input, comm, ReductionKind::Max));
   EXPECT_EQ(op.getKind(), CollectiveKind::AllReduce);
   EXPECT_EQ(op.getReductionKind(), ReductionKind::Max);
   std::optional<CollectiveTraffic> traffic = op.getTraffic();
@@ -134,9 +134,9 @@ TEST_F(CollectiveOpInterfaceTest, BroadcastForwardsTheWholeBuffer) {
 TEST_F(CollectiveOpInterfaceTest, OneRankMovesNothing) {
   auto grad = tensor({64}, builder.getF32Type());
   startFunction(1, grad);
-  CollectiveOpInterface op = finish(AllReduceStartOp::create(
-      builder, builder.getUnknownLoc(), future(grad), input, comm,
-      ReductionKind::Sum));
+  CollectiveOpInterface op = finish(
+      AllReduceStartOp::create(builder, builder.getUnknownLoc(), future(grad),
+                               input, comm, ReductionKind::Sum));
   std::optional<CollectiveTraffic> traffic = op.getTraffic();
   ASSERT_TRUE(traffic.has_value());
   EXPECT_EQ(traffic->sentBytes, 0);
@@ -158,9 +158,9 @@ TEST_F(CollectiveOpInterfaceTest, DynamicSizesHaveNoTraffic) {
 TEST_F(CollectiveOpInterfaceTest, DynamicCommunicatorHasNoRankCount) {
   auto grad = tensor({64}, builder.getF32Type());
   startFunction(-1, grad);
-  CollectiveOpInterface op = finish(AllReduceStartOp::create(
-      builder, builder.getUnknownLoc(), future(grad), input, comm,
-      ReductionKind::Sum));
+  CollectiveOpInterface op = finish(
+      AllReduceStartOp::create(builder, builder.getUnknownLoc(), future(grad),
+                               input, comm, ReductionKind::Sum));
   EXPECT_EQ(op.getNumRanks(), std::nullopt);
   EXPECT_EQ(op.getInputBytes(), 256);
   EXPECT_EQ(op.getTraffic(), std::nullopt);
@@ -170,9 +170,9 @@ TEST_F(CollectiveOpInterfaceTest, SubByteElementsRoundUp) {
   EXPECT_EQ(getStaticSizeInBytes(tensor({3}, builder.getI1Type())), 1);
   EXPECT_EQ(getStaticSizeInBytes(tensor({17}, builder.getIntegerType(4))), 9);
   EXPECT_EQ(getStaticSizeInBytes(tensor({0, 4}, builder.getF32Type())), 0);
-  EXPECT_EQ(getStaticSizeInBytes(
-                tensor({2}, ComplexType::get(builder.getF32Type()))),
-            std::nullopt);
+  EXPECT_EQ(
+      getStaticSizeInBytes(tensor({2}, ComplexType::get(builder.getF32Type()))),
+      std::nullopt);
 }
 
 TEST_F(CollectiveOpInterfaceTest, VerifierRejectsAGatherOfTheWrongSize) {
@@ -210,7 +210,8 @@ TEST_F(CollectiveOpInterfaceTest, EveryStartOpImplementsTheInterface) {
   OwningOpRef<ModuleOp> parsed = parseSourceString<ModuleOp>(source, &context);
   ASSERT_TRUE(parsed);
   SmallVector<CollectiveKind> kinds;
-  parsed->walk([&](CollectiveOpInterface op) { kinds.push_back(op.getKind()); });
+  parsed->walk(
+      [&](CollectiveOpInterface op) { kinds.push_back(op.getKind()); });
   EXPECT_EQ(kinds, (SmallVector<CollectiveKind>{
                        CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
                        CollectiveKind::AllReduce, CollectiveKind::Broadcast}));

@@ -10,8 +10,8 @@
 using namespace mlir;
 using namespace loom::coll;
 
-#include "loom/Dialect/Coll/CollOpsDialect.cpp.inc"
 #include "loom/Dialect/Coll/CollEnums.cpp.inc"
+#include "loom/Dialect/Coll/CollOpsDialect.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "loom/Dialect/Coll/CollAttributes.cpp.inc"

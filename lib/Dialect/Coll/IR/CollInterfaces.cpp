@@ -82,15 +82,15 @@ LogicalResult loom::coll::detail::verifyCollectiveOp(Operation *op) {
   unsigned numWaits = 0;
   for (Operation *user : collective.getFuture().getUsers()) {
     if (user->hasTrait<OpTrait::IsTerminator>())
-      return op->emitOpError()
-             << "future escapes its block through terminator "
-             << describeUser(user);
+      return op->emitOpError() << "future escapes its block through terminator "
+                               << describeUser(user);
     if (!isa<WaitOp>(user))
       return op->emitOpError()
              << "expected the future to be used only by 'coll.wait', found "
              << describeUser(user);
     if (user->getBlock() != block) {
-      Operation *ancestor = block ? block->findAncestorOpInBlock(*user) : nullptr;
+      Operation *ancestor =
+          block ? block->findAncestorOpInBlock(*user) : nullptr;
       if (ancestor)
         return op->emitOpError()
                << "future escapes through a region boundary: waited inside "

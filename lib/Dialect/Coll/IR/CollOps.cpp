@@ -19,9 +19,9 @@ static LogicalResult verifyElementTypeAndRank(CollectiveOpInterface op) {
   RankedTensorType input = op.getInput().getType();
   RankedTensorType result = op.getResultType();
   if (input.getElementType() != result.getElementType())
-    return op->emitOpError() << "expected result element type "
-                             << input.getElementType() << ", got "
-                             << result.getElementType();
+    return op->emitOpError()
+           << "expected result element type " << input.getElementType()
+           << ", got " << result.getElementType();
   if (input.getRank() != result.getRank())
     return op->emitOpError() << "expected result rank " << input.getRank()
                              << ", got " << result.getRank();
@@ -39,9 +39,9 @@ static LogicalResult verifyAxisScaling(CollectiveOpInterface op, int64_t axis,
   RankedTensorType input = op.getInput().getType();
   RankedTensorType result = op.getResultType();
   if (axis >= input.getRank())
-    return op->emitOpError() << "expected " << axisName
-                             << " to be less than the rank " << input.getRank()
-                             << ", got " << axis;
+    return op->emitOpError()
+           << "expected " << axisName << " to be less than the rank "
+           << input.getRank() << ", got " << axis;
   std::optional<int64_t> ranks = op.getNumRanks();
   for (int64_t dim = 0, e = input.getRank(); dim < e; ++dim) {
     int64_t in = input.getDimSize(dim), out = result.getDimSize(dim);
@@ -76,9 +76,9 @@ static LogicalResult verifyAxisScaling(CollectiveOpInterface op, int64_t axis,
 /// Checks a collective whose result has exactly the input's type.
 static LogicalResult verifySameType(CollectiveOpInterface op) {
   if (op.getInput().getType() != op.getResultType())
-    return op->emitOpError() << "expected future value type "
-                             << op.getInput().getType()
-                             << " (the input type), got " << op.getResultType();
+    return op->emitOpError()
+           << "expected future value type " << op.getInput().getType()
+           << " (the input type), got " << op.getResultType();
   return success();
 }
 

@@ -54,10 +54,9 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
   if (attrName == kParamAttrName) {
     auto name = dyn_cast<StringAttr>(attr.getValue());
     if (!name || name.getValue().empty())
-      return op->emitOpError() << "expected '" << kParamAttrName
-                               << "' on argument #" << argIndex
-                               << " to be a non-empty string, got "
-                               << attr.getValue();
+      return op->emitOpError()
+             << "expected '" << kParamAttrName << "' on argument #" << argIndex
+             << " to be a non-empty string, got " << attr.getValue();
     if (!tensorType || !isa<FloatType>(tensorType.getElementType()))
       return op->emitOpError()
              << "expected parameter argument #" << argIndex
@@ -86,9 +85,9 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
   }
 
   if (attrName == kLossAttrName)
-    return op->emitOpError() << "'" << kLossAttrName
-                             << "' tags a result, found it on argument #"
-                             << argIndex;
+    return op->emitOpError()
+           << "'" << kLossAttrName << "' tags a result, found it on argument #"
+           << argIndex;
   return op->emitOpError() << "unknown train attribute '" << attrName
                            << "' on argument #" << argIndex;
 }
@@ -102,21 +101,21 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
     return failure();
   StringRef attrName = attr.getName().getValue();
   if (attrName != kLossAttrName)
-    return op->emitOpError() << "unknown train attribute '" << attrName
-                             << "' on result #" << resultIndex
-                             << (attrName == kParamAttrName ||
-                                         attrName == kInputAttrName
-                                     ? " (it tags arguments)"
-                                     : "");
+    return op->emitOpError()
+           << "unknown train attribute '" << attrName << "' on result #"
+           << resultIndex
+           << (attrName == kParamAttrName || attrName == kInputAttrName
+                   ? " (it tags arguments)"
+                   : "");
   if (!isa<UnitAttr>(attr.getValue()))
-    return op->emitOpError() << "expected '" << kLossAttrName
-                             << "' to be a unit attribute, got "
-                             << attr.getValue();
+    return op->emitOpError()
+           << "expected '" << kLossAttrName << "' to be a unit attribute, got "
+           << attr.getValue();
   Type type = func.getResultTypes()[resultIndex];
   Type elementType = type;
   if (auto tensorType = dyn_cast<RankedTensorType>(type))
-    elementType = tensorType.getRank() == 0 ? tensorType.getElementType()
-                                            : Type();
+    elementType =
+        tensorType.getRank() == 0 ? tensorType.getElementType() : Type();
   if (!elementType || !isa<FloatType>(elementType))
     return op->emitOpError() << "expected the loss (result #" << resultIndex
                              << ") to be a float scalar or 0-d float tensor, "
