@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -16,6 +17,7 @@
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
+  loom::registerAllPasses();
 
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);

@@ -29,3 +29,11 @@ func.func @scalar_loss(%x: tensor<8xf32>) -> (f32 {train.loss}, tensor<8xf32>) {
 // CHECK-LABEL: func.func private @declared
 // CHECK-SAME: {train.param = "w"}
 func.func private @declared(tensor<4xf16> {train.param = "w"}) -> (tensor<f16> {train.loss})
+
+// A training step after the optimizer: updated parameters and state name their
+// arguments.
+// CHECK-LABEL: func.func private @step
+// CHECK-SAME: {train.state = "w.m"}
+// CHECK-SAME: -> (f32 {train.loss}, tensor<4xf32> {train.grad = "w"}, tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})
+func.func private @step(tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})
+    -> (f32 {train.loss}, tensor<4xf32> {train.grad = "w"}, tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})

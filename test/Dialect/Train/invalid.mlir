@@ -21,12 +21,12 @@ func.func private @scalar_param(f32 {train.param = "w"})
 
 // -----
 
-// expected-error @+1 {{duplicate parameter name "w" on arguments #0 and #2}}
+// expected-error @+1 {{duplicate 'train.param' name "w" on arguments #0 and #2}}
 func.func private @duplicate_param(tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.param = "v"}, tensor<4xf32> {train.param = "w"})
 
 // -----
 
-// expected-error @+1 {{argument #0 cannot be both a parameter and an input}}
+// expected-error @+1 {{argument #0 cannot be tagged both 'train.param' and 'train.input'}}
 func.func private @param_and_input(tensor<4xf32> {train.param = "w", train.input})
 
 // -----
@@ -46,13 +46,48 @@ func.func private @loss_on_argument(tensor<f32> {train.loss})
 
 // -----
 
-// expected-error @+1 {{unknown train attribute 'train.grad' on argument #0}}
-func.func private @unknown_argument_attr(tensor<4xf32> {train.grad = "w"})
+// expected-error @+1 {{'train.grad' tags a result, found it on argument #0}}
+func.func private @grad_on_argument(tensor<4xf32> {train.grad = "w"})
 
 // -----
 
-// expected-error @+1 {{unknown train attribute 'train.param' on result #0 (it tags arguments)}}
-func.func private @param_on_result() -> (tensor<4xf32> {train.param = "w"})
+// expected-error @+1 {{unknown train attribute 'train.params' on argument #0}}
+func.func private @misspelt_param(tensor<4xf32> {train.params = "w"})
+
+// -----
+
+// expected-error @+1 {{unknown train attribute 'train.input' on result #0 (it tags arguments)}}
+func.func private @input_on_result() -> (tensor<4xf32> {train.input})
+
+// -----
+
+// expected-error @+1 {{'train.grad' "v" on result #1 names no argument tagged 'train.param'}}
+func.func private @grad_of_unknown_param(tensor<4xf32> {train.param = "w"}) -> (f32 {train.loss}, tensor<4xf32> {train.grad = "v"})
+
+// -----
+
+// expected-error @+1 {{expected result #1 ('train.grad' "w") to have the type of argument #0, 'tensor<4xf32>', got 'tensor<8xf32>'}}
+func.func private @grad_of_wrong_type(tensor<4xf32> {train.param = "w"}) -> (f32 {train.loss}, tensor<8xf32> {train.grad = "w"})
+
+// -----
+
+// expected-error @+1 {{'train.param' "v" on result #0 names no argument tagged 'train.param'}}
+func.func private @updated_unknown_param(tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "v"})
+
+// -----
+
+// expected-error @+1 {{'train.state' "w.m" on result #0 names no argument tagged 'train.state'}}
+func.func private @updated_unknown_state(tensor<4xf32> {train.state = "w.n"}) -> (tensor<4xf32> {train.state = "w.m"})
+
+// -----
+
+// expected-error @+1 {{duplicate 'train.state' name "step" on arguments #0 and #1}}
+func.func private @duplicate_state(tensor<f32> {train.state = "step"}, tensor<f32> {train.state = "step"})
+
+// -----
+
+// expected-error @+1 {{expected state argument #0 to be a ranked tensor of floats, got 'i64'}}
+func.func private @integer_state(i64 {train.state = "step"})
 
 // -----
 

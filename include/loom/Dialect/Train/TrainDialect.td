@@ -11,9 +11,9 @@ def Train_Dialect : Dialect {
   let summary = "What a training step needs that linalg does not say well";
   let description = [{
     The `train` dialect marks the roles of a model function's values and
-    (in later revisions) holds the ops of training that linalg expresses
-    poorly: cross-entropy, the fused linear + cross-entropy, embeddings and
-    optimizer updates.
+    holds the ops of training that linalg expresses poorly: embedding lookup,
+    RMSNorm, rotary embedding, attention, cross-entropy and their gradients.
+    Each op decomposes to linalg (`train-decompose`).
 
     Roles are discardable attributes on `func.func` arguments and results:
 
@@ -21,7 +21,11 @@ def Train_Dialect : Dialect {
     |-----------|-------|-------|---------|
     | `train.param` | argument | non-empty string, unique in the function | a trainable parameter and its name (`"layers.0.attn.wq"`) |
     | `train.input` | argument | unit, or a non-empty string naming the input | data fed each step (tokens, labels) |
+    | `train.state` | argument | non-empty string, unique in the function | optimizer state (`"layers.0.attn.wq.m"`, `"step"`) |
     | `train.loss` | result | unit | the scalar loss; at most one per function |
+    | `train.grad` | result | the name of a `train.param` argument | that parameter's gradient, of its type |
+    | `train.param` | result | the name of a `train.param` argument | that parameter after the update, of its type |
+    | `train.state` | result | the name of a `train.state` argument | that state after the update, of its type |
 
     ```mlir
     func.func @forward(%w: tensor<64x64xf32> {train.param = "proj.w"},
@@ -29,11 +33,17 @@ def Train_Dialect : Dialect {
         -> (tensor<f32> {train.loss}) { ... }
     ```
 
-    Parameters are ranked tensors of floating-point elements; inputs are
-    ranked tensors; the loss is a floating-point scalar (`f32` or
-    `tensor<f32>`). Any other `train.*` attribute, or one of these in the
-    wrong place, is an error.
+    Parameters and state are ranked tensors of floating-point elements;
+    inputs are ranked tensors; the loss is a floating-point scalar (`f32` or
+    `tensor<f32>`). A result named after an argument has that argument's
+    type. Any other `train.*` attribute, or one of these in the wrong place,
+    is an error.
   }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+  let useDefaultAttributePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let hasOperationAttrVerify = 1;
@@ -44,6 +54,10 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kInputAttrName = "train.input";
     /// Tags the function result that is the loss.
     static constexpr ::llvm::StringLiteral kLossAttrName = "train.loss";
+    /// Tags a function result as the gradient of the named parameter.
+    static constexpr ::llvm::StringLiteral kGradAttrName = "train.grad";
+    /// Tags optimizer state, as an argument and as an updated result.
+    static constexpr ::llvm::StringLiteral kStateAttrName = "train.state";
   }];
 }
 

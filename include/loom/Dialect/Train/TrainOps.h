@@ -5,7 +5,18 @@
 
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "loom/Dialect/Train/TrainEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "loom/Dialect/Train/TrainAttributes.h.inc"
+
+#include "loom/Dialect/Train/TrainInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "loom/Dialect/Train/TrainOps.h.inc"

@@ -1,7 +1,8 @@
 //===- TrainOps.td - train operations ----------------------*- tablegen -*-===//
 //
-// The dialect's ops arrive with the model builder and autodiff; for now the
-// dialect defines the role attributes only.
+// Ops for the parts of a training step that linalg does not say well. Every
+// op can be decomposed to linalg (`train-decompose`) for targets without a
+// kernel, and `train-autodiff` knows the gradient of each.
 //
 //===----------------------------------------------------------------------===//
 
@@ -9,5 +10,272 @@
 #define LOOM_DIALECT_TRAIN_TRAINOPS_TD
 
 include "loom/Dialect/Train/TrainDialect.td"
+include "loom/Dialect/Train/TrainInterfaces.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Train_PositiveF64Attr : ConfinedAttr<F64Attr, [
+    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() > 0.0">,
+                   "whose value is positive">]>;
+def Train_UnitIntervalF64Attr : ConfinedAttr<F64Attr, [
+    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0 && "
+                         "::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() < 1.0">,
+                   "whose value is in [0, 1)">]>;
+def Train_NonNegativeF64Attr : ConfinedAttr<F64Attr, [
+    AttrConstraint<CPred<"::llvm::cast<::mlir::FloatAttr>($_self).getValueAsDouble() >= 0.0">,
+                   "whose value is non-negative">]>;
+
+def Train_LossReduction : I32EnumAttr<"LossReduction",
+    "how per-token losses are combined", [
+      I32EnumAttrCase<"None", 0, "none">,
+      I32EnumAttrCase<"Mean", 1, "mean">,
+      I32EnumAttrCase<"Sum", 2, "sum">,
+    ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::loom::train";
+}
+def Train_LossReductionAttr : EnumAttr<Train_Dialect, Train_LossReduction,
+                                       "reduction"> {
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def Train_FloatTensor : RankedTensorOf<[AnyFloat]>;
+def Train_IntTensor : RankedTensorOf<[AnySignlessInteger]>;
+
+/// Pure ops that decompose to linalg.
+class Train_DecomposableOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat(traits, [
+        Pure, DeclareOpInterfaceMethods<Train_DecomposableOpInterface>])> {
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+def Train_EmbeddingOp : Train_DecomposableOp<"embedding"> {
+  let summary = "looks up rows of a table by integer ids";
+  let description = [{
+    `result[i..., d] = table[ids[i...], d]`. Ids must lie in `[0, rows)`; the
+    data loader guarantees it (an out-of-range id is undefined behaviour, as
+    in every embedding kernel).
+
+    ```mlir
+    %x = train.embedding %table[%tokens]
+        : tensor<256x64xf32>, tensor<4x32xi32> -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$table, Train_IntTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)
+  }];
+}
+
+def Train_EmbeddingGradOp : Train_DecomposableOp<"embedding_grad"> {
+  let summary = "accumulates row gradients into a table-shaped gradient";
+  let description = [{
+    The gradient of `train.embedding` with respect to its table:
+    `result[v, d] = sum over i... with ids[i...] == v of grad[i..., d]`.
+
+    ```mlir
+    %dtable = train.embedding_grad %dx[%tokens]
+        : tensor<4x32x64xf32>, tensor<4x32xi32> -> tensor<256x64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$grad, Train_IntTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `[` $ids `]` attr-dict `:` type($grad) `,` type($ids) `->` type($result)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// RMSNorm and rotary embedding
+//===----------------------------------------------------------------------===//
+
+def Train_RMSNormOp : Train_DecomposableOp<"rms_norm",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "normalises the last dimension by its root mean square";
+  let description = [{
+    `result = input / sqrt(mean(input^2, last dim) + eps) * weight`, computed
+    in the input's element type.
+
+    ```mlir
+    %y = train.rms_norm %x, %w eps = 1.0e-05
+        : tensor<4x32x64xf32>, tensor<64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$weight,
+                       Train_PositiveF64Attr:$eps);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `eps` `=` $eps attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
+def Train_RoPEOp : Train_DecomposableOp<"rope",
+    [AllTypesMatch<["input", "result"]>]> {
+  let summary = "applies rotary position embedding to queries or keys";
+  let description = [{
+    `input` is `[batch, seq, heads, head_dim]`; position `s` rotates the pair
+    `(x[j], x[j + head_dim/2])` by the angle `s * theta^(-2j/head_dim)`
+    (the "rotate half" layout of Llama):
+
+    ```
+      out[j]          = x[j] * cos - x[j + h/2] * sin
+      out[j + h/2]    = x[j + h/2] * cos + x[j] * sin
+    ```
+
+    ```mlir
+    %q2 = train.rope %q theta = 500000.0 : tensor<4x32x8x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_PositiveF64Attr:$theta);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `theta` `=` $theta attr-dict `:` type($input)";
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+def Train_AttentionOp : Train_DecomposableOp<"attention", [
+    AllTypesMatch<["query", "result"]>, AllTypesMatch<["key", "value"]>]> {
+  let summary = "scaled dot-product attention with grouped key/value heads";
+  let description = [{
+    `query` is `[batch, seq, heads, head_dim]`, `key` and `value` are
+    `[batch, seq, kv_heads, head_dim]` with `heads` a multiple of `kv_heads`
+    (grouped-query attention: query head `h` reads kv head
+    `h / (heads / kv_heads)`). With `causal`, position `s` attends to
+    positions `<= s`.
+
+    ```
+      scores = scale * q k^T  (masked)   p = softmax(scores)   out = p v
+    ```
+
+    ```mlir
+    %o = train.attention %q, %k, %v causal scale = 0.25
+        : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$query, Train_FloatTensor:$key,
+                       Train_FloatTensor:$value, UnitAttr:$causal,
+                       Train_PositiveF64Attr:$scale);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`causal` $causal^)? `scale` `=` $scale attr-dict
+    `:` type($query) `,` type($key)
+  }];
+}
+
+def Train_AttentionGradOp : Train_DecomposableOp<"attention_grad", [
+    AllTypesMatch<["query", "result_grad", "query_grad"]>,
+    AllTypesMatch<["key", "value", "key_grad", "value_grad"]>]> {
+  let summary = "gradients of train.attention for its three inputs";
+  let description = [{
+    Recomputes the attention probabilities from `query` and `key` (nothing of
+    size seq x seq is saved from the forward) and returns the gradients of
+    the query, key and value given the gradient of the output:
+
+    ```
+      dv = p^T dout     dp = dout v^T     ds = p * (dp - rowsum(dp * p))
+      dq = scale * ds k                   dk = scale * ds^T q
+    ```
+
+    summed over the query heads of each kv group for `dk` and `dv`.
+
+    ```mlir
+    %dq, %dk, %dv = train.attention_grad %q, %k, %v, %dout causal scale = 0.25
+        : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$query, Train_FloatTensor:$key,
+                       Train_FloatTensor:$value, Train_FloatTensor:$result_grad,
+                       UnitAttr:$causal, Train_PositiveF64Attr:$scale);
+  let results = (outs Train_FloatTensor:$query_grad, Train_FloatTensor:$key_grad,
+                      Train_FloatTensor:$value_grad);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $result_grad (`causal` $causal^)? `scale` `=`
+    $scale attr-dict `:` type($query) `,` type($key)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Cross-entropy
+//===----------------------------------------------------------------------===//
+
+def Train_CrossEntropyOp : Train_DecomposableOp<"cross_entropy"> {
+  let summary = "softmax cross-entropy of logits against integer labels";
+  let description = [{
+    `logits` is `[tokens, vocab]`, `labels` is `[tokens]`. For each token with
+    `labels[i] != ignore_index`, with `lse = log(sum(exp(logits[i])))`:
+
+    ```
+      loss[i] = (1 - label_smoothing) * (lse - logits[i, labels[i]])
+              + label_smoothing * (lse - mean(logits[i]))
+              + z_loss * lse^2
+    ```
+
+    and 0 for ignored tokens. `reduction = <mean>` divides the sum by the
+    number of tokens not ignored (0 when every token is ignored, where
+    PyTorch returns NaN); `<sum>` sums; `<none>` returns `loss` as
+    `tensor<tokens>`. Math is done in the logits' type; use f32 logits for
+    bf16 models until the fused loss lands.
+
+    ```mlir
+    %loss = train.cross_entropy %logits, %labels ignore_index = -100
+        reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+        : tensor<128x256xf32>, tensor<128xi32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
+                       I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
+                       Train_UnitIntervalF64Attr:$label_smoothing,
+                       Train_NonNegativeF64Attr:$z_loss);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `ignore_index` `=` $ignore_index `reduction` `=` $reduction
+    `label_smoothing` `=` $label_smoothing `z_loss` `=` $z_loss attr-dict
+    `:` type($logits) `,` type($labels) `->` type($result)
+  }];
+}
+
+def Train_CrossEntropyGradOp : Train_DecomposableOp<"cross_entropy_grad",
+    [AllTypesMatch<["logits", "result"]>]> {
+  let summary = "gradient of train.cross_entropy with respect to the logits";
+  let description = [{
+    Given the gradient of the loss (`tensor<f32>` for mean and sum,
+    `tensor<tokens>` for none), returns the gradient of the logits:
+
+    ```
+      dlogits[i, j] = w[i] * ((1 - ls) * (p[i, j] - [j == labels[i]])
+                             + ls * (p[i, j] - 1 / vocab)
+                             + 2 * z_loss * lse[i] * p[i, j])
+    ```
+
+    with `p = softmax(logits[i])`, `w[i] = 0` for ignored tokens and the
+    reduction's scale times the incoming gradient otherwise.
+
+    ```mlir
+    %dlogits = train.cross_entropy_grad %logits, %labels, %dloss ignore_index = -100
+        reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+        : tensor<128x256xf32>, tensor<128xi32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$logits, Train_IntTensor:$labels,
+                       Train_FloatTensor:$loss_grad,
+                       I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
+                       Train_UnitIntervalF64Attr:$label_smoothing,
+                       Train_NonNegativeF64Attr:$z_loss);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels `,` $loss_grad `ignore_index` `=` $ignore_index
+    `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
+    `z_loss` `=` $z_loss attr-dict
+    `:` type($logits) `,` type($labels) `,` type($loss_grad)
+  }];
+}
 
 #endif // LOOM_DIALECT_TRAIN_TRAINOPS_TD

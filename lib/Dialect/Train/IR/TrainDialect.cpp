@@ -2,21 +2,31 @@
 
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace loom::train;
 
 #include "loom/Dialect/Train/TrainOpsDialect.cpp.inc"
 
-#define GET_OP_CLASSES
-#include "loom/Dialect/Train/TrainOps.cpp.inc"
+#define GET_ATTRDEF_CLASSES
+#include "loom/Dialect/Train/TrainAttributes.cpp.inc"
 
 void TrainDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "loom/Dialect/Train/TrainOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "loom/Dialect/Train/TrainAttributes.cpp.inc"
       >();
 }
 
@@ -40,6 +50,37 @@ static bool isUnitOrName(Attribute attr) {
   return name && !name.getValue().empty();
 }
 
+static bool isFloatTensor(Type type) {
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  return tensorType && isa<FloatType>(tensorType.getElementType());
+}
+
+/// Returns the attribute as a non-empty name, or emits an error.
+static StringAttr getNameOrError(Operation *op, NamedAttribute attr,
+                                 StringRef where) {
+  auto name = dyn_cast<StringAttr>(attr.getValue());
+  if (!name || name.getValue().empty()) {
+    op->emitOpError() << "expected '" << attr.getName().getValue() << "' on "
+                      << where << " to be a non-empty string, got "
+                      << attr.getValue();
+    return {};
+  }
+  return name;
+}
+
+/// Checks that `name` is unique among the `attrName` tags of the arguments
+/// before `argIndex`.
+static LogicalResult verifyUniqueArgName(FunctionOpInterface func,
+                                         StringRef attrName, StringAttr name,
+                                         unsigned argIndex) {
+  for (unsigned other = 0; other < argIndex; ++other)
+    if (func.getArgAttr(other, attrName) == name)
+      return func->emitOpError()
+             << "duplicate '" << attrName << "' name " << name
+             << " on arguments #" << other << " and #" << argIndex;
+  return success();
+}
+
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned argIndex,
@@ -49,47 +90,68 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
     return failure();
   StringRef attrName = attr.getName().getValue();
   Type type = func.getArgumentTypes()[argIndex];
-  auto tensorType = dyn_cast<RankedTensorType>(type);
+  std::string where = "argument #" + std::to_string(argIndex);
 
-  if (attrName == kParamAttrName) {
-    auto name = dyn_cast<StringAttr>(attr.getValue());
-    if (!name || name.getValue().empty())
-      return op->emitOpError()
-             << "expected '" << kParamAttrName << "' on argument #" << argIndex
-             << " to be a non-empty string, got " << attr.getValue();
-    if (!tensorType || !isa<FloatType>(tensorType.getElementType()))
-      return op->emitOpError()
-             << "expected parameter argument #" << argIndex
-             << " to be a ranked tensor of floats, got " << type;
-    if (func.getArgAttr(argIndex, kInputAttrName))
-      return op->emitOpError() << "argument #" << argIndex
-                               << " cannot be both a parameter and an input";
-    for (unsigned other = 0; other < argIndex; ++other)
-      if (func.getArgAttr(other, kParamAttrName) == name)
-        return op->emitOpError()
-               << "duplicate parameter name " << name << " on arguments #"
-               << other << " and #" << argIndex;
-    return success();
+  if (attrName == kParamAttrName || attrName == kStateAttrName) {
+    StringAttr name = getNameOrError(op, attr, where);
+    if (!name)
+      return failure();
+    StringRef role = attrName == kParamAttrName ? "parameter" : "state";
+    if (!isFloatTensor(type))
+      return op->emitOpError() << "expected " << role << " " << where
+                               << " to be a ranked tensor of floats, got "
+                               << type;
+    for (StringRef other : {kParamAttrName, kInputAttrName, kStateAttrName})
+      if (other != attrName && func.getArgAttr(argIndex, other))
+        return op->emitOpError() << where << " cannot be tagged both '"
+                                 << attrName << "' and '" << other << "'";
+    return verifyUniqueArgName(func, attrName, name, argIndex);
   }
 
   if (attrName == kInputAttrName) {
     if (!isUnitOrName(attr.getValue()))
       return op->emitOpError()
-             << "expected '" << kInputAttrName << "' on argument #" << argIndex
+             << "expected '" << kInputAttrName << "' on " << where
              << " to be a unit attribute or a non-empty string, got "
              << attr.getValue();
-    if (!tensorType)
-      return op->emitOpError() << "expected input argument #" << argIndex
+    if (!isa<RankedTensorType>(type))
+      return op->emitOpError() << "expected input " << where
                                << " to be a ranked tensor, got " << type;
     return success();
   }
 
-  if (attrName == kLossAttrName)
-    return op->emitOpError()
-           << "'" << kLossAttrName << "' tags a result, found it on argument #"
-           << argIndex;
+  if (attrName == kLossAttrName || attrName == kGradAttrName)
+    return op->emitOpError() << "'" << attrName
+                             << "' tags a result, found it on " << where;
   return op->emitOpError() << "unknown train attribute '" << attrName
-                           << "' on argument #" << argIndex;
+                           << "' on " << where;
+}
+
+/// Checks a result that names an argument (`train.grad`, `train.param` or
+/// `train.state` on a result): the argument exists and has the result's type.
+static LogicalResult verifyResultNamesArgument(FunctionOpInterface func,
+                                               NamedAttribute attr,
+                                               StringRef argAttrName,
+                                               unsigned resultIndex) {
+  std::string where = "result #" + std::to_string(resultIndex);
+  StringAttr name = getNameOrError(func, attr, where);
+  if (!name)
+    return failure();
+  Type type = func.getResultTypes()[resultIndex];
+  for (unsigned arg = 0, e = func.getNumArguments(); arg < e; ++arg) {
+    if (func.getArgAttr(arg, argAttrName) != name)
+      continue;
+    if (func.getArgumentTypes()[arg] != type)
+      return func->emitOpError()
+             << "expected " << where << " ('" << attr.getName().getValue()
+             << "' " << name << ") to have the type of argument #" << arg
+             << ", " << func.getArgumentTypes()[arg] << ", got " << type;
+    return success();
+  }
+  return func->emitOpError() << "'" << attr.getName().getValue() << "' "
+                             << name << " on " << where
+                             << " names no argument tagged '" << argAttrName
+                             << "'";
 }
 
 LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
@@ -100,17 +162,20 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
   if (!func)
     return failure();
   StringRef attrName = attr.getName().getValue();
+  if (attrName == kGradAttrName)
+    return verifyResultNamesArgument(func, attr, kParamAttrName, resultIndex);
+  if (attrName == kParamAttrName || attrName == kStateAttrName)
+    return verifyResultNamesArgument(func, attr, attrName, resultIndex);
   if (attrName != kLossAttrName)
-    return op->emitOpError()
-           << "unknown train attribute '" << attrName << "' on result #"
-           << resultIndex
-           << (attrName == kParamAttrName || attrName == kInputAttrName
-                   ? " (it tags arguments)"
-                   : "");
+    return op->emitOpError() << "unknown train attribute '" << attrName
+                             << "' on result #" << resultIndex
+                             << (attrName == kInputAttrName
+                                     ? " (it tags arguments)"
+                                     : "");
   if (!isa<UnitAttr>(attr.getValue()))
-    return op->emitOpError()
-           << "expected '" << kLossAttrName << "' to be a unit attribute, got "
-           << attr.getValue();
+    return op->emitOpError() << "expected '" << kLossAttrName
+                             << "' to be a unit attribute, got "
+                             << attr.getValue();
   Type type = func.getResultTypes()[resultIndex];
   Type elementType = type;
   if (auto tensorType = dyn_cast<RankedTensorType>(type))

@@ -1,0 +1,88 @@
+//===- EmbeddingDecomposition.cpp - embedding and its gradient in linalg --===//
+
+#include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Utils/LinalgBuilder.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::train;
+
+/// A gather: one generic over the result whose body extracts the table
+/// element named by the id and the column index.
+FailureOr<SmallVector<Value>> EmbeddingOp::decompose(OpBuilder &builder) {
+  LinalgBuilder lb(builder, getLoc());
+  RankedTensorType resultType = getResult().getType();
+  unsigned rank = resultType.getRank();
+  SmallVector<unsigned> idDims = llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
+  Value table = getTable();
+  Value init = lb.empty(resultType.getShape(), resultType.getElementType());
+  Value result = lb.generic(
+      init, getIds(), {lb.map(rank, idDims), lb.identity(rank)},
+      [&](OpBuilder &b, Location loc, ValueRange args) -> Value {
+        Value row =
+            arith::IndexCastOp::create(b, loc, b.getIndexType(), args[0]);
+        Value col = linalg::IndexOp::create(b, loc, rank - 1);
+        return tensor::ExtractOp::create(b, loc, table, ValueRange{row, col});
+      });
+  return SmallVector<Value>{result};
+}
+
+/// A scatter-add: a loop over the tokens that adds each gradient row into the
+/// table row its id names. It costs tokens x width, not tokens x rows x width
+/// as a one-hot contraction would.
+FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
+  Location loc = getLoc();
+  LinalgBuilder lb(builder, loc);
+  RankedTensorType resultType = getResult().getType();
+  RankedTensorType idsType = getIds().getType();
+  Type elementType = resultType.getElementType();
+  int64_t width = resultType.getDimSize(1);
+  if (!idsType.hasStaticShape() || ShapedType::isDynamic(width))
+    return emitOpError("decomposition needs static shapes");
+
+  // Flatten ids to [tokens] and the gradient to [tokens, width].
+  Value ids = getIds(), grad = getGrad();
+  if (idsType.getRank() != 1) {
+    SmallVector<int64_t, 2> all = llvm::to_vector<2>(
+        llvm::seq<int64_t>(0, idsType.getRank()));
+    ids = lb.collapse(ids, {all});
+    grad = lb.collapse(grad, {all, {idsType.getRank()}});
+  }
+  int64_t tokens = idsType.getNumElements();
+
+  Value zero = lb.filled(resultType.getShape(), elementType, 0.0);
+  Value lower = arith::ConstantIndexOp::create(builder, loc, 0);
+  Value upper = arith::ConstantIndexOp::create(builder, loc, tokens);
+  Value step = arith::ConstantIndexOp::create(builder, loc, 1);
+  auto loop = scf::ForOp::create(
+      builder, loc, lower, upper, step, ValueRange{zero},
+      [&](OpBuilder &b, Location l, Value token, ValueRange iterArgs) {
+        LinalgBuilder body(b, l);
+        Value id = tensor::ExtractOp::create(b, l, ids, token);
+        Value row = arith::IndexCastOp::create(b, l, b.getIndexType(), id);
+        SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1),
+                                           b.getIndexAttr(width)};
+        SmallVector<OpFoldResult> strides = {b.getIndexAttr(1),
+                                             b.getIndexAttr(1)};
+        SmallVector<OpFoldResult> accOffsets = {row, b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> gradOffsets = {token, b.getIndexAttr(0)};
+        auto rowType = RankedTensorType::get({1, width}, elementType);
+        Value acc = tensor::ExtractSliceOp::create(
+            b, l, rowType, iterArgs[0], accOffsets, sizes, strides);
+        Value gradRow = tensor::ExtractSliceOp::create(
+            b, l, rowType, grad, gradOffsets, sizes, strides);
+        Value sum = body.generic(
+            acc, gradRow, {body.identity(2), body.identity(2)},
+            [](OpBuilder &bb, Location ll, ValueRange args) -> Value {
+              return arith::AddFOp::create(bb, ll, args[1], args[0]);
+            });
+        Value next = tensor::InsertSliceOp::create(b, l, sum, iterArgs[0],
+                                                   accOffsets, sizes, strides);
+        scf::YieldOp::create(b, l, next);
+      });
+  return SmallVector<Value>{loop.getResult(0)};
+}

@@ -1,0 +1,44 @@
+//===- TrainDecompose.cpp - replace train ops by linalg -------------------===//
+
+#include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Dialect/Train/TrainPasses.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace loom::train {
+#define GEN_PASS_DEF_TRAINDECOMPOSEPASS
+#include "loom/Dialect/Train/TrainPasses.h.inc"
+} // namespace loom::train
+
+using namespace mlir;
+using namespace loom::train;
+
+namespace {
+
+struct TrainDecomposePass
+    : public loom::train::impl::TrainDecomposePassBase<TrainDecomposePass> {
+  void getDependentDialects(DialectRegistry &registry) const override {
+    TrainDecomposePassBase::getDependentDialects(registry);
+    registry.insert<scf::SCFDialect>();
+  }
+
+  void runOnOperation() override {
+    SmallVector<DecomposableOpInterface> ops;
+    getOperation()->walk(
+        [&](DecomposableOpInterface op) { ops.push_back(op); });
+    OpBuilder builder(&getContext());
+    for (DecomposableOpInterface op : ops) {
+      builder.setInsertionPoint(op);
+      FailureOr<SmallVector<Value>> replacements = op.decompose(builder);
+      if (failed(replacements))
+        return signalPassFailure();
+      op->replaceAllUsesWith(*replacements);
+      op->erase();
+    }
+  }
+};
+
+} // namespace

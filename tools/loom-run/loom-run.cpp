@@ -1,0 +1,279 @@
+//===- loom-run.cpp - evaluate a tensor function on .npy inputs -----------===//
+//
+// Lowers one function of a module (train ops decomposed, linalg to loops,
+// then LLVM), JIT-compiles it, calls it on arrays read from .npy files and
+// writes each result to DIR/result<i>.npy. It is the reference evaluator the
+// numerical tests (gradient checks, kernels against decompositions) compare
+// with, so it favours obviously-correct lowering over speed.
+//
+//   loom-run step.mlir --entry=step --output-dir=out a.npy b.npy ...
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
+#include "loom/Support/Npy.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+using llvm::cl::opt;
+using llvm::errs;
+using llvm::Error;
+using llvm::Expected;
+using llvm::outs;
+using llvm::SmallString;
+using llvm::StringRef;
+using llvm::Twine;
+using loom::NpyDType;
+namespace cl = llvm::cl;
+namespace sys = llvm::sys;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
+                                      cl::Required);
+static cl::list<std::string> arrayFiles(cl::Positional,
+                                        cl::desc("<argument .npy files>..."));
+static cl::opt<std::string> entry("entry", cl::desc("function to call"),
+                                  cl::Required);
+static cl::opt<std::string> outputDir("output-dir",
+                                      cl::desc("where result<i>.npy go"),
+                                      cl::Required);
+static cl::opt<std::string> sharedLibs(
+    "shared-libs", cl::desc("comma-separated libraries the code may call"),
+    cl::init(LOOM_C_RUNNER_UTILS));
+static cl::opt<bool> dumpLowered("dump-lowered",
+                                 cl::desc("print the LLVM-dialect module"));
+
+/// The reference lowering: decomposed train ops, bufferised with identity
+/// layouts at function boundaries, loops, then LLVM.
+static constexpr const char *kLoweringPipeline =
+    "train-decompose, canonicalize, "
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map}, "
+    "buffer-deallocation-pipeline, "
+    "func.func(convert-linalg-to-loops), expand-strided-metadata, "
+    "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
+    "convert-math-to-libm, "
+    "convert-to-llvm, reconcile-unrealized-casts";
+
+namespace {
+
+/// A ranked memref descriptor as the LLVM lowering lays it out:
+/// {allocated, aligned, offset, sizes[rank], strides[rank]}, all 8 bytes.
+struct Descriptor {
+  std::vector<int64_t> words;
+  explicit Descriptor(int64_t rank) : words(3 + 2 * rank, 0) {}
+};
+
+std::optional<NpyDType> getDType(Type type) {
+  if (type.isF32())
+    return NpyDType::F32;
+  if (type.isF64())
+    return NpyDType::F64;
+  if (type.isSignlessInteger(32))
+    return NpyDType::I32;
+  if (type.isSignlessInteger(64))
+    return NpyDType::I64;
+  return std::nullopt;
+}
+
+/// Checks that `type` is a static tensor of a supported element type.
+LogicalResult checkTensorType(Type type, const Twine &what) {
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  if (!tensorType || !tensorType.hasStaticShape() ||
+      !getDType(tensorType.getElementType())) {
+    errs() << "error: " << what << " has type " << type
+           << "; loom-run supports static tensors of f32, f64, i32, i64\n";
+    return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAllPasses();
+  loom::registerAllPasses();
+  cl::ParseCommandLineOptions(argc, argv, "Loom reference evaluator\n");
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  loom::registerAllDialects(registry);
+  MLIRContext context(registry);
+
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  std::string errorMessage;
+  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(inputFile, &errorMessage);
+  if (!file) {
+    errs() << "error: " << errorMessage << "\n";
+    return 1;
+  }
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  // Check the entry's signature before lowering hides it.
+  auto func = module->lookupSymbol<func::FuncOp>(entry);
+  if (!func || func.isExternal()) {
+    errs() << "error: no function '" << entry << "' with a body in "
+           << inputFile << "\n";
+    return 1;
+  }
+  FunctionType type = func.getFunctionType();
+  if (arrayFiles.size() != type.getNumInputs()) {
+    errs() << "error: '" << entry << "' takes " << type.getNumInputs()
+           << " arguments, got " << arrayFiles.size() << " .npy files\n";
+    return 1;
+  }
+  std::vector<loom::NpyArray> inputs;
+  for (auto [index, argType] : llvm::enumerate(type.getInputs())) {
+    if (failed(checkTensorType(argType, "argument #" + Twine(index))))
+      return 1;
+    Expected<loom::NpyArray> array = loom::readNpy(arrayFiles[index]);
+    if (!array) {
+      errs() << "error: " << toString(array.takeError()) << "\n";
+      return 1;
+    }
+    auto tensorType = cast<RankedTensorType>(argType);
+    if (ArrayRef<int64_t>(array->shape) != tensorType.getShape() ||
+        array->dtype != *getDType(tensorType.getElementType())) {
+      errs() << "error: " << arrayFiles[index] << " holds a "
+             << loom::getNpyDescr(array->dtype) << " array of shape (";
+      llvm::interleaveComma(array->shape, errs());
+      errs() << ") but argument #" << index << " is " << argType << "\n";
+      return 1;
+    }
+    inputs.push_back(std::move(*array));
+  }
+  for (auto [index, resultType] : llvm::enumerate(type.getResults()))
+    if (failed(checkTensorType(resultType, "result #" + Twine(index))))
+      return 1;
+  SmallVector<Type> resultTypes(type.getResults());
+
+  PassManager pm(&context);
+  if (failed(parsePassPipeline(kLoweringPipeline, pm, errs())) ||
+      failed(pm.run(*module))) {
+    errs() << "error: lowering '" << inputFile << "' failed\n";
+    return 1;
+  }
+  if (dumpLowered)
+    module->print(outs());
+
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0,
+                                /*targetMachine=*/nullptr);
+  ExecutionEngineOptions options;
+  options.transformer = optimize;
+  SmallVector<StringRef> libs;
+  if (!sharedLibs.empty())
+    StringRef(sharedLibs).split(libs, ',');
+  options.sharedLibPaths = libs;
+  Expected<std::unique_ptr<ExecutionEngine>> engine =
+      ExecutionEngine::create(*module, options);
+  if (!engine) {
+    errs() << "error: JIT compilation failed: "
+           << toString(engine.takeError()) << "\n";
+    return 1;
+  }
+
+  // Packed calling convention: one pointer per LLVM argument (a memref
+  // argument expands to its descriptor's words), then one to the result.
+  std::vector<Descriptor> argDescriptors;
+  std::vector<void *> packed;
+  argDescriptors.reserve(inputs.size());
+  for (loom::NpyArray &array : inputs) {
+    int64_t rank = array.shape.size();
+    Descriptor &d = argDescriptors.emplace_back(rank);
+    void *data = array.data.data();
+    std::memcpy(&d.words[0], &data, sizeof(void *));
+    std::memcpy(&d.words[1], &data, sizeof(void *));
+    int64_t stride = 1;
+    for (int64_t dim = rank - 1; dim >= 0; --dim) {
+      d.words[3 + dim] = array.shape[dim];
+      d.words[3 + rank + dim] = stride;
+      stride *= array.shape[dim];
+    }
+  }
+  for (Descriptor &d : argDescriptors)
+    for (int64_t &word : d.words)
+      packed.push_back(&word);
+  int64_t resultWords = 0;
+  for (Type resultType : resultTypes)
+    resultWords += 3 + 2 * cast<RankedTensorType>(resultType).getRank();
+  std::vector<int64_t> resultStorage(std::max<int64_t>(resultWords, 1), 0);
+  if (!resultTypes.empty())
+    packed.push_back(resultStorage.data());
+
+  if (Error error = (*engine)->invokePacked(entry, packed)) {
+    errs() << "error: calling '" << entry << "' failed: "
+           << toString(std::move(error)) << "\n";
+    return 1;
+  }
+
+  if (std::error_code ec = sys::fs::create_directories(outputDir)) {
+    errs() << "error: cannot create " << outputDir << ": " << ec.message()
+           << "\n";
+    return 1;
+  }
+  int64_t word = 0;
+  for (auto [index, resultType] : llvm::enumerate(resultTypes)) {
+    auto tensorType = cast<RankedTensorType>(resultType);
+    int64_t rank = tensorType.getRank();
+    const int64_t *d = &resultStorage[word];
+    word += 3 + 2 * rank;
+    loom::NpyArray array;
+    array.dtype = *getDType(tensorType.getElementType());
+    array.shape.assign(tensorType.getShape().begin(),
+                       tensorType.getShape().end());
+    int64_t elementBytes = loom::getNpyElementBytes(array.dtype);
+    array.data.resize(array.getNumElements() * elementBytes);
+    const char *base;
+    std::memcpy(&base, &d[1], sizeof(void *));
+    base += d[2] * elementBytes;
+    // Copy element by element through the result's strides.
+    std::vector<int64_t> position(rank, 0);
+    for (int64_t linear = 0, e = array.getNumElements(); linear < e; ++linear) {
+      int64_t offset = 0;
+      for (int64_t dim = 0; dim < rank; ++dim)
+        offset += position[dim] * d[3 + rank + dim];
+      std::memcpy(&array.data[linear * elementBytes],
+                  base + offset * elementBytes, elementBytes);
+      for (int64_t dim = rank - 1; dim >= 0; --dim) {
+        if (++position[dim] < array.shape[dim])
+          break;
+        position[dim] = 0;
+      }
+    }
+    SmallString<128> path(outputDir);
+    sys::path::append(path, "result" + Twine(index) + ".npy");
+    if (Error error = loom::writeNpy(path, array)) {
+      errs() << "error: " << toString(std::move(error)) << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
