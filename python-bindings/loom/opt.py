@@ -1,4 +1,4 @@
-"""Run ``loom-opt`` on IR text from Python.
+"""Run Loom's command-line tools from Python.
 
 ``run_opt`` pipes IR through ``loom-opt`` with the given pass arguments and
 returns the printed result; diagnostics become a :class:`LoomOptError` that
@@ -20,31 +20,37 @@ from typing import Sequence
 
 
 class LoomOptError(RuntimeError):
-    """``loom-opt`` rejected its input or failed; ``diagnostics`` holds stderr."""
+    """A Loom tool rejected its input or failed; ``diagnostics`` holds stderr."""
 
-    def __init__(self, returncode: int, diagnostics: str) -> None:
-        super().__init__(f"loom-opt exited with status {returncode}:\n{diagnostics}")
+    def __init__(self, tool: str, returncode: int, diagnostics: str) -> None:
+        super().__init__(f"{tool} exited with status {returncode}:\n{diagnostics}")
         self.returncode = returncode
         self.diagnostics = diagnostics
 
 
-def find_loom_opt() -> str:
-    """Locates ``loom-opt``: ``$LOOM_OPT``, then ``PATH``, then the source tree's
-    ``build/bin``."""
-    explicit = os.environ.get("LOOM_OPT")
+def find_tool(name: str) -> str:
+    """Locates a Loom tool: ``$LOOM_<NAME>`` (e.g. ``LOOM_OPT``), then ``PATH``,
+    then the source tree's ``build/bin``."""
+    variable = "LOOM_" + name.removeprefix("loom-").upper().replace("-", "_")
+    explicit = os.environ.get(variable)
     if explicit:
         if not os.access(explicit, os.X_OK):
-            raise FileNotFoundError(f"LOOM_OPT={explicit} is not an executable")
+            raise FileNotFoundError(f"{variable}={explicit} is not an executable")
         return explicit
-    on_path = shutil.which("loom-opt")
+    on_path = shutil.which(name)
     if on_path:
         return on_path
-    in_tree = Path(__file__).resolve().parents[2] / "build" / "bin" / "loom-opt"
+    in_tree = Path(__file__).resolve().parents[2] / "build" / "bin" / name
     if os.access(in_tree, os.X_OK):
         return str(in_tree)
     raise FileNotFoundError(
-        "loom-opt not found: set LOOM_OPT, put it on PATH, or build it with ./scripts/test"
+        f"{name} not found: set {variable}, put it on PATH, or build it with ./scripts/test"
     )
+
+
+def find_loom_opt() -> str:
+    """Locates ``loom-opt`` (see :func:`find_tool`)."""
+    return find_tool("loom-opt")
 
 
 def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 600.0) -> str:
@@ -58,5 +64,5 @@ def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 600.0) -> 
         check=False,
     )
     if proc.returncode != 0:
-        raise LoomOptError(proc.returncode, proc.stderr)
+        raise LoomOptError("loom-opt", proc.returncode, proc.stderr)
     return proc.stdout
