@@ -17,6 +17,7 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
@@ -106,6 +107,15 @@ LogicalResult checkTensorType(Type type, const Twine &what) {
   return success();
 }
 
+/// Drops the `train.*` role attributes from an argument or result.
+SmallVector<NamedAttribute> withoutRoles(ArrayRef<NamedAttribute> attrs) {
+  SmallVector<NamedAttribute> kept;
+  for (NamedAttribute attr : attrs)
+    if (!attr.getName().getValue().starts_with("train."))
+      kept.push_back(attr);
+  return kept;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -173,6 +183,14 @@ int main(int argc, char **argv) {
     if (failed(checkTensorType(resultType, "result #" + Twine(index))))
       return 1;
   SmallVector<Type> resultTypes(type.getResults());
+
+  // Roles mean nothing to the evaluator, and the LLVM dialect rejects them.
+  module->walk([](FunctionOpInterface f) {
+    for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
+      f.setArgAttrs(i, withoutRoles(f.getArgAttrs(i)));
+    for (unsigned i = 0, e = f.getNumResults(); i < e; ++i)
+      f.setResultAttrs(i, withoutRoles(f.getResultAttrs(i)));
+  });
 
   PassManager pm(&context);
   if (failed(parsePassPipeline(kLoweringPipeline, pm, errs())) ||

@@ -37,3 +37,8 @@ func.func private @declared(tensor<4xf16> {train.param = "w"}) -> (tensor<f16> {
 // CHECK-SAME: -> (f32 {train.loss}, tensor<4xf32> {train.grad = "w"}, tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})
 func.func private @step(tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})
     -> (f32 {train.loss}, tensor<4xf32> {train.grad = "w"}, tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.state = "w.m"})
+
+// Roles survive bufferisation.
+// CHECK-LABEL: func.func private @bufferized
+// CHECK-SAME: (memref<4xf32> {train.param = "w"}, memref<8xi32> {train.input}) -> (memref<f32> {train.loss})
+func.func private @bufferized(memref<4xf32> {train.param = "w"}, memref<8xi32> {train.input}) -> (memref<f32> {train.loss})

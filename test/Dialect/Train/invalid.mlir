@@ -11,12 +11,12 @@ func.func private @param_with_empty_name(tensor<4xf32> {train.param = ""})
 
 // -----
 
-// expected-error @+1 {{expected parameter argument #1 to be a ranked tensor of floats, got 'tensor<4xi32>'}}
+// expected-error @+1 {{expected parameter argument #1 to be a ranked tensor or memref of floats, got 'tensor<4xi32>'}}
 func.func private @integer_param(tensor<4xf32>, tensor<4xi32> {train.param = "w"})
 
 // -----
 
-// expected-error @+1 {{expected parameter argument #0 to be a ranked tensor of floats, got 'f32'}}
+// expected-error @+1 {{expected parameter argument #0 to be a ranked tensor or memref of floats, got 'f32'}}
 func.func private @scalar_param(f32 {train.param = "w"})
 
 // -----
@@ -36,7 +36,7 @@ func.func private @input_with_integer(tensor<4xi32> {train.input = 3})
 
 // -----
 
-// expected-error @+1 {{expected input argument #0 to be a ranked tensor, got 'i32'}}
+// expected-error @+1 {{expected input argument #0 to be a ranked tensor or memref, got 'i32'}}
 func.func private @scalar_input(i32 {train.input})
 
 // -----
@@ -86,7 +86,7 @@ func.func private @duplicate_state(tensor<f32> {train.state = "step"}, tensor<f3
 
 // -----
 
-// expected-error @+1 {{expected state argument #0 to be a ranked tensor of floats, got 'i64'}}
+// expected-error @+1 {{expected state argument #0 to be a ranked tensor or memref of floats, got 'i64'}}
 func.func private @integer_state(i64 {train.state = "step"})
 
 // -----
@@ -96,12 +96,12 @@ func.func private @named_loss() -> (tensor<f32> {train.loss = "l"})
 
 // -----
 
-// expected-error @+1 {{expected the loss (result #0) to be a float scalar or 0-d float tensor, got 'tensor<4xf32>'}}
+// expected-error @+1 {{expected the loss (result #0) to be a float scalar or a 0-d float tensor or memref, got 'tensor<4xf32>'}}
 func.func private @vector_loss() -> (tensor<4xf32> {train.loss})
 
 // -----
 
-// expected-error @+1 {{expected the loss (result #0) to be a float scalar or 0-d float tensor, got 'tensor<i32>'}}
+// expected-error @+1 {{expected the loss (result #0) to be a float scalar or a 0-d float tensor or memref, got 'tensor<i32>'}}
 func.func private @integer_loss() -> (tensor<i32> {train.loss})
 
 // -----

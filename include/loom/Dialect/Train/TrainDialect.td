@@ -35,7 +35,7 @@ def Train_Dialect : Dialect {
 
     Parameters and state are ranked tensors of floating-point elements;
     inputs are ranked tensors; the loss is a floating-point scalar (`f32` or
-    `tensor<f32>`). A result named after an argument has that argument's
+    `tensor<f32>`). After bufferisation the same roles tag the memrefs. A result named after an argument has that argument's
     type. Any other `train.*` attribute, or one of these in the wrong place,
     is an error.
   }];

@@ -50,9 +50,15 @@ static bool isUnitOrName(Attribute attr) {
   return name && !name.getValue().empty();
 }
 
-static bool isFloatTensor(Type type) {
-  auto tensorType = dyn_cast<RankedTensorType>(type);
-  return tensorType && isa<FloatType>(tensorType.getElementType());
+/// Roles survive bufferisation: a parameter may be a ranked tensor or, after
+/// bufferisation, a memref.
+static bool isShaped(Type type) {
+  return isa<RankedTensorType, MemRefType>(type);
+}
+
+static bool isFloatShaped(Type type) {
+  return isShaped(type) &&
+         isa<FloatType>(cast<ShapedType>(type).getElementType());
 }
 
 /// Returns the attribute as a non-empty name, or emits an error.
@@ -97,9 +103,10 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
     if (!name)
       return failure();
     StringRef role = attrName == kParamAttrName ? "parameter" : "state";
-    if (!isFloatTensor(type))
+    if (!isFloatShaped(type))
       return op->emitOpError() << "expected " << role << " " << where
-                               << " to be a ranked tensor of floats, got "
+                               << " to be a ranked tensor or memref of "
+                                  "floats, got "
                                << type;
     for (StringRef other : {kParamAttrName, kInputAttrName, kStateAttrName})
       if (other != attrName && func.getArgAttr(argIndex, other))
@@ -114,9 +121,10 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
              << "expected '" << kInputAttrName << "' on " << where
              << " to be a unit attribute or a non-empty string, got "
              << attr.getValue();
-    if (!isa<RankedTensorType>(type))
+    if (!isShaped(type))
       return op->emitOpError() << "expected input " << where
-                               << " to be a ranked tensor, got " << type;
+                               << " to be a ranked tensor or memref, got "
+                               << type;
     return success();
   }
 
@@ -178,13 +186,14 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
                              << attr.getValue();
   Type type = func.getResultTypes()[resultIndex];
   Type elementType = type;
-  if (auto tensorType = dyn_cast<RankedTensorType>(type))
-    elementType =
-        tensorType.getRank() == 0 ? tensorType.getElementType() : Type();
+  if (isShaped(type)) {
+    auto shaped = cast<ShapedType>(type);
+    elementType = shaped.getRank() == 0 ? shaped.getElementType() : Type();
+  }
   if (!elementType || !isa<FloatType>(elementType))
     return op->emitOpError() << "expected the loss (result #" << resultIndex
-                             << ") to be a float scalar or 0-d float tensor, "
-                                "got "
+                             << ") to be a float scalar or a 0-d float "
+                                "tensor or memref, got "
                              << type;
   for (unsigned other = 0; other < resultIndex; ++other)
     if (func.getResultAttr(other, kLossAttrName))
