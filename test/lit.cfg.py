@@ -32,3 +32,8 @@ llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.loom_src_root, "python-bindings"), append_path=True
 )
+
+# PyTorch is the reference for whole-model tests; scripts/lib.sh installs it.
+import subprocess
+if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
+    config.available_features.add("torch")

@@ -58,4 +58,46 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
+  let summary = "Appends the optimizer update to a training step";
+  let description = [{
+    On every function produced by `train-autodiff`, appends the optimizer
+    state to the arguments and replaces the gradient results by the updated
+    parameters and state: the step returns
+    `(loss, other results..., new params..., new state...)`. AdamW keeps two
+    moments per parameter (`train.state = "<param>.m"`, `"<param>.v"`, of the
+    parameter's type) and a step counter (`train.state = "step"`,
+    `tensor<f32>`, 0 before the first step); SGD keeps none. The updates are
+    PyTorch's `AdamW` and `SGD` (with L2 `weight_decay`):
+
+    ```
+      AdamW, for each parameter p with gradient g:
+        t' = t + 1
+        m' = b1 m + (1 - b1) g              v' = b2 v + (1 - b2) g^2
+        p' = p - lr (m' / (1 - b1^t') / (sqrt(v' / (1 - b2^t')) + eps) + wd p)
+      SGD:
+        p' = p - lr (g + wd p)
+    ```
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",
+           "the optimizer: adamw or sgd">,
+    Option<"lr", "lr", "double", /*default=*/"1e-3", "learning rate">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9",
+           "AdamW first-moment decay">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999",
+           "AdamW second-moment decay">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8",
+           "AdamW denominator epsilon">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "decoupled weight decay (AdamW) or L2 decay (SGD)">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD

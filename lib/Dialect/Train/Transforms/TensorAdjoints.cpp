@@ -7,7 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "ReverseMode.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/IndexingUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -17,7 +19,7 @@ using namespace loom::train;
 bool loom::train::isTensorDifferentiable(Operation *op) {
   return isa<tensor::EmptyOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
              tensor::ExtractSliceOp, tensor::InsertSliceOp, tensor::ConcatOp,
-             tensor::CastOp, tensor::ExtractOp>(op);
+             tensor::CastOp, tensor::ExtractOp, tensor::FromElementsOp>(op);
 }
 
 static Value zerosLike(ReverseMode &rm, Location loc, Type type) {
@@ -88,6 +90,18 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
       .Case([&](tensor::CastOp o) {
         rm.accumulate(o.getSource(), tensor::CastOp::create(
                                          b, loc, o.getSource().getType(), g));
+        return success();
+      })
+      .Case([&](tensor::FromElementsOp o) {
+        // Element i (row-major) takes the gradient at its position.
+        auto type = cast<RankedTensorType>(o.getType());
+        SmallVector<int64_t> strides = computeStrides(type.getShape());
+        for (auto [linear, element] : llvm::enumerate(o.getElements())) {
+          SmallVector<Value> indices;
+          for (int64_t pos : delinearize(linear, strides))
+            indices.push_back(arith::ConstantIndexOp::create(b, loc, pos));
+          rm.accumulate(element, tensor::ExtractOp::create(b, loc, g, indices));
+        }
         return success();
       })
       .Case([&](tensor::ExtractOp o) {

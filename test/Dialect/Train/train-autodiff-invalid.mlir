@@ -1,0 +1,81 @@
+// Tests that train-autodiff names what it cannot differentiate.
+// RUN: loom-opt %s -split-input-file -train-autodiff -verify-diagnostics
+
+func.func @max_reduction(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  // expected-error @+1 {{reads its output inside the body in a form train-autodiff cannot differentiate (expected `out + f(inputs)`)}}
+  %m = linalg.reduce ins(%w : tensor<4xf32>) outs(%f : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      %r = arith.maximumf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %m : tensor<f32>
+}
+
+// -----
+
+func.func @unknown_op(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  // expected-error @+1 {{'arith.addf' op has no derivative rule in train-autodiff}}
+  %d = arith.addf %w, %w : tensor<4xf32>
+  %c = arith.constant 0 : index
+  %s = tensor.extract %d[%c] : tensor<4xf32>
+  %t = tensor.from_elements %s : tensor<f32>
+  return %t : tensor<f32>
+}
+
+// -----
+
+func.func @unknown_scalar_op(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %m = linalg.reduce ins(%w : tensor<4xf32>) outs(%f : tensor<f32>) dimensions = [0]
+    (%in: f32, %acc: f32) {
+      // expected-error @+1 {{'math.atan' op has no derivative rule in train-autodiff (inside a linalg body)}}
+      %a = math.atan %in : f32
+      %r = arith.addf %a, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %m : tensor<f32>
+}
+
+// -----
+
+func.func @gather_from_a_param(%w: tensor<4xf32> {train.param = "w"}, %i: tensor<2xi32> {train.input}) -> (tensor<f32> {train.loss}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  // expected-error @+1 {{reads a differentiated value from above inside its body; train-autodiff cannot differentiate it}}
+  %m = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> ()>], iterator_types = ["reduction"]}
+      ins(%i : tensor<2xi32>) outs(%f : tensor<f32>) {
+    ^bb0(%id: i32, %acc: f32):
+      %k = arith.index_cast %id : i32 to index
+      %v = tensor.extract %w[%k] : tensor<4xf32>
+      %r = arith.addf %acc, %v : f32
+      linalg.yield %r : f32
+  } -> tensor<f32>
+  return %m : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{train-autodiff expects a single-block function}}
+func.func @two_blocks(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  cf.br ^bb1
+^bb1:
+  return %w : tensor<f32>
+}
+
+// -----
+
+func.func @second_derivative(%l: tensor<4x4xf32> {train.param = "l"}, %y: tensor<4xi32> {train.input}) -> (tensor<f32> {train.loss}) {
+  %one = arith.constant dense<1.0> : tensor<f32>
+  // expected-error @+1 {{is a gradient op; train-autodiff does not compute second derivatives}}
+  %g = train.cross_entropy_grad %l, %y, %one ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+      : tensor<4x4xf32>, tensor<4xi32>, tensor<f32>
+  %loss = train.cross_entropy %g, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+      : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

@@ -1,0 +1,85 @@
+// Tests train-autodiff on small functions: the step's signature, the shape of
+// each adjoint, and that the backward reads only the forward values it needs.
+// Numerical checks of every rule are in test/Numerics/gradients.py.
+// RUN: loom-opt %s -split-input-file -train-autodiff | FileCheck %s
+
+// y = tanh(x W + b); loss = sum(y^2)
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: (%[[W:.+]]: tensor<3x4xf32> {train.param = "w"}, %[[B:.+]]: tensor<4xf32> {train.param = "b"}, %[[X:.+]]: tensor<2x3xf32> {train.input})
+// CHECK-SAME: -> (tensor<f32> {train.loss}, tensor<3x4xf32> {train.grad = "w"}, tensor<4xf32> {train.grad = "b"})
+func.func @mlp(%w: tensor<3x4xf32> {train.param = "w"}, %b: tensor<4xf32> {train.param = "b"},
+               %x: tensor<2x3xf32> {train.input}) -> (tensor<f32> {train.loss}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<2x4xf32>) -> tensor<2x4xf32>
+  // The forward keeps its named op.
+  // CHECK: %[[M:.+]] = linalg.matmul ins(%[[X]], %[[W]]
+  %m = linalg.matmul ins(%x, %w : tensor<2x3xf32>, tensor<3x4xf32>) outs(%f : tensor<2x4xf32>) -> tensor<2x4xf32>
+  %h = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>],
+                       iterator_types = ["parallel", "parallel"]}
+      ins(%m, %b : tensor<2x4xf32>, tensor<4xf32>) outs(%e : tensor<2x4xf32>) {
+    ^bb0(%a: f32, %c: f32, %o: f32):
+      %s = arith.addf %a, %c : f32
+      %t = math.tanh %s : f32
+      linalg.yield %t : f32
+  } -> tensor<2x4xf32>
+  %e0 = tensor.empty() : tensor<f32>
+  %f0 = linalg.fill ins(%z : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %l = linalg.reduce ins(%h : tensor<2x4xf32>) outs(%f0 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %sq = arith.mulf %in, %in : f32
+      %r = arith.addf %sq, %acc : f32
+      linalg.yield %r : f32
+    }
+  // d(sum y^2)/dy = 2 y, seeded with d loss = 1.
+  // CHECK: %[[DY:.+]] = linalg.generic {{.*}} ins(%{{.+}}, %[[H:.+]] : tensor<f32>, tensor<2x4xf32>)
+  // The bias adjoint sums over rows (a reduction over the broadcast dimension).
+  // CHECK: %[[DB:.+]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel"]{{.*}} ins(%[[DY]], %[[M]], %[[B]] :
+  // CHECK: math.tanh
+  // The weight adjoint is x^T dpre: it reads the input, never W itself.
+  // CHECK: %[[DW:.+]] = linalg.generic {{.*}}iterator_types = ["reduction", "parallel", "parallel"]{{.*}} ins(%{{.+}}, %[[X]] : tensor<2x4xf32>, tensor<2x3xf32>)
+  // CHECK: return %{{.+}}, %[[DW]], %[[DB]] : tensor<f32>, tensor<3x4xf32>, tensor<4xf32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A parameter the loss does not depend on gets a zero gradient; inputs get
+// none.
+// CHECK-LABEL: func.func @unused_param
+// CHECK-SAME: -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad = "used"}, tensor<2xf32> {train.grad = "unused"})
+func.func @unused_param(%used: tensor<4xf32> {train.param = "used"}, %unused: tensor<2xf32> {train.param = "unused"},
+                        %x: tensor<4xf32> {train.input}) -> (tensor<f32> {train.loss}) {
+  // CHECK: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+  // CHECK: %[[Z:.+]] = linalg.fill ins(%[[ZERO]] : f32) outs(%{{.+}} : tensor<2xf32>)
+  // CHECK: return %{{.+}}, %{{.+}}, %[[Z]]
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %l = linalg.dot ins(%used, %x : tensor<4xf32>, tensor<4xf32>) outs(%f : tensor<f32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Train ops become their gradient ops; a function without a loss is left alone.
+// CHECK-LABEL: func.func @train_ops
+func.func @train_ops(%table: tensor<16x8xf32> {train.param = "embed"}, %ids: tensor<2x4xi32> {train.input = "tokens"},
+                     %labels: tensor<8xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}) {
+  %x = train.embedding %table[%ids] : tensor<16x8xf32>, tensor<2x4xi32> -> tensor<2x4x8xf32>
+  %l = tensor.collapse_shape %x [[0, 1], [2]] : tensor<2x4x8xf32> into tensor<8x8xf32>
+  %loss = train.cross_entropy %l, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+      : tensor<8x8xf32>, tensor<8xi32> -> tensor<f32>
+  // CHECK: %[[DL:.+]] = train.cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 reduction = <mean>
+  // CHECK: %[[DX:.+]] = tensor.expand_shape %[[DL]] {{\[\[}}0, 1], [2]] output_shape [2, 4, 8]
+  // CHECK: %[[DT:.+]] = train.embedding_grad %[[DX]][%{{.+}}] : tensor<2x4x8xf32>, tensor<2x4xi32> -> tensor<16x8xf32>
+  // CHECK: return %{{.+}}, %[[DT]]
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @no_loss
+// CHECK-SAME: -> tensor<4xf32>
+// CHECK-NOT: train.grad
+func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<4xf32> {
+  return %w : tensor<4xf32>
+}
