@@ -113,7 +113,7 @@ state = [np.zeros((), np.float32)] + [np.zeros_like(w) for w in params for _ in 
 current = list(params)
 count = len(params)
 for step_index in range(3):
-    out = run_function(trainer, "forward", current + [tokens, labels] + state)
+    out = run_function(trainer, "forward", current + state + [tokens, labels])
     current, state = out[1:1 + count], out[1 + count:]
     optimizer.zero_grad()
     torch_loss(torch_params).backward()

@@ -83,3 +83,35 @@ func.func @train_ops(%table: tensor<16x8xf32> {train.param = "embed"}, %ids: ten
 func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<4xf32> {
   return %w : tensor<4xf32>
 }
+
+// -----
+
+// Attention's VJP is one attention_grad of its operands (nothing seq x seq is
+// saved); RMSNorm's is its decomposition, recomputed in the backward from
+// the op's operands and differentiated.
+// CHECK-LABEL: func.func @attention_and_norm
+// CHECK-SAME: (%[[Q:.+]]: tensor<1x4x2x8xf32> {train.param = "q"}, %[[K:.+]]: tensor<1x4x1x8xf32> {train.param = "k"}, %[[W:.+]]: tensor<8xf32> {train.param = "w"})
+func.func @attention_and_norm(%q: tensor<1x4x2x8xf32> {train.param = "q"}, %k: tensor<1x4x1x8xf32> {train.param = "k"},
+                              %w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  // CHECK: %[[O:.+]] = train.attention %[[Q]], %[[K]], %[[K]] causal scale = 3.500000e-01
+  %o = train.attention %q, %k, %k causal scale = 0.35 : tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>
+  // CHECK: train.rms_norm %[[O]], %[[W]]
+  %n = train.rms_norm %o, %w eps = 1.0e-5 : tensor<1x4x2x8xf32>, tensor<8xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %l = linalg.reduce ins(%n : tensor<1x4x2x8xf32>) outs(%f : tensor<f32>) dimensions = [0, 1, 2, 3]
+    (%in: f32, %acc: f32) {
+      %s = arith.addf %in, %acc : f32
+      linalg.yield %s : f32
+    }
+  // The recomputed sum of squares of the norm's input, then its adjoint.
+  // CHECK: linalg.generic {{.*}}ins(%[[O]] : tensor<1x4x2x8xf32>)
+  // CHECK: math.rsqrt
+  // CHECK: %[[DQ:.+]], %[[DK:.+]], %[[DV:.+]] = train.attention_grad %[[Q]], %[[K]], %[[K]], %{{.+}} causal scale = 3.500000e-01
+  // k is both key and value: its gradients add up.
+  // CHECK: %[[DKV:.+]] = linalg.generic {{.*}} ins(%[[DK]], %[[DV]] : tensor<1x4x1x8xf32>, tensor<1x4x1x8xf32>)
+  // CHECK: arith.addf
+  // CHECK: return %{{.+}}, %[[DQ]], %[[DKV]], %{{.+}} : tensor<f32>, tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>, tensor<8xf32>
+  return %l : tensor<f32>
+}

@@ -4,8 +4,9 @@
 // RUN: loom-opt %s -split-input-file -train-optimizer="kind=sgd lr=0.5" | FileCheck %s --check-prefix=SGD
 
 // ADAMW-LABEL: func.func @step
-// ADAMW-SAME: (%[[W:.+]]: tensor<4xf32> {train.param = "w"}, %{{.+}}: tensor<4xf32> {train.input},
-// ADAMW-SAME: %[[T:.+]]: tensor<f32> {train.state = "step"}, %[[M:.+]]: tensor<4xf32> {train.state = "w.m"}, %[[V:.+]]: tensor<4xf32> {train.state = "w.v"})
+// ADAMW-SAME: (%[[W:.+]]: tensor<4xf32> {train.param = "w"},
+// ADAMW-SAME: %[[T:.+]]: tensor<f32> {train.state = "step"}, %[[M:.+]]: tensor<4xf32> {train.state = "w.m"}, %[[V:.+]]: tensor<4xf32> {train.state = "w.v"},
+// ADAMW-SAME: %{{.+}}: tensor<4xf32> {train.input})
 // ADAMW-SAME: -> (tensor<f32> {train.loss}, tensor<4xf32> {train.param = "w"}, tensor<f32> {train.state = "step"}, tensor<4xf32> {train.state = "w.m"}, tensor<4xf32> {train.state = "w.v"})
 // The step counter, then 1 - beta^t for both moments.
 // ADAMW: %[[T1:.+]] = linalg.generic {{.*}} ins(%[[T]] : tensor<f32>)

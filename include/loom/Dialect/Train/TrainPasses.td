@@ -61,9 +61,10 @@ def TrainAutodiffPass : Pass<"train-autodiff", "::mlir::ModuleOp"> {
 def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
   let summary = "Appends the optimizer update to a training step";
   let description = [{
-    On every function produced by `train-autodiff`, appends the optimizer
-    state to the arguments and replaces the gradient results by the updated
-    parameters and state: the step returns
+    On every function produced by `train-autodiff`, inserts the optimizer
+    state after the parameter arguments and replaces the gradient results by
+    the updated parameters and state: the step takes
+    `(params..., state..., inputs...)` and returns
     `(loss, other results..., new params..., new state...)`. AdamW keeps two
     moments per parameter (`train.state = "<param>.m"`, `"<param>.v"`, of the
     parameter's type) and a step counter (`train.state = "step"`,

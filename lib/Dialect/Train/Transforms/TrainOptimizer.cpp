@@ -57,6 +57,9 @@ private:
 
   func::FuncOp func;
   const OptimizerConfig &config;
+  /// Where the next state argument goes: after the parameters and the state
+  /// added so far, so the step takes (params, state, inputs).
+  unsigned nextStateIndex = 0;
   SmallVector<Value> newStates;
   SmallVector<StringAttr> newStateNames;
 };
@@ -65,7 +68,7 @@ BlockArgument StepRewriter::addState(Type type, const Twine &name) {
   MLIRContext *ctx = func.getContext();
   NamedAttribute tag(StringAttr::get(ctx, TrainDialect::kStateAttrName),
                      StringAttr::get(ctx, name));
-  unsigned index = func.getNumArguments();
+  unsigned index = nextStateIndex++;
   (void)func.insertArgument(index, type, DictionaryAttr::get(ctx, tag),
                             func.getLoc());
   return func.getArgument(index);
@@ -106,6 +109,8 @@ LogicalResult StepRewriter::run() {
   if (slots.empty())
     return func.emitOpError("has a loss but no gradients; run "
                             "train-autodiff before train-optimizer");
+  for (ParamSlot &slot : slots)
+    nextStateIndex = std::max(nextStateIndex, slot.param.getArgNumber() + 1);
 
   OpBuilder builder(ret);
   Location loc = ret.getLoc();
