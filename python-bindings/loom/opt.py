@@ -53,16 +53,22 @@ def find_loom_opt() -> str:
     return find_tool("loom-opt")
 
 
-def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 600.0) -> str:
-    """Runs ``loom-opt`` with ``args`` on ``source`` and returns its output."""
+def run_tool(name: str, args: Sequence[str], stdin: str | None = None, timeout_s: float = 600.0) -> str:
+    """Runs the Loom tool ``name`` and returns its standard output; a non-zero
+    exit raises :class:`LoomOptError` with the tool's diagnostics."""
     proc = subprocess.run(
-        [find_loom_opt(), *args, "-"],
-        input=source,
+        [find_tool(name), *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout_s,
         check=False,
     )
     if proc.returncode != 0:
-        raise LoomOptError("loom-opt", proc.returncode, proc.stderr)
+        raise LoomOptError(name, proc.returncode, proc.stderr)
     return proc.stdout
+
+
+def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 600.0) -> str:
+    """Runs ``loom-opt`` with ``args`` on ``source`` and returns its output."""
+    return run_tool("loom-opt", [*args, "-"], stdin=source, timeout_s=timeout_s)

@@ -9,13 +9,12 @@ references and with finite differences.
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from typing import Sequence
 
 import numpy as np
 
-from loom.opt import LoomOptError, find_tool
+from loom.opt import run_tool
 
 _SUPPORTED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
 
@@ -37,15 +36,8 @@ def run_function(
             np.save(path, array)
             arg_paths.append(path)
         out_dir = os.path.join(tmp, "out")
-        proc = subprocess.run(
-            [find_tool("loom-run"), module_path, f"--entry={entry}", f"--output-dir={out_dir}", *arg_paths],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise LoomOptError("loom-run", proc.returncode, proc.stderr)
+        run_tool("loom-run", [module_path, f"--entry={entry}", f"--output-dir={out_dir}", *arg_paths],
+                 timeout_s=timeout_s)
         results = []
         index = 0
         while os.path.exists(os.path.join(out_dir, f"result{index}.npy")):
