@@ -119,3 +119,15 @@ func.func @order_kept(%c: !coll.comm<2>, %a: tensor<4xf32>, %b: tensor<4xf32>) -
   %w1 = coll.wait %f1 : !coll.future<tensor<4xf32>>
   return %w0, %w1 : tensor<8xf32>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @rank_of_one
+func.func @rank_of_one(%c: !coll.comm<1>, %d: !coll.comm<4>) -> (index, index) {
+  // CHECK: %[[ZERO:.+]] = arith.constant 0 : index
+  // CHECK: %[[R:.+]] = coll.comm_rank %{{.+}} : !coll.comm<4>
+  // CHECK: return %[[ZERO]], %[[R]]
+  %r0 = coll.comm_rank %c : !coll.comm<1>
+  %r1 = coll.comm_rank %d : !coll.comm<4>
+  return %r0, %r1 : index, index
+}

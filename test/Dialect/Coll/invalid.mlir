@@ -229,7 +229,7 @@ func.func @wait_result_type(%c: !coll.comm<2>, %x: tensor<8xf32>) {
 // -----
 
 func.func @release_of_an_argument(%x: tensor<8xf32>) {
-  // expected-error @+1 {{expected a value produced by 'coll.wait', found a block argument}}
+  // expected-error @+1 {{expected the result of a 'coll.wait' or the input of an earlier collective start, found a block argument}}
   coll.release %x : tensor<8xf32>
   return
 }
@@ -238,7 +238,7 @@ func.func @release_of_an_argument(%x: tensor<8xf32>) {
 
 func.func @release_of_compute(%x: tensor<8xf32>) {
   %y = math.exp %x : tensor<8xf32>
-  // expected-error @+1 {{expected a value produced by 'coll.wait', found the result of 'math.exp'}}
+  // expected-error @+1 {{expected the result of a 'coll.wait' or the input of an earlier collective start, found the result of 'math.exp'}}
   coll.release %y : tensor<8xf32>
   return
 }
@@ -289,4 +289,28 @@ func.func @release_with_a_use_in_another_block(%c: !coll.comm<2>, %x: tensor<4xf
 ^bb1:
   %y = math.exp %w : tensor<8xf32>
   return
+}
+
+// -----
+
+func.func @release_input_before_start(%c: !coll.comm<2>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %g = math.exp %x : tensor<4xf32>
+  // expected-error @+1 {{expected the result of a 'coll.wait' or the input of an earlier collective start, found the result of 'math.exp'}}
+  coll.release %g : tensor<4xf32>
+  %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<2xf32>>
+  %w = coll.wait %f : !coll.future<tensor<2xf32>>
+  %r = tensor.empty() : tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+
+// -----
+
+func.func @use_of_released_input(%c: !coll.comm<2>, %x: tensor<4xf32>) -> tensor<4xf32> {
+  %g = math.exp %x : tensor<4xf32>
+  %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<2xf32>>
+  // expected-error @+1 {{value is used after its release by 'math.exp'}}
+  coll.release %g : tensor<4xf32>
+  %w = coll.wait %f : !coll.future<tensor<2xf32>>
+  %y = math.exp %g : tensor<4xf32>
+  return %y : tensor<4xf32>
 }

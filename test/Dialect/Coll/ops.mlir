@@ -12,6 +12,24 @@ func.func @comm_world() -> (!coll.comm<8>, !coll.comm<?>) {
   return %0, %1 : !coll.comm<8>, !coll.comm<?>
 }
 
+// CHECK-LABEL: func.func @comm_rank
+func.func @comm_rank(%comm: !coll.comm<8>) -> index {
+  // CHECK: coll.comm_rank %{{.+}} : !coll.comm<8>
+  %r = coll.comm_rank %comm : !coll.comm<8>
+  return %r : index
+}
+
+// A full gradient released once its reduce-scatter has started (ZeRO-2).
+// CHECK-LABEL: func.func @release_of_a_start_input
+func.func @release_of_a_start_input(%comm: !coll.comm<2>, %g: tensor<8xf32>) -> tensor<4xf32> {
+  %e = math.exp %g : tensor<8xf32>
+  %f = coll.reduce_scatter_start %e on %comm scatter_axis = 0 reduction = <avg> : (tensor<8xf32>, !coll.comm<2>) -> !coll.future<tensor<4xf32>>
+  // CHECK: coll.release %{{.+}} : tensor<8xf32>
+  coll.release %e : tensor<8xf32>
+  %w = coll.wait %f : !coll.future<tensor<4xf32>>
+  return %w : tensor<4xf32>
+}
+
 // CHECK-LABEL: func.func @all_gather
 // CHECK-SAME: (%[[COMM:.+]]: !coll.comm<4>, %[[SHARD:.+]]: tensor<128x64xbf16>)
 func.func @all_gather(%comm: !coll.comm<4>, %shard: tensor<128x64xbf16>) -> tensor<128x256xbf16> {

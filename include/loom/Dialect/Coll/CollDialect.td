@@ -37,7 +37,9 @@ def Coll_Dialect : Dialect {
     never drop, merge or reorder them. Only Loom's scheduling passes move
     them, and they do so the same way on every rank.
   }];
-  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let hasConstantMaterializer = 1;
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
 }

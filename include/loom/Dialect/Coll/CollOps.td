@@ -32,6 +32,23 @@ def Coll_CommWorldOp : Coll_Op<"comm_world", [Pure]> {
   let assemblyFormat = "attr-dict `:` qualified(type($comm))";
 }
 
+def Coll_CommRankOp : Coll_Op<"comm_rank", [Pure]> {
+  let summary = "this rank's index in a communicator";
+  let description = [{
+    Returns the calling rank's index in `[0, size)`. Programs are SPMD: the
+    same IR runs on every rank, and this is how a rank finds its own shard.
+    On a one-rank communicator it folds to 0.
+
+    ```mlir
+    %rank = coll.comm_rank %comm : !coll.comm<8>
+    ```
+  }];
+  let arguments = (ins Coll_Comm:$comm);
+  let results = (outs Index:$rank);
+  let assemblyFormat = "$comm attr-dict `:` qualified(type($comm))";
+  let hasFolder = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Collective start ops
 //===----------------------------------------------------------------------===//
@@ -181,11 +198,14 @@ def Coll_WaitOp : Coll_Op<"wait", [
 
 def Coll_ReleaseOp : Coll_Op<"release", [
     MemoryEffects<[MemFree<Coll_BufferResource>]>]> {
-  let summary = "ends the life of a collective's result buffer";
+  let summary = "ends the life of a collective's buffer";
   let description = [{
-    Declares that the result of a `coll.wait` is dead from here on, so its
-    buffer can be freed before the end of the step (DeepCompile's "release"
-    of a gathered parameter). The value may not be used after the release,
+    Declares that a collective's buffer is dead from here on, so it can be
+    freed before the end of the step. The operand is either the result of a
+    `coll.wait` (DeepCompile's "release" of a gathered parameter), or the input
+    of a collective started in this block: that buffer is freed as soon as the
+    collective has read it, at its wait (ZeRO-2 frees a full gradient once its
+    reduce-scatter has started). The value may not be used after the release,
     and it is released at most once.
 
     ```mlir

@@ -2,6 +2,7 @@
 
 #include "loom/Dialect/Coll/CollDialect.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -32,6 +33,12 @@ void CollDialect::initialize() {
 #define GET_ATTRDEF_LIST
 #include "loom/Dialect/Coll/CollAttributes.cpp.inc"
       >();
+}
+
+Operation *CollDialect::materializeConstant(OpBuilder &builder,
+                                            Attribute value, Type type,
+                                            Location loc) {
+  return arith::ConstantOp::materialize(builder, value, type, loc);
 }
 
 //===----------------------------------------------------------------------===//

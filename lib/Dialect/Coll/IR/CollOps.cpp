@@ -83,6 +83,16 @@ static LogicalResult verifySameType(CollectiveOpInterface op) {
 }
 
 //===----------------------------------------------------------------------===//
+// CommRankOp
+//===----------------------------------------------------------------------===//
+
+OpFoldResult CommRankOp::fold(FoldAdaptor) {
+  if (getComm().getType().getStaticSize() == 1)
+    return IntegerAttr::get(IndexType::get(getContext()), 0);
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
 // AllGatherStartOp
 //===----------------------------------------------------------------------===//
 
@@ -161,11 +171,24 @@ LogicalResult WaitOp::verify() {
 // ReleaseOp
 //===----------------------------------------------------------------------===//
 
+/// Returns the start op in `block`, before `before`, whose input is `value`.
+static Operation *findStartReading(Value value, Operation *before) {
+  for (Operation *user : value.getUsers()) {
+    auto start = dyn_cast<CollectiveOpInterface>(user);
+    if (start && start.getInput() == value &&
+        user->getBlock() == before->getBlock() && user->isBeforeInBlock(before))
+      return user;
+  }
+  return nullptr;
+}
+
 LogicalResult ReleaseOp::verify() {
   Value buffer = getBuffer();
-  if (!buffer.getDefiningOp<WaitOp>()) {
+  bool isStartInput = findStartReading(buffer, getOperation());
+  if (!buffer.getDefiningOp<WaitOp>() && !isStartInput) {
     InFlightDiagnostic diag = emitOpError()
-                              << "expected a value produced by 'coll.wait', "
+                              << "expected the result of a 'coll.wait' or "
+                                 "the input of an earlier collective start, "
                                  "found ";
     if (Operation *def = buffer.getDefiningOp())
       return diag << "the result of '" << def->getName() << "'";
