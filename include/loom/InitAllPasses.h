@@ -3,12 +3,16 @@
 #ifndef LOOM_INITALLPASSES_H
 #define LOOM_INITALLPASSES_H
 
+#include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 
 namespace loom {
 
 /// Registers every pass Loom defines with the global pass registry.
-inline void registerAllPasses() { train::registerTrainPasses(); }
+inline void registerAllPasses() {
+  coll::registerCollPasses();
+  train::registerTrainPasses();
+}
 
 } // namespace loom
 

@@ -131,3 +131,18 @@ func.func @rank_of_one(%c: !coll.comm<1>, %d: !coll.comm<4>) -> (index, index) {
   %r1 = coll.comm_rank %d : !coll.comm<4>
   return %r0, %r1 : index, index
 }
+
+// -----
+
+// The release of a one-rank reduce-scatter's input goes with it.
+// CHECK-LABEL: func.func @one_rank_drops_the_input_release
+func.func @one_rank_drops_the_input_release(%c: !coll.comm<1>, %x: tensor<8xf32>) -> tensor<8xf32> {
+  // CHECK-NOT: {{coll\.[a-z_]+ }}
+  // CHECK: %[[E:.+]] = math.exp
+  // CHECK: return %[[E]]
+  %g = math.exp %x : tensor<8xf32>
+  %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<8xf32>, !coll.comm<1>) -> !coll.future<tensor<8xf32>>
+  coll.release %g : tensor<8xf32>
+  %w = coll.wait %f : !coll.future<tensor<8xf32>>
+  return %w : tensor<8xf32>
+}

@@ -36,8 +36,10 @@ def Train_Dialect : Dialect {
     Parameters and state are ranked tensors of floating-point elements;
     inputs are ranked tensors; the loss is a floating-point scalar (`f32` or
     `tensor<f32>`). After bufferisation the same roles tag the memrefs. A result named after an argument has that argument's
-    type. Any other `train.*` attribute, or one of these in the wrong place,
-    is an error.
+    type. The ops `train-optimizer` creates carry the unit attribute
+    `train.update`, so later passes (ZeRO) can tell the update from the
+    backward. Any other `train.*` attribute, or one of these in the wrong
+    place, is an error.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
@@ -58,6 +60,8 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kGradAttrName = "train.grad";
     /// Tags optimizer state, as an argument and as an updated result.
     static constexpr ::llvm::StringLiteral kStateAttrName = "train.state";
+    /// Marks the ops of the optimizer update (a unit attribute on the op).
+    static constexpr ::llvm::StringLiteral kUpdateAttrName = "train.update";
   }];
 }
 

@@ -24,7 +24,9 @@ namespace {
 ///   %y = coll.wait %f : !coll.future<tensor<8xf32>>
 /// ```
 /// becomes `%x`. Releases of the wait's result go too: after the fold the
-/// value is the collective's input, which the release never owned.
+/// value is the collective's input, which the release never owned. So do
+/// releases of the input after the start: without the collective they
+/// release nothing.
 struct FoldTrivialCollective : public OpRewritePattern<WaitOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -51,6 +53,11 @@ struct FoldTrivialCollective : public OpRewritePattern<WaitOp> {
     }
     for (Operation *user : llvm::make_early_inc_range(wait->getUsers()))
       if (isa<ReleaseOp>(user))
+        rewriter.eraseOp(user);
+    for (Operation *user :
+         llvm::make_early_inc_range(start.getInput().getUsers()))
+      if (isa<ReleaseOp>(user) && user->getBlock() == start->getBlock() &&
+          start->isBeforeInBlock(user))
         rewriter.eraseOp(user);
     rewriter.replaceOp(wait, replacement);
     rewriter.eraseOp(start);

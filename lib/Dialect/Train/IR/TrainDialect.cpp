@@ -205,6 +205,13 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
 
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kUpdateAttrName) {
+    if (isa<UnitAttr>(attr.getValue()))
+      return success();
+    return op->emitOpError() << "expected '" << kUpdateAttrName
+                             << "' to be a unit attribute, got "
+                             << attr.getValue();
+  }
   return op->emitOpError() << "'" << attr.getName().getValue()
                            << "' is not an operation attribute; train role "
                               "attributes tag function arguments and results";

@@ -20,6 +20,13 @@ using namespace loom::train;
 
 namespace {
 
+/// Tags the op defining `value` as part of the update (see TrainDialect).
+Value markUpdate(Value value) {
+  value.getDefiningOp()->setAttr(TrainDialect::kUpdateAttrName,
+                                 UnitAttr::get(value.getContext()));
+  return value;
+}
+
 /// Converts a scalar float to `type` (no-op when it already is).
 Value castTo(OpBuilder &b, Location loc, Value value, Type type) {
   unsigned from = value.getType().getIntOrFloatBitWidth();
@@ -86,8 +93,8 @@ Value StepRewriter::elementwise(RankedTensorType type, ValueRange inputs,
   SmallVector<AffineMap> maps(inputs.size() - numScalars, lb.identity(rank));
   maps.append(numScalars, lb.map(rank, {}));
   maps.push_back(lb.identity(rank));
-  return lb.generic(lb.empty(type.getShape(), type.getElementType()), inputs,
-                    maps, body);
+  return markUpdate(lb.generic(lb.empty(type.getShape(), type.getElementType()),
+                               inputs, maps, body));
 }
 
 LogicalResult StepRewriter::run() {
@@ -123,20 +130,21 @@ LogicalResult StepRewriter::run() {
     auto scalarType = RankedTensorType::get({}, f32);
     BlockArgument step = addState(scalarType, "step");
     Value one = lb.floatConstant(f32, 1.0);
-    Value next = lb.generic(lb.empty({}, f32), step,
+    Value next = markUpdate(lb.generic(lb.empty({}, f32), step,
                             {lb.map(0, {}), lb.map(0, {})},
                             [&](OpBuilder &b, Location l, ValueRange args) -> Value {
                               return arith::AddFOp::create(b, l, args[0], one);
-                            });
+                            }));
     newStates.push_back(next);
     newStateNames.push_back(StringAttr::get(ctx, "step"));
     auto correction = [&](double beta) {
       Value betaValue = lb.floatConstant(f32, beta);
-      return lb.generic(lb.empty({}, f32), next, {lb.map(0, {}), lb.map(0, {})},
+      return markUpdate(lb.generic(
+          lb.empty({}, f32), next, {lb.map(0, {}), lb.map(0, {})},
                         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
                           Value power = math::PowFOp::create(b, l, betaValue, args[0]);
                           return arith::SubFOp::create(b, l, one, power);
-                        });
+                        }));
     };
     correction1 = correction(config.beta1);
     correction2 = correction(config.beta2);

@@ -1,0 +1,60 @@
+//===- CollPasses.td - coll and ZeRO passes ----------------*- tablegen -*-===//
+
+#ifndef LOOM_DIALECT_COLL_COLLPASSES_TD
+#define LOOM_DIALECT_COLL_COLLPASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
+  let summary = "Shards a training step ZeRO-style over a communicator";
+  let description = [{
+    Rewrites every training step (a function with a `train.loss` result, after
+    `train-autodiff`, with or without `train-optimizer`) into the program one
+    rank runs in a data-parallel job of `world-size` ranks. The IR's inputs
+    are that rank's micro-batch. Each parameter, gradient or state tensor of
+    E elements is sharded as a flat `tensor<S>` with `S = ceil(E / N)`. Rank
+    r owns elements `[r S, (r + 1) S)` of the flattened tensor padded with
+    zeros to `N S`. Padding is zero, stays zero under the update, and is
+    sliced off before any value is used.
+
+    * stage 3: parameters, gradients and optimizer state are sharded. Before
+      the forward's uses of a parameter, and again before the backward's, the
+      pass inserts `all_gather_start` + `coll.wait`, and `coll.release` after
+      the region's last use. Gradients are reduce-scattered into shards as
+      soon as they exist, and the optimizer updates shards.
+    * stage 1: parameters stay whole and optimizer state is sharded. Each
+      rank updates its own slice of a parameter (`coll.comm_rank`), and the
+      updated slices are all-gathered into the new parameter. The full
+      gradient is released at the end of the step.
+    * stage 2: as stage 1, but the full gradient is released as soon as its
+      reduce-scatter has started.
+
+    The returned loss is all-reduced (`avg`) so every rank reports the
+    global-batch mean. With `world-size=1` every collective folds away under
+    `-canonicalize` and the step computes exactly what it did before.
+
+    ```mlir
+    // stage 3, before a use of %w : tensor<64x64xf32> on 4 ranks:
+    %f = coll.all_gather_start %w_shard on %comm gather_axis = 0
+        : (tensor<1024xf32>, !coll.comm<4>) -> !coll.future<tensor<4096xf32>>
+    %flat = coll.wait %f : !coll.future<tensor<4096xf32>>
+    %w = tensor.expand_shape %flat [[0, 1]] output_shape [64, 64] ...
+    ... uses of %w ...
+    coll.release %flat : tensor<4096xf32>
+    ```
+  }];
+  let options = [
+    Option<"stage", "stage", "unsigned", /*default=*/"3",
+           "ZeRO stage: 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)">,
+    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
+           "number of ranks (required)">,
+    Option<"reduction", "reduction", "std::string", /*default=*/"\"avg\"",
+           "how gradients combine across ranks: avg or sum">,
+  ];
+  let dependentDialects = [
+    "::loom::coll::CollDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // LOOM_DIALECT_COLL_COLLPASSES_TD

@@ -1,0 +1,37 @@
+// Tests zero-partition's diagnostics for inputs that are not training steps
+// and for bad options.
+// RUN: not loom-opt %s -split-input-file -zero-partition="world-size=4" 2>&1 | FileCheck %s
+// RUN: not loom-opt %s -zero-partition="stage=4 world-size=4" 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not loom-opt %s -zero-partition 2>&1 | FileCheck %s --check-prefix=WORLD
+// RUN: not loom-opt %s -zero-partition="world-size=2 reduction=max" 2>&1 | FileCheck %s --check-prefix=REDUCTION
+
+// STAGE: error: zero-partition: expected stage 1, 2 or 3, got 4
+// WORLD: error: zero-partition: expected world-size >= 1, got 0
+// REDUCTION: error: zero-partition: expected reduction avg or sum, got 'max'
+
+// CHECK: error: 'func.func' op is not a training step: it has a train.loss result but no train.param argument
+func.func @no_params(%x: tensor<f32> {train.input}) -> (tensor<f32> {train.loss}) {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// CHECK: error: 'func.func' op world size 4 does not match the communicator argument #1 of type '!coll.comm<8>'
+func.func @comm_mismatch(%w: tensor<f32> {train.param = "w"}, %c: !coll.comm<8>) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
+  return %w, %w : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// CHECK: error: 'coll.comm_world' op world size 4 does not match this communicator of type '!coll.comm<2>'
+func.func @world_mismatch(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
+  %c = coll.comm_world : !coll.comm<2>
+  return %w, %w : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// CHECK: error: zero-partition: expected a training step (a function with a train.loss result), found none
+func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<4xf32> {
+  return %w : tensor<4xf32>
+}
