@@ -5,6 +5,7 @@
 # CHECK: stage 1: {{[0-9]+}} outputs bitwise identical
 # CHECK: stage 2: {{[0-9]+}} outputs bitwise identical
 # CHECK: stage 3: {{[0-9]+}} outputs bitwise identical
+# CHECK: stage 3 + selective gather: {{[0-9]+}} outputs bitwise identical
 # CHECK-NOT: FAIL
 
 import sys
@@ -30,13 +31,14 @@ step = run_opt(build_forward(cfg), ["--train-autodiff", "--train-optimizer=kind=
 expected = run_function(step, "forward", params + state + [tokens, labels])
 
 failures = 0
-for stage in (1, 2, 3):
-    sharded = run_opt(step, [f"--zero-partition=stage={stage} world-size=1", "--canonicalize"])
+for stage, extra in ((1, []), (2, []), (3, []), (3, ["--zero-selective-gather=budget-mb=1"])):
+    sharded = run_opt(step, [f"--zero-partition=stage={stage} world-size=1", *extra, "--canonicalize"])
     flat = lambda arrays: [a.reshape(-1) if a.ndim > 0 else a for a in arrays]  # noqa: E731
     args = (flat(params) if stage == 3 else params) + [state[0]] + flat(state[1:]) + [tokens, labels]
     got = run_function(sharded, "forward", args)
     same = len(got) == len(expected) and all(
         g.tobytes() == e.reshape(g.shape).tobytes() for g, e in zip(got, expected))
     failures += not same
-    print(f"stage {stage}: {len(got)} outputs {'bitwise identical' if same else 'FAIL: differ'}")
+    name = f"stage {stage}" + (" + selective gather" if extra else "")
+    print(f"{name}: {len(got)} outputs {'bitwise identical' if same else 'FAIL: differ'}")
 sys.exit(1 if failures else 0)

@@ -57,4 +57,35 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
   ];
 }
 
+def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> {
+  let summary = "Keeps chosen parameters gathered from forward to backward";
+  let description = [{
+    DeepCompile's selective unsharding, on the output of
+    `zero-partition{stage=3}`. A parameter that the forward and the backward
+    both gather is gathered twice. Keeping the forward's gathered copy alive
+    until the backward's last use saves the second gather, at the cost of
+    holding its bytes in between. The pass ranks such parameters by gather
+    time per byte (the cost model's estimate for `device`; small parameters
+    are latency-bound and win) and keeps them while the kept bytes fit in
+    `budget-mb`. Ties go to the earlier parameter, so every rank makes the
+    same choice.
+
+    ```mlir
+    // before: the backward gathers %w again
+    %w1 = coll.wait %f1 ...    ... forward uses ...    coll.release %w1
+    %w2 = coll.wait %f2 ...    ... backward uses ...   coll.release %w2
+    // after: one gather; the release moves to the backward's last use
+    %w1 = coll.wait %f1 ...    ... forward uses ...    ... backward uses ...
+    coll.release %w1
+    ```
+  }];
+  let options = [
+    Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
+           "memory for parameters kept gathered, in MiB">,
+    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
+           "device description (a name in devices/ or a .json path)">,
+  ];
+  let dependentDialects = ["::loom::coll::CollDialect"];
+}
+
 #endif // LOOM_DIALECT_COLL_COLLPASSES_TD
