@@ -1,0 +1,77 @@
+//===- MemoryTimeline.h - live bytes at every program point -----*- C++ -*-===//
+//
+// Live bytes of a single-block function at each of its top-level ops, in
+// block order (or any order a scheduler proposes), with the rules that make
+// the planned peak equal the real one:
+//
+//   * function arguments are live throughout;
+//   * views (expand/collapse/extract_slice/cast) alias their source;
+//   * a destination-style op writes into its init when the init dies there
+//     (as one-shot bufferization does), so it allocates nothing new;
+//   * tensor.empty allocates nothing (its consumer's result does);
+//   * a collective's result buffer is live from its start, not its wait;
+//   * a collective's input stays live until its wait (it is read until then);
+//   * coll.release ends a buffer (at the wait, for a collective's input).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_ANALYSIS_MEMORYTIMELINE_H
+#define LOOM_ANALYSIS_MEMORYTIMELINE_H
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include <array>
+#include <vector>
+
+namespace loom {
+
+/// What a buffer holds, for the breakdown at the peak.
+enum class BufferKind { Parameter, OptimizerState, Gradient, Activation,
+                        Communication, Input };
+constexpr unsigned kNumBufferKinds = 6;
+llvm::StringRef stringifyBufferKind(BufferKind kind);
+
+/// One allocation: live over [begin, end] (positions in the order).
+struct BufferInterval {
+  mlir::Value value;
+  int64_t bytes = 0;
+  unsigned begin = 0, end = 0;
+  BufferKind kind = BufferKind::Activation;
+};
+
+class MemoryTimeline {
+public:
+  /// Analyses `ops`, the top-level ops of one block in execution order (the
+  /// terminator included); `block` gives the arguments.
+  MemoryTimeline(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops);
+  /// Analyses a block in its current order.
+  explicit MemoryTimeline(mlir::Block &block);
+
+  /// Bytes live while the op at `position` runs.
+  int64_t getLiveBytes(unsigned position) const { return live[position]; }
+  llvm::ArrayRef<int64_t> getLiveBytes() const { return live; }
+  int64_t getPeakBytes() const { return peakBytes; }
+  /// The first op at which the peak is reached.
+  mlir::Operation *getPeakOp() const { return peakOp; }
+  unsigned getPeakPosition() const { return peakPosition; }
+  /// Bytes of each kind live at the peak.
+  const std::array<int64_t, kNumBufferKinds> &getPeakBreakdown() const {
+    return peakBreakdown;
+  }
+  llvm::ArrayRef<BufferInterval> getBuffers() const { return buffers; }
+
+private:
+  void analyse(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops);
+
+  std::vector<BufferInterval> buffers;
+  std::vector<int64_t> live;
+  int64_t peakBytes = 0;
+  unsigned peakPosition = 0;
+  mlir::Operation *peakOp = nullptr;
+  std::array<int64_t, kNumBufferKinds> peakBreakdown{};
+};
+
+} // namespace loom
+
+#endif // LOOM_ANALYSIS_MEMORYTIMELINE_H
