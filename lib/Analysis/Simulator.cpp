@@ -1,0 +1,123 @@
+//===- Simulator.cpp - simulated execution of a step ----------------------===//
+
+#include "loom/Analysis/Simulator.h"
+#include "loom/Analysis/MemoryTimeline.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+
+using namespace mlir;
+using namespace loom;
+
+double SimulationResult::getExposedTime() const {
+  double total = 0;
+  for (double t : exposedTime)
+    total += t;
+  return total;
+}
+
+double SimulationResult::getCommTime() const {
+  double total = 0;
+  for (double t : commTimePerCommunicator)
+    total += t;
+  return total;
+}
+
+SimulationResult loom::simulate(Block &block, const CostModel &model) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    ops.push_back(&op);
+  return simulate(block, ops, model);
+}
+
+/// The values `op` reads, including those its regions read from above.
+static SmallVector<Value> readValues(Operation *op) {
+  SmallVector<Value> values(op->getOperands());
+  if (op->getNumRegions()) {
+    llvm::SetVector<Value> captured;
+    getUsedValuesDefinedAbove(op->getRegions(), captured);
+    values.append(captured.begin(), captured.end());
+  }
+  return values;
+}
+
+SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
+                                const CostModel &model) {
+  SimulationResult result;
+  result.numOps = ops.size();
+  DenseMap<Value, unsigned> streamOf;
+  std::vector<double> streamFree;
+  DenseMap<Operation *, double> collectiveDone;
+  // Earliest finish of each value ignoring stream contention: the critical
+  // path.
+  DenseMap<Value, double> finish;
+  DenseMap<Operation *, double> startReady;
+  double clock = 0;
+
+  for (Operation *op : ops) {
+    double ready = 0;
+    for (Value value : readValues(op))
+      ready = std::max(ready, finish.lookup(value));
+
+    if (auto start = dyn_cast<coll::CollectiveOpInterface>(op)) {
+      Value comm = start.getComm();
+      auto [it, inserted] = streamOf.try_emplace(comm, streamFree.size());
+      if (inserted) {
+        streamFree.push_back(0);
+        result.commTimePerCommunicator.push_back(0);
+      }
+      unsigned stream = it->second;
+      double duration = model.getCollectiveTime(op);
+      double begin = std::max(clock, streamFree[stream]);
+      double end = begin + duration;
+      streamFree[stream] = end;
+      collectiveDone[op] = end;
+      result.commTimePerCommunicator[stream] += duration;
+      result.collectiveCount[unsigned(start.getKind())]++;
+      result.times[op] = {begin, end};
+      result.events.push_back({op->getName().getStringRef().str(),
+                               "comm " + std::to_string(stream), begin,
+                               duration, op});
+      startReady[op] = ready;
+      for (Value r : op->getResults())
+        finish[r] = ready;
+      continue;
+    }
+    if (auto wait = dyn_cast<coll::WaitOp>(op)) {
+      coll::CollectiveOpInterface start = wait.getStart();
+      double done = start ? collectiveDone.lookup(start) : clock;
+      unsigned kind = start ? unsigned(start.getKind()) : 0;
+      if (done > clock) {
+        result.exposedTime[kind] += done - clock;
+        result.exposedCount[kind]++;
+        result.events.push_back(
+            {"wait (stalled)", "compute", clock, done - clock, op});
+        clock = done;
+      }
+      result.times[op] = {clock, clock};
+      double duration = start ? model.getCollectiveTime(start) : 0;
+      finish[wait.getResult()] =
+          (start ? startReady.lookup(start) : ready) + duration;
+      continue;
+    }
+    double duration = model.getComputeTime(op);
+    result.times[op] = {clock, clock + duration};
+    if (duration > 0)
+      result.events.push_back(
+          {op->getName().getStringRef().str(), "compute", clock, duration, op});
+    clock += duration;
+    result.computeTime += duration;
+    for (Value r : op->getResults())
+      finish[r] = ready + duration;
+    result.criticalPath = std::max(result.criticalPath, ready + duration);
+  }
+  result.makespan = clock;
+  for (double free : streamFree)
+    result.makespan = std::max(result.makespan, free);
+  for (auto &[value, time] : finish)
+    result.criticalPath = std::max(result.criticalPath, time);
+  result.lowerBound = std::max(result.computeTime, result.criticalPath);
+  for (double comm : result.commTimePerCommunicator)
+    result.lowerBound = std::max(result.lowerBound, comm);
+  result.peakBytes = MemoryTimeline(block, ops).getPeakBytes();
+  return result;
+}
