@@ -286,9 +286,16 @@ double CostModel::getCollectiveTime(Operation *start) const {
   auto collective = cast<coll::CollectiveOpInterface>(start);
   std::optional<coll::CollectiveTraffic> traffic = collective.getTraffic();
   std::optional<int64_t> ranks = collective.getNumRanks();
-  if (!traffic || !ranks || *ranks == 1)
+  if (!traffic || !ranks)
     return 0;
-  const LinkDescription &link = device.getLink(*ranks);
-  double bytes = double(std::max(traffic->sentBytes, traffic->receivedBytes));
-  return double(traffic->steps) * link.latency + bytes / link.bandwidth;
+  return getCollectiveTime(*traffic, *ranks);
+}
+
+double CostModel::getCollectiveTime(const coll::CollectiveTraffic &traffic,
+                                    int64_t ranks) const {
+  if (ranks <= 1)
+    return 0;
+  const LinkDescription &link = device.getLink(ranks);
+  double bytes = double(std::max(traffic.sentBytes, traffic.receivedBytes));
+  return double(traffic.steps) * link.latency + bytes / link.bandwidth;
 }

@@ -54,6 +54,7 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
   double clock = 0;
 
   for (Operation *op : ops) {
+    result.reached[op] = clock;
     double ready = 0;
     for (Value value : readValues(op))
       ready = std::max(ready, finish.lookup(value));

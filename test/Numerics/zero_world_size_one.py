@@ -6,6 +6,8 @@
 # CHECK: stage 2: {{[0-9]+}} outputs bitwise identical
 # CHECK: stage 3: {{[0-9]+}} outputs bitwise identical
 # CHECK: stage 3 + selective gather: {{[0-9]+}} outputs bitwise identical
+# CHECK: stage 2 + bucketing: {{[0-9]+}} outputs bitwise identical
+# CHECK: stage 3 + selective gather + bucketing: {{[0-9]+}} outputs bitwise identical
 # CHECK-NOT: FAIL
 
 import sys
@@ -31,14 +33,22 @@ step = run_opt(build_forward(cfg), ["--train-autodiff", "--train-optimizer=kind=
 expected = run_function(step, "forward", params + state + [tokens, labels])
 
 failures = 0
-for stage, extra in ((1, []), (2, []), (3, []), (3, ["--zero-selective-gather=budget-mb=1"])):
-    sharded = run_opt(step, [f"--zero-partition=stage={stage} world-size=1", *extra, "--canonicalize"])
+SELECTIVE = "--zero-selective-gather=budget-mb=1"
+BUCKET = "--coll-bucket=device=cpu"
+for stage, extra in ((1, []), (2, []), (3, []), (3, [SELECTIVE]), (2, [BUCKET]), (3, [SELECTIVE, BUCKET])):
+    passes = [f"--zero-partition=stage={stage} world-size=1", *extra]
+    if BUCKET in extra:
+        # Bucketing must actually merge something for the check to mean much.
+        merged = run_opt(step, passes)
+        assert "tensor.concat" in merged, "coll-bucket merged nothing"
+    sharded = run_opt(step, [*passes, "--canonicalize"])
     flat = lambda arrays: [a.reshape(-1) if a.ndim > 0 else a for a in arrays]  # noqa: E731
     args = (flat(params) if stage == 3 else params) + [state[0]] + flat(state[1:]) + [tokens, labels]
     got = run_function(sharded, "forward", args)
     same = len(got) == len(expected) and all(
         g.tobytes() == e.reshape(g.shape).tobytes() for g, e in zip(got, expected))
     failures += not same
-    name = f"stage {stage}" + (" + selective gather" if extra else "")
+    name = f"stage {stage}" + "".join(
+        {SELECTIVE: " + selective gather", BUCKET: " + bucketing"}[flag] for flag in extra)
     print(f"{name}: {len(got)} outputs {'bitwise identical' if same else 'FAIL: differ'}")
 sys.exit(1 if failures else 0)

@@ -9,6 +9,7 @@
 #ifndef LOOM_ANALYSIS_COSTMODEL_H
 #define LOOM_ANALYSIS_COSTMODEL_H
 
+#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -77,6 +78,10 @@ public:
   /// bytes sent by the busiest rank / bandwidth, or the profile's figure.
   /// Collectives with dynamic sizes cost 0.
   double getCollectiveTime(mlir::Operation *start) const;
+  /// The same for a collective that is not (yet) in the IR, from its
+  /// traffic and the communicator's size.
+  double getCollectiveTime(const coll::CollectiveTraffic &traffic,
+                           int64_t ranks) const;
 
   /// A stable id for `op`: "<function>:<index of its top-level op>".
   static std::string getOpId(mlir::Operation *op);

@@ -48,6 +48,9 @@ struct SimulationResult {
   unsigned numOps = 0;
   /// When each op started and finished (collective starts: on their stream).
   llvm::DenseMap<mlir::Operation *, std::pair<double, double>> times;
+  /// The compute stream's clock when it reached each op (for a wait: before
+  /// it stalled).
+  llvm::DenseMap<mlir::Operation *, double> reached;
   std::vector<TraceEvent> events;
 
   double getExposedTime() const;

@@ -4,6 +4,7 @@
 #define LOOM_DIALECT_COLL_COLLPASSES_H
 
 #include "loom/Dialect/Coll/CollDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace loom::coll {

@@ -88,4 +88,47 @@ def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> 
   let dependentDialects = ["::loom::coll::CollDialect"];
 }
 
+def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
+  let summary = "Merges small collectives into buckets without losing overlap";
+  let description = [{
+    Reduce-scatters of flat buffers (as `zero-partition` emits them) on the
+    same communicator, element type and reduction are merged, in the order
+    their inputs become ready, into buckets of at most `bucket-mb`. The first
+    bucket is at most `first-bucket-mb`, so the first gradients leave early.
+    A bucket launches right after its *last* member's input is produced in
+    the current order, not when the last parameter in declaration order is.
+    A member joins the open bucket only if, in the simulated timeline
+    (`device`), the merged collective launched there still finishes before
+    the earliest member's wait is reached. So merging never exposes a
+    collective that was hiding under compute. The merged buffer is laid out
+    rank-major (`[N, sum of S_i]`), so each rank's block is the
+    concatenation of every member's block.
+
+    All-gathers are merged only when their starts are adjacent and their
+    releases are adjacent, so merging changes neither timing nor memory.
+    `coll-prefetch` creates such groups.
+
+    ```mlir
+    // before: two reduce-scatters of gradients ready one after the other
+    %f1 = coll.reduce_scatter_start %g1 ... -> !coll.future<tensor<3xf32>>
+    %f2 = coll.reduce_scatter_start %g2 ... -> !coll.future<tensor<5xf32>>
+    // after: one, launched after %g2 exists; each result is a slice
+    %b  = coll.reduce_scatter_start %concat ... -> !coll.future<tensor<8xf32>>
+    %w  = coll.wait %b ...
+    %r1 = tensor.extract_slice %w[0] [3] [1] ...
+    %r2 = tensor.extract_slice %w[3] [5] [1] ...
+    ```
+  }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", /*default=*/"25",
+           "largest bucket, MiB">,
+    Option<"firstBucketMb", "first-bucket-mb", "double", /*default=*/"1",
+           "largest first bucket, MiB">,
+    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
+           "device description for the overlap check">,
+  ];
+  let dependentDialects = ["::loom::coll::CollDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // LOOM_DIALECT_COLL_COLLPASSES_TD
