@@ -19,31 +19,51 @@ from loom.opt import run_tool
 _SUPPORTED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
 
 
-def run_function(
-    source: str, entry: str, args: Sequence[np.ndarray], timeout_s: float = 600.0
-) -> list[np.ndarray]:
-    """Calls ``entry`` in the module ``source`` on ``args``; returns its results."""
+def _save(path: str, arg, index: int) -> None:
+    array = np.asarray(arg, order="C")  # keeps 0-d arrays 0-d
+    if array.dtype not in _SUPPORTED:
+        raise TypeError(f"argument #{index} has dtype {array.dtype}; use f32, f64, i32 or i64")
+    np.save(path, array)
+
+
+def _load_results(directory: str) -> list[np.ndarray]:
+    results = []
+    while os.path.exists(os.path.join(directory, f"result{len(results)}.npy")):
+        results.append(np.load(os.path.join(directory, f"result{len(results)}.npy")))
+    return results
+
+
+def run_function(source: str, entry: str, args: Sequence, ranks: int = 1,
+                 timeout_s: float = 600.0):
+    """Calls ``entry`` in the module ``source`` on ``args``; returns its results.
+
+    With ``ranks > 1`` the SPMD program runs on that many simulated ranks
+    (threads, with collectives exchanged in memory): an argument may then be
+    a list of one array per rank, and the result is one list of results per
+    rank.
+    """
     with tempfile.TemporaryDirectory(prefix="loom-run-") as tmp:
         module_path = os.path.join(tmp, "module.mlir")
         with open(module_path, "w") as f:
             f.write(source)
         arg_paths = []
         for index, arg in enumerate(args):
-            array = np.asarray(arg, order="C")  # keeps 0-d arrays 0-d
-            if array.dtype not in _SUPPORTED:
-                raise TypeError(f"argument #{index} has dtype {array.dtype}; use f32, f64, i32 or i64")
-            path = os.path.join(tmp, f"arg{index}.npy")
-            np.save(path, array)
-            arg_paths.append(path)
+            if isinstance(arg, (list, tuple)):
+                if len(arg) != ranks:
+                    raise ValueError(f"argument #{index} has {len(arg)} per-rank arrays for {ranks} ranks")
+                for rank, per_rank in enumerate(arg):
+                    _save(os.path.join(tmp, f"arg{index}.rank{rank}.npy"), per_rank, index)
+                arg_paths.append(os.path.join(tmp, f"arg{index}.rank{{rank}}.npy"))
+            else:
+                path = os.path.join(tmp, f"arg{index}.npy")
+                _save(path, arg, index)
+                arg_paths.append(path)
         out_dir = os.path.join(tmp, "out")
-        run_tool("loom-run", [module_path, f"--entry={entry}", f"--output-dir={out_dir}", *arg_paths],
-                 timeout_s=timeout_s)
-        results = []
-        index = 0
-        while os.path.exists(os.path.join(out_dir, f"result{index}.npy")):
-            results.append(np.load(os.path.join(out_dir, f"result{index}.npy")))
-            index += 1
-        return results
+        run_tool("loom-run", [module_path, f"--entry={entry}", f"--output-dir={out_dir}",
+                              f"--ranks={ranks}", *arg_paths], timeout_s=timeout_s)
+        if ranks == 1:
+            return _load_results(out_dir)
+        return [_load_results(os.path.join(out_dir, f"rank{r}")) for r in range(ranks)]
 
 
 def directional_gradient_errors(

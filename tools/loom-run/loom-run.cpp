@@ -12,6 +12,8 @@
 
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
+#include "SimulatedWorld.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Support/Npy.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -33,6 +35,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include <thread>
 
 using namespace mlir;
 using llvm::cl::opt;
@@ -61,6 +64,12 @@ static cl::opt<std::string> sharedLibs(
     cl::init(LOOM_C_RUNNER_UTILS));
 static cl::opt<bool> dumpLowered("dump-lowered",
                                  cl::desc("print the LLVM-dialect module"));
+static cl::opt<int64_t> numRanks(
+    "ranks",
+    cl::desc("run the SPMD program on this many ranks (threads); an "
+             "argument file name containing {rank} is read per rank, and "
+             "results go to DIR/rank<r>/"),
+    cl::init(1));
 
 /// The reference lowering: decomposed train ops, bufferised with identity
 /// layouts at function boundaries, loops, then LLVM.
@@ -105,6 +114,83 @@ LogicalResult checkTensorType(Type type, const Twine &what) {
     return failure();
   }
   return success();
+}
+
+/// Packs `inputs` for the packed calling convention: one pointer per LLVM
+/// argument (a memref expands to its descriptor's words), then one to the
+/// results' storage.
+struct PackedCall {
+  std::vector<Descriptor> descriptors;
+  std::vector<int64_t> resultStorage;
+  std::vector<void *> pointers;
+
+  PackedCall(std::vector<loom::NpyArray> &inputs, ArrayRef<Type> resultTypes) {
+    descriptors.reserve(inputs.size());
+    for (loom::NpyArray &array : inputs) {
+      int64_t rank = array.shape.size();
+      Descriptor &d = descriptors.emplace_back(rank);
+      void *data = array.data.data();
+      std::memcpy(&d.words[0], &data, sizeof(void *));
+      std::memcpy(&d.words[1], &data, sizeof(void *));
+      int64_t stride = 1;
+      for (int64_t dim = rank - 1; dim >= 0; --dim) {
+        d.words[3 + dim] = array.shape[dim];
+        d.words[3 + rank + dim] = stride;
+        stride *= array.shape[dim];
+      }
+    }
+    for (Descriptor &d : descriptors)
+      for (int64_t &word : d.words)
+        pointers.push_back(&word);
+    int64_t words = 0;
+    for (Type type : resultTypes)
+      words += 3 + 2 * cast<RankedTensorType>(type).getRank();
+    resultStorage.assign(std::max<int64_t>(words, 1), 0);
+    if (!resultTypes.empty())
+      pointers.push_back(resultStorage.data());
+  }
+};
+
+/// Writes each result of a finished call to `dir`/result<i>.npy.
+llvm::Error writeResults(const PackedCall &call, ArrayRef<Type> resultTypes,
+                         StringRef dir) {
+  if (std::error_code ec = sys::fs::create_directories(dir))
+    return llvm::createStringError(ec, "cannot create " + dir);
+  int64_t word = 0;
+  for (auto [index, resultType] : llvm::enumerate(resultTypes)) {
+    auto tensorType = cast<RankedTensorType>(resultType);
+    int64_t rank = tensorType.getRank();
+    const int64_t *d = &call.resultStorage[word];
+    word += 3 + 2 * rank;
+    loom::NpyArray array;
+    array.dtype = *getDType(tensorType.getElementType());
+    array.shape.assign(tensorType.getShape().begin(),
+                       tensorType.getShape().end());
+    int64_t elementBytes = loom::getNpyElementBytes(array.dtype);
+    array.data.resize(array.getNumElements() * elementBytes);
+    const char *base;
+    std::memcpy(&base, &d[1], sizeof(void *));
+    base += d[2] * elementBytes;
+    // Copy element by element through the result's strides.
+    std::vector<int64_t> position(rank, 0);
+    for (int64_t linear = 0, e = array.getNumElements(); linear < e; ++linear) {
+      int64_t offset = 0;
+      for (int64_t dim = 0; dim < rank; ++dim)
+        offset += position[dim] * d[3 + rank + dim];
+      std::memcpy(&array.data[linear * elementBytes],
+                  base + offset * elementBytes, elementBytes);
+      for (int64_t dim = rank - 1; dim >= 0; --dim) {
+        if (++position[dim] < array.shape[dim])
+          break;
+        position[dim] = 0;
+      }
+    }
+    SmallString<128> path(dir);
+    sys::path::append(path, "result" + Twine(index) + ".npy");
+    if (Error error = loom::writeNpy(path, array))
+      return error;
+  }
+  return Error::success();
 }
 
 /// Drops the `train.*` role attributes from an argument or result.
@@ -159,26 +245,48 @@ int main(int argc, char **argv) {
            << " arguments, got " << arrayFiles.size() << " .npy files\n";
     return 1;
   }
-  std::vector<loom::NpyArray> inputs;
-  for (auto [index, argType] : llvm::enumerate(type.getInputs())) {
-    if (failed(checkTensorType(argType, "argument #" + Twine(index))))
-      return 1;
-    Expected<loom::NpyArray> array = loom::readNpy(arrayFiles[index]);
-    if (!array) {
-      errs() << "error: " << toString(array.takeError()) << "\n";
-      return 1;
-    }
-    auto tensorType = cast<RankedTensorType>(argType);
-    if (ArrayRef<int64_t>(array->shape) != tensorType.getShape() ||
-        array->dtype != *getDType(tensorType.getElementType())) {
-      errs() << "error: " << arrayFiles[index] << " holds a "
-             << loom::getNpyDescr(array->dtype) << " array of shape (";
-      llvm::interleaveComma(array->shape, errs());
-      errs() << ") but argument #" << index << " is " << argType << "\n";
-      return 1;
-    }
-    inputs.push_back(std::move(*array));
+  if (numRanks < 1) {
+    errs() << "error: --ranks must be at least 1, got " << numRanks << "\n";
+    return 1;
   }
+  std::vector<std::vector<loom::NpyArray>> inputs(numRanks);
+  for (int64_t rank = 0; rank < numRanks; ++rank) {
+    for (auto [index, argType] : llvm::enumerate(type.getInputs())) {
+      if (failed(checkTensorType(argType, "argument #" + Twine(index))))
+        return 1;
+      std::string path = arrayFiles[index];
+      for (size_t at; (at = path.find("{rank}")) != std::string::npos;)
+        path.replace(at, 6, std::to_string(rank));
+      Expected<loom::NpyArray> array = loom::readNpy(path);
+      if (!array) {
+        errs() << "error: " << toString(array.takeError()) << "\n";
+        return 1;
+      }
+      auto tensorType = cast<RankedTensorType>(argType);
+      if (ArrayRef<int64_t>(array->shape) != tensorType.getShape() ||
+          array->dtype != *getDType(tensorType.getElementType())) {
+        errs() << "error: " << path << " holds a "
+               << loom::getNpyDescr(array->dtype) << " array of shape (";
+        llvm::interleaveComma(array->shape, errs());
+        errs() << ") but argument #" << index << " is " << argType << "\n";
+        return 1;
+      }
+      inputs[rank].push_back(std::move(*array));
+    }
+  }
+  // The program's communicators must be the world that will run it.
+  WalkResult sizes = module->walk([&](loom::coll::CommWorldOp op) {
+    int64_t size = op.getComm().getType().getSize();
+    if (!ShapedType::isDynamic(size) && size != numRanks) {
+      op.emitOpError("communicator of ")
+          << size << " ranks, but loom-run was asked for --ranks="
+          << numRanks.getValue();
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (sizes.wasInterrupted())
+    return 1;
   for (auto [index, resultType] : llvm::enumerate(type.getResults()))
     if (failed(checkTensorType(resultType, "result #" + Twine(index))))
       return 1;
@@ -191,6 +299,9 @@ int main(int argc, char **argv) {
     for (unsigned i = 0, e = f.getNumResults(); i < e; ++i)
       f.setResultAttrs(i, withoutRoles(f.getResultAttrs(i)));
   });
+
+  if (failed(loom::run::lowerCollectivesToSimulation(*module)))
+    return 1;
 
   PassManager pm(&context);
   if (failed(parsePassPipeline(kLoweringPipeline, pm, errs())) ||
@@ -218,77 +329,33 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  // Packed calling convention: one pointer per LLVM argument (a memref
-  // argument expands to its descriptor's words), then one to the result.
-  std::vector<Descriptor> argDescriptors;
-  std::vector<void *> packed;
-  argDescriptors.reserve(inputs.size());
-  for (loom::NpyArray &array : inputs) {
-    int64_t rank = array.shape.size();
-    Descriptor &d = argDescriptors.emplace_back(rank);
-    void *data = array.data.data();
-    std::memcpy(&d.words[0], &data, sizeof(void *));
-    std::memcpy(&d.words[1], &data, sizeof(void *));
-    int64_t stride = 1;
-    for (int64_t dim = rank - 1; dim >= 0; --dim) {
-      d.words[3 + dim] = array.shape[dim];
-      d.words[3 + rank + dim] = stride;
-      stride *= array.shape[dim];
-    }
-  }
-  for (Descriptor &d : argDescriptors)
-    for (int64_t &word : d.words)
-      packed.push_back(&word);
-  int64_t resultWords = 0;
-  for (Type resultType : resultTypes)
-    resultWords += 3 + 2 * cast<RankedTensorType>(resultType).getRank();
-  std::vector<int64_t> resultStorage(std::max<int64_t>(resultWords, 1), 0);
-  if (!resultTypes.empty())
-    packed.push_back(resultStorage.data());
-
-  if (Error error = (*engine)->invokePacked(entry, packed)) {
-    errs() << "error: calling '" << entry << "' failed: "
-           << toString(std::move(error)) << "\n";
-    return 1;
-  }
-
-  if (std::error_code ec = sys::fs::create_directories(outputDir)) {
-    errs() << "error: cannot create " << outputDir << ": " << ec.message()
+  (*engine)->registerSymbols(loom::run::getSimulatedWorldSymbols);
+  Expected<void (*)(void **)> function = (*engine)->lookupPacked(entry);
+  if (!function) {
+    errs() << "error: cannot find '" << entry
+           << "' in the compiled module: " << toString(function.takeError())
            << "\n";
     return 1;
   }
-  int64_t word = 0;
-  for (auto [index, resultType] : llvm::enumerate(resultTypes)) {
-    auto tensorType = cast<RankedTensorType>(resultType);
-    int64_t rank = tensorType.getRank();
-    const int64_t *d = &resultStorage[word];
-    word += 3 + 2 * rank;
-    loom::NpyArray array;
-    array.dtype = *getDType(tensorType.getElementType());
-    array.shape.assign(tensorType.getShape().begin(),
-                       tensorType.getShape().end());
-    int64_t elementBytes = loom::getNpyElementBytes(array.dtype);
-    array.data.resize(array.getNumElements() * elementBytes);
-    const char *base;
-    std::memcpy(&base, &d[1], sizeof(void *));
-    base += d[2] * elementBytes;
-    // Copy element by element through the result's strides.
-    std::vector<int64_t> position(rank, 0);
-    for (int64_t linear = 0, e = array.getNumElements(); linear < e; ++linear) {
-      int64_t offset = 0;
-      for (int64_t dim = 0; dim < rank; ++dim)
-        offset += position[dim] * d[3 + rank + dim];
-      std::memcpy(&array.data[linear * elementBytes],
-                  base + offset * elementBytes, elementBytes);
-      for (int64_t dim = rank - 1; dim >= 0; --dim) {
-        if (++position[dim] < array.shape[dim])
-          break;
-        position[dim] = 0;
-      }
-    }
-    SmallString<128> path(outputDir);
-    sys::path::append(path, "result" + Twine(index) + ".npy");
-    if (Error error = loom::writeNpy(path, array)) {
+  std::vector<PackedCall> calls;
+  calls.reserve(numRanks);
+  for (int64_t rank = 0; rank < numRanks; ++rank)
+    calls.emplace_back(inputs[rank], resultTypes);
+  loom::run::initSimulatedWorld(numRanks);
+  std::vector<std::thread> threads;
+  for (int64_t rank = 0; rank < numRanks; ++rank)
+    threads.emplace_back([&, rank] {
+      loom::run::setSimulatedRank(rank);
+      (*function)(calls[rank].pointers.data());
+    });
+  for (std::thread &thread : threads)
+    thread.join();
+
+  for (int64_t rank = 0; rank < numRanks; ++rank) {
+    SmallString<128> dir(outputDir);
+    if (numRanks > 1)
+      sys::path::append(dir, "rank" + Twine(rank));
+    if (Error error = writeResults(calls[rank], resultTypes, dir)) {
       errs() << "error: " << toString(std::move(error)) << "\n";
       return 1;
     }

@@ -1,0 +1,327 @@
+//===- SimulatedWorld.cpp - N ranks as threads, for loom-run --------------===//
+
+#include "SimulatedWorld.h"
+#include "loom/Dialect/Coll/CollOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+using namespace mlir;
+using namespace loom::coll;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Runtime
+//===----------------------------------------------------------------------===//
+
+/// A generation barrier (C++17 has no std::barrier).
+class Barrier {
+public:
+  void reset(int64_t count) {
+    total = count;
+    waiting = 0;
+  }
+  void arrive() {
+    std::unique_lock<std::mutex> lock(mutex);
+    int64_t gen = generation;
+    if (++waiting == total) {
+      waiting = 0;
+      ++generation;
+      cv.notify_all();
+      return;
+    }
+    cv.wait(lock, [&] { return gen != generation; });
+  }
+
+private:
+  std::mutex mutex;
+  std::condition_variable cv;
+  int64_t total = 1, waiting = 0, generation = 0;
+};
+
+struct World {
+  int64_t ranks = 1;
+  Barrier barrier;
+  /// Each rank's contribution to the collective in progress, contiguous.
+  std::vector<std::vector<char>> posted;
+};
+
+World world;
+thread_local int64_t currentRank = 0;
+
+/// Copies a strided memref into a contiguous byte buffer.
+std::vector<char> contiguous(const DynamicMemRefType<char> &m,
+                             int64_t elementBytes) {
+  int64_t count = 1;
+  for (int64_t i = 0; i < m.rank; ++i)
+    count *= m.sizes[i];
+  std::vector<char> out(count * elementBytes);
+  std::vector<int64_t> index(m.rank, 0);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t offset = m.offset;
+    for (int64_t d = 0; d < m.rank; ++d)
+      offset += index[d] * m.strides[d];
+    std::memcpy(&out[linear * elementBytes], m.data + offset * elementBytes,
+                elementBytes);
+    for (int64_t d = m.rank - 1; d >= 0; --d) {
+      if (++index[d] < m.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
+/// The product of the sizes before and after `axis`.
+std::pair<int64_t, int64_t> splitAt(const DynamicMemRefType<char> &m,
+                                    int64_t axis) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < m.rank; ++d)
+    (d < axis ? outer : inner) *= (d == axis ? 1 : m.sizes[d]);
+  return {outer, inner};
+}
+
+template <typename T>
+void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
+                int64_t kind, int64_t reduction, int64_t axisOrRoot) {
+  // Views as bytes: the descriptors' layout does not depend on T.
+  DynamicMemRefType<char> in(*reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
+  DynamicMemRefType<char> out(
+      *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
+  int64_t n = world.ranks, r = currentRank;
+  world.posted[r] = contiguous(in, sizeof(T));
+  world.barrier.arrive();
+  std::vector<char> result;
+  const auto &mine = world.posted[r];
+  auto element = [&](int64_t rank, int64_t i) {
+    return reinterpret_cast<const T *>(world.posted[rank].data())[i];
+  };
+  switch (CollectiveKind(kind)) {
+  case CollectiveKind::AllGather: {
+    auto [outer, inner] = splitAt(in, axisOrRoot);
+    int64_t block = in.sizes[axisOrRoot] * inner * sizeof(T);
+    result.resize(mine.size() * n);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t p = 0; p < n; ++p)
+        std::memcpy(&result[(o * n + p) * block],
+                    &world.posted[p][o * block], block);
+    break;
+  }
+  case CollectiveKind::ReduceScatter:
+  case CollectiveKind::AllReduce: {
+    int64_t count = mine.size() / sizeof(T);
+    std::vector<T> reduced(count);
+    for (int64_t i = 0; i < count; ++i) {
+      T acc = element(0, i);
+      for (int64_t p = 1; p < n; ++p) {
+        T v = element(p, i);
+        switch (ReductionKind(reduction)) {
+        case ReductionKind::Sum:
+        case ReductionKind::Avg:
+          acc += v;
+          break;
+        case ReductionKind::Max:
+          acc = std::max(acc, v);
+          break;
+        case ReductionKind::Min:
+          acc = std::min(acc, v);
+          break;
+        }
+      }
+      reduced[i] = ReductionKind(reduction) == ReductionKind::Avg
+                       ? acc / T(n)
+                       : acc;
+    }
+    if (CollectiveKind(kind) == CollectiveKind::AllReduce) {
+      result.assign(reinterpret_cast<char *>(reduced.data()),
+                    reinterpret_cast<char *>(reduced.data()) + mine.size());
+      break;
+    }
+    // This rank's block along the axis.
+    auto [outer, inner] = splitAt(in, axisOrRoot);
+    int64_t blockRows = in.sizes[axisOrRoot] / n;
+    int64_t block = blockRows * inner;
+    result.resize(outer * block * sizeof(T));
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(&result[o * block * sizeof(T)],
+                  &reduced[(o * n + r) * block], block * sizeof(T));
+    break;
+  }
+  case CollectiveKind::Broadcast:
+    result = world.posted[axisOrRoot];
+    break;
+  }
+  world.barrier.arrive();
+  // Write the contiguous result through the output's strides.
+  std::vector<int64_t> index(out.rank, 0);
+  int64_t count = result.size() / sizeof(T);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t offset = out.offset;
+    for (int64_t d = 0; d < out.rank; ++d)
+      offset += index[d] * out.strides[d];
+    std::memcpy(out.data + offset * sizeof(T), &result[linear * sizeof(T)],
+                sizeof(T));
+    for (int64_t d = out.rank - 1; d >= 0; --d) {
+      if (++index[d] < out.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+extern "C" void loomSimCollectiveF32(::UnrankedMemRefType<float> *in,
+                                     ::UnrankedMemRefType<float> *out,
+                                     int64_t kind, int64_t reduction,
+                                     int64_t axis) {
+  collective(in, out, kind, reduction, axis);
+}
+extern "C" void loomSimCollectiveF64(::UnrankedMemRefType<double> *in,
+                                     ::UnrankedMemRefType<double> *out,
+                                     int64_t kind, int64_t reduction,
+                                     int64_t axis) {
+  collective(in, out, kind, reduction, axis);
+}
+extern "C" int64_t loomSimRank() { return currentRank; }
+
+} // namespace
+
+void loom::run::initSimulatedWorld(int64_t ranks) {
+  world.ranks = ranks;
+  world.barrier.reset(ranks);
+  world.posted.assign(ranks, {});
+}
+
+void loom::run::setSimulatedRank(int64_t rank) { currentRank = rank; }
+
+llvm::orc::SymbolMap
+loom::run::getSimulatedWorldSymbols(llvm::orc::MangleAndInterner interner) {
+  llvm::orc::SymbolMap map;
+  auto add = [&](llvm::StringRef name, void *address) {
+    map[interner(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                           llvm::JITSymbolFlags::Exported};
+  };
+  add("_mlir_ciface_loom_sim_collective_f32",
+      reinterpret_cast<void *>(&loomSimCollectiveF32));
+  add("_mlir_ciface_loom_sim_collective_f64",
+      reinterpret_cast<void *>(&loomSimCollectiveF64));
+  add("loom_sim_rank", reinterpret_cast<void *>(&loomSimRank));
+  return map;
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering
+//===----------------------------------------------------------------------===//
+
+/// Declares (once) `name` with `type` and the C interface.
+static func::FuncOp declare(ModuleOp module, StringRef name,
+                            FunctionType type) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder builder(module.getBodyRegion());
+  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
+  func.setPrivate();
+  if (name != "loom_sim_rank")
+    func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
+  return func;
+}
+
+LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
+  module.getContext()
+      ->loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
+                    func::FuncDialect, memref::MemRefDialect>();
+  SmallVector<Operation *> starts, ranks, releases, worlds;
+  module.walk([&](Operation *op) {
+    if (isa<CollectiveOpInterface>(op))
+      starts.push_back(op);
+    else if (isa<CommRankOp>(op))
+      ranks.push_back(op);
+    else if (isa<ReleaseOp>(op))
+      releases.push_back(op);
+    else if (isa<CommWorldOp>(op))
+      worlds.push_back(op);
+  });
+  for (Operation *op : releases)
+    op->erase();
+  OpBuilder builder(module.getContext());
+  Type i64 = builder.getI64Type();
+  for (Operation *op : starts) {
+    auto start = cast<CollectiveOpInterface>(op);
+    auto wait = dyn_cast_or_null<WaitOp>(start.getWait());
+    if (!wait)
+      return op->emitOpError("has no wait to lower");
+    RankedTensorType inType = start.getInput().getType();
+    RankedTensorType outType = start.getResultType();
+    Type element = inType.getElementType();
+    StringRef name;
+    if (element.isF32())
+      name = "loom_sim_collective_f32";
+    else if (element.isF64())
+      name = "loom_sim_collective_f64";
+    else
+      return op->emitOpError("loom-run simulates collectives of f32 and f64 "
+                             "only, got ")
+             << element;
+    auto unranked = mlir::UnrankedMemRefType::get(element, 0);
+    func::FuncOp callee = declare(
+        module, name,
+        builder.getFunctionType({unranked, unranked, i64, i64, i64}, {}));
+    builder.setInsertionPoint(op);
+    Location loc = op->getLoc();
+    auto inMemType = MemRefType::get(inType.getShape(), element);
+    auto outMemType = MemRefType::get(outType.getShape(), element);
+    auto toBuffer = bufferization::ToBufferOp::create(builder, loc, inMemType,
+                                                      start.getInput());
+    toBuffer.setReadOnly(true);
+    Value in = toBuffer.getResult();
+    Value out = memref::AllocOp::create(builder, loc, outMemType);
+    int64_t reduction = 0, axis = 0;
+    if (std::optional<ReductionKind> kind = start.getReductionKind())
+      reduction = int64_t(*kind);
+    if (auto gather = dyn_cast<AllGatherStartOp>(op))
+      axis = gather.getGatherAxis();
+    else if (auto scatter = dyn_cast<ReduceScatterStartOp>(op))
+      axis = scatter.getScatterAxis();
+    else if (auto broadcast = dyn_cast<BroadcastStartOp>(op))
+      axis = broadcast.getRoot();
+    auto constant = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(builder, loc, i64, v);
+    };
+    func::CallOp::create(
+        builder, loc, callee,
+        ValueRange{memref::CastOp::create(builder, loc, unranked, in),
+                   memref::CastOp::create(builder, loc, unranked, out),
+                   constant(int64_t(start.getKind())), constant(reduction),
+                   constant(axis)});
+    auto toTensor =
+        bufferization::ToTensorOp::create(builder, loc, outType, out);
+    toTensor.setRestrict(true);
+    toTensor.setWritable(true);
+    Value result = toTensor.getResult();
+    wait.getResult().replaceAllUsesWith(result);
+    wait.erase();
+    op->erase();
+  }
+  for (Operation *op : ranks) {
+    func::FuncOp callee = declare(module, "loom_sim_rank",
+                                  builder.getFunctionType({}, {i64}));
+    builder.setInsertionPoint(op);
+    Value rank = func::CallOp::create(builder, op->getLoc(), callee, ValueRange{})
+                     .getResult(0);
+    op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
+        builder, op->getLoc(), builder.getIndexType(), rank));
+    op->erase();
+  }
+  for (Operation *op : worlds) {
+    if (!op->use_empty())
+      return op->emitOpError("is still used after lowering collectives");
+    op->erase();
+  }
+  return success();
+}
