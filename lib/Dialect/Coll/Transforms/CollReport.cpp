@@ -1,0 +1,292 @@
+//===- CollReport.cpp - simulated time, overlap and memory of a step ------===//
+
+#include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Analysis/Simulator.h"
+#include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Coll/CollPasses.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+#include <cmath>
+
+namespace loom::coll {
+#define GEN_PASS_DEF_COLLREPORTPASS
+#include "loom/Dialect/Coll/CollPasses.h.inc"
+} // namespace loom::coll
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::coll;
+
+namespace {
+
+constexpr CollectiveKind kKinds[] = {CollectiveKind::AllGather,
+                                     CollectiveKind::ReduceScatter,
+                                     CollectiveKind::AllReduce,
+                                     CollectiveKind::Broadcast};
+
+double toMicros(double seconds) { return seconds * 1e6; }
+
+/// Microseconds rounded to the nanosecond: readable JSON, exact enough.
+double jsonMicros(double seconds) {
+  return std::round(seconds * 1e9) / 1e3;
+}
+
+std::string formatBytes(int64_t bytes) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  if (bytes >= (int64_t(1) << 30))
+    os << llvm::format("%.2f GiB", double(bytes) / double(int64_t(1) << 30));
+  else if (bytes >= (1 << 20))
+    os << llvm::format("%.2f MiB", double(bytes) / double(1 << 20));
+  else
+    os << llvm::format("%.1f KiB", double(bytes) / 1024.0);
+  return text;
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+LogicalResult writeFile(Operation *anchor, StringRef path,
+                        llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string tmp = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(tmp, ec);
+    if (ec)
+      return anchor->emitError() << "coll-report: cannot write " << path
+                                 << ": " << ec.message();
+    write(out);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
+    return anchor->emitError() << "coll-report: cannot write " << path << ": "
+                               << ec.message();
+  return success();
+}
+
+void printTable(func::FuncOp func, const CostModel &model,
+                const SimulationResult &sim, const MemoryTimeline &timeline) {
+  llvm::raw_ostream &os = llvm::errs();
+  os << "coll-report: @" << func.getName() << " on "
+     << model.getDevice().name << " (" << sim.numOps << " ops)\n";
+  os << llvm::format("  %-26s %12.1f us\n", "makespan", toMicros(sim.makespan));
+  os << llvm::format("  %-26s %12.1f us\n", "compute", toMicros(sim.computeTime));
+  os << llvm::format("  %-26s %12.1f us\n", "communication",
+                     toMicros(sim.getCommTime()));
+  os << llvm::format("  %-26s %12.1f us\n", "exposed communication",
+                     toMicros(sim.getExposedTime()));
+  os << llvm::format("  %-26s %12.1f us\n", "critical path",
+                     toMicros(sim.criticalPath));
+  os << llvm::format("  %-26s %12.1f us  (makespan / bound %.3f)\n",
+                     "lower bound", toMicros(sim.lowerBound),
+                     sim.lowerBound > 0 ? sim.makespan / sim.lowerBound : 1.0);
+  os << "  peak memory " << formatBytes(timeline.getPeakBytes()) << " at op "
+     << timeline.getPeakPosition() << " ("
+     << (timeline.getPeakOp() ? timeline.getPeakOp()->getName().getStringRef()
+                              : StringRef("-"))
+     << ")\n";
+  for (unsigned kind = 0; kind < kNumBufferKinds; ++kind)
+    if (int64_t bytes = timeline.getPeakBreakdown()[kind])
+      os << llvm::format("    %-24s %s\n",
+                         stringifyBufferKind(BufferKind(kind)).str().c_str(),
+                         formatBytes(bytes).c_str());
+  os << "  collective       count   exposed us  stalled waits\n";
+  for (CollectiveKind kind : kKinds) {
+    unsigned k = unsigned(kind);
+    if (!sim.collectiveCount[k])
+      continue;
+    os << llvm::format("  %-15s %6u %12.1f %14u\n",
+                       stringifyCollectiveKind(kind).str().c_str(),
+                       sim.collectiveCount[k], toMicros(sim.exposedTime[k]),
+                       sim.exposedCount[k]);
+  }
+}
+
+void writeJson(llvm::raw_ostream &out, func::FuncOp func,
+               const CostModel &model, const SimulationResult &sim,
+               const MemoryTimeline &timeline) {
+  llvm::json::OStream json(out, 2);
+  json.object([&] {
+    json.attribute("function", func.getName());
+    json.attribute("device", model.getDevice().name);
+    json.attribute("num_ops", int64_t(sim.numOps));
+    json.attribute("peak_bytes", timeline.getPeakBytes());
+    json.attribute("peak_op_index", int64_t(timeline.getPeakPosition()));
+    json.attributeObject("peak_breakdown_bytes", [&] {
+      for (unsigned kind = 0; kind < kNumBufferKinds; ++kind)
+        json.attribute(stringifyBufferKind(BufferKind(kind)),
+                       timeline.getPeakBreakdown()[kind]);
+    });
+    json.attribute("makespan_us", jsonMicros(sim.makespan));
+    json.attribute("compute_us", jsonMicros(sim.computeTime));
+    json.attribute("comm_us", jsonMicros(sim.getCommTime()));
+    json.attributeArray("comm_us_per_communicator", [&] {
+      for (double t : sim.commTimePerCommunicator)
+        json.value(jsonMicros(t));
+    });
+    json.attribute("exposed_comm_us", jsonMicros(sim.getExposedTime()));
+    json.attribute("critical_path_us", jsonMicros(sim.criticalPath));
+    json.attribute("lower_bound_us", jsonMicros(sim.lowerBound));
+    json.attribute("makespan_over_lower_bound",
+                   sim.lowerBound > 0 ? sim.makespan / sim.lowerBound : 1.0);
+    json.attributeObject("num_collectives", [&] {
+      for (CollectiveKind kind : kKinds)
+        json.attribute(stringifyCollectiveKind(kind),
+                       int64_t(sim.collectiveCount[unsigned(kind)]));
+    });
+    json.attributeObject("exposed_us", [&] {
+      for (CollectiveKind kind : kKinds)
+        json.attribute(stringifyCollectiveKind(kind),
+                       jsonMicros(sim.exposedTime[unsigned(kind)]));
+    });
+  });
+  out << "\n";
+}
+
+void writeTrace(llvm::raw_ostream &out, const SimulationResult &sim) {
+  std::vector<std::string> streams = {"compute"};
+  for (const TraceEvent &event : sim.events)
+    if (!llvm::is_contained(streams, event.stream))
+      streams.push_back(event.stream);
+  llvm::json::OStream json(out);
+  json.object([&] {
+    json.attributeArray("traceEvents", [&] {
+      for (auto [tid, name] : llvm::enumerate(streams))
+        json.object([&, tid = tid, name = name] {
+          json.attribute("name", "thread_name");
+          json.attribute("ph", "M");
+          json.attribute("pid", 0);
+          json.attribute("tid", int64_t(tid));
+          json.attributeObject("args", [&] { json.attribute("name", name); });
+        });
+      for (const TraceEvent &event : sim.events)
+        json.object([&] {
+          json.attribute("name", event.name);
+          json.attribute("ph", "X");
+          json.attribute("pid", 0);
+          json.attribute("tid", int64_t(llvm::find(streams, event.stream) -
+                                        streams.begin()));
+          json.attribute("ts", jsonMicros(event.start));
+          json.attribute("dur", jsonMicros(event.duration));
+          if (event.op)
+            json.attributeObject("args", [&] {
+              json.attribute("op", CostModel::getOpId(event.op));
+            });
+        });
+    });
+  });
+  out << "\n";
+}
+
+/// Live memory against simulated time, as a step line.
+void writePlot(llvm::raw_ostream &out, ArrayRef<Operation *> ops,
+               const SimulationResult &sim, const MemoryTimeline &timeline,
+               StringRef title) {
+  const double width = 900, height = 320, left = 70, right = 20, top = 40,
+               bottom = 40;
+  double span = std::max(sim.makespan, 1e-12);
+  double peak = std::max<double>(timeline.getPeakBytes(), 1);
+  double gib = double(int64_t(1) << 30);
+  auto x = [&](double t) { return left + t / span * (width - left - right); };
+  auto y = [&](double bytes) {
+    return height - bottom - bytes / peak * (height - top - bottom);
+  };
+  out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
+      << "\" height=\"" << height << "\" font-family=\"sans-serif\" "
+      << "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  out << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\">" << title
+      << ": peak " << formatBytes(timeline.getPeakBytes())
+      << llvm::format(", makespan %.1f ms", sim.makespan * 1e3) << "</text>\n";
+  out << "<line x1=\"" << left << "\" y1=\"" << height - bottom << "\" x2=\""
+      << width - right << "\" y2=\"" << height - bottom
+      << "\" stroke=\"black\"/>\n<line x1=\"" << left << "\" y1=\"" << top
+      << "\" x2=\"" << left << "\" y2=\"" << height - bottom
+      << "\" stroke=\"black\"/>\n";
+  for (int tick = 0; tick <= 4; ++tick) {
+    double bytes = peak * tick / 4;
+    out << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">"
+                        "%.2f GiB</text>\n",
+                        left - 5, y(bytes) + 4, bytes / gib);
+    double t = span * tick / 4;
+    out << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">"
+                        "%.1f ms</text>\n",
+                        x(t), height - bottom + 16, t * 1e3);
+  }
+  out << "<polyline fill=\"none\" stroke=\"steelblue\" stroke-width=\"1.5\" "
+         "points=\"";
+  double previousY = y(0);
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    double px = x(sim.reached.lookup(op));
+    double py = y(double(timeline.getLiveBytes(index)));
+    out << llvm::format("%.1f,%.1f %.1f,%.1f ", px, previousY, px, py);
+    previousY = py;
+  }
+  out << llvm::format("%.1f,%.1f", x(span), previousY) << "\"/>\n</svg>\n";
+}
+
+struct CollReportPass
+    : public loom::coll::impl::CollReportPassBase<CollReportPass> {
+  using CollReportPassBase::CollReportPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    llvm::Expected<DeviceDescription> description =
+        DeviceDescription::load(device);
+    if (!description) {
+      module.emitError() << "coll-report: " << toString(description.takeError());
+      return signalPassFailure();
+    }
+    CostModel model(std::move(*description));
+    if (!profile.empty())
+      if (llvm::Error error = model.loadProfile(profile)) {
+        module.emitError() << "coll-report: " << toString(std::move(error));
+        return signalPassFailure();
+      }
+    bool reported = false;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || (!function.empty() && func.getName() != function))
+        continue;
+      if (!func.getBody().hasOneBlock()) {
+        func.emitError("coll-report expects single-block functions");
+        return signalPassFailure();
+      }
+      if (reported && (!jsonPath.empty() || !tracePath.empty() ||
+                       !plotPath.empty())) {
+        func.emitError("coll-report writes files for one function; choose "
+                       "it with function=<name>");
+        return signalPassFailure();
+      }
+      Block &block = func.getBody().front();
+      SmallVector<Operation *> ops;
+      for (Operation &op : block)
+        ops.push_back(&op);
+      MemoryTimeline timeline(block, ops);
+      SimulationResult sim = simulate(block, ops, model);
+      printTable(func, model, sim, timeline);
+      if ((!jsonPath.empty() &&
+           failed(writeFile(func, jsonPath, [&](llvm::raw_ostream &os) {
+             writeJson(os, func, model, sim, timeline);
+           }))) ||
+          (!tracePath.empty() &&
+           failed(writeFile(func, tracePath, [&](llvm::raw_ostream &os) {
+             writeTrace(os, sim);
+           }))) ||
+          (!plotPath.empty() &&
+           failed(writeFile(func, plotPath, [&](llvm::raw_ostream &os) {
+             writePlot(os, ops, sim, timeline,
+                       ("@" + func.getName() + " on " + model.getDevice().name)
+                           .str());
+           }))))
+        return signalPassFailure();
+      reported = true;
+    }
+    if (!reported && !function.empty()) {
+      module.emitError() << "coll-report: no function named '" << function
+                         << "'";
+      signalPassFailure();
+    }
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace

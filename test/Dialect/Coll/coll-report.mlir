@@ -1,0 +1,59 @@
+// Tests coll-report: the table, the JSON figures, the Chrome trace and the
+// memory plot, on a gather of 100 us hidden under 120 us of compute (op times
+// pinned by a profile).
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: loom-opt %s -coll-report="device=cpu profile=%S/Inputs/report-profile.json json=%t/r.json trace=%t/t.json plot=%t/m.svg" -o %t/out.mlir 2>&1 | FileCheck %s --check-prefix=TABLE
+// RUN: FileCheck %s --check-prefix=JSON --input-file %t/r.json
+// RUN: FileCheck %s --check-prefix=TRACE --input-file %t/t.json
+// RUN: FileCheck %s --check-prefix=SVG --input-file %t/m.svg
+// RUN: FileCheck %s --check-prefix=IR --input-file %t/out.mlir
+// RUN: not loom-opt %s -coll-report="device=nowhere" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEVICE
+// RUN: not loom-opt %s -coll-report="function=g" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FUNCTION
+
+// TABLE: coll-report: @f on cpu (7 ops)
+// TABLE: makespan 120.0 us
+// TABLE: compute 120.0 us
+// TABLE: communication 100.0 us
+// TABLE: exposed communication 0.0 us
+// TABLE: lower bound 120.0 us  (makespan / bound 1.000)
+// At the second exp: the shard and its gathered copy (400 + 1600, counted as
+// parameters), x and y (800), and the input a (400).
+// TABLE: peak memory 3.1 KiB at op 4 (linalg.exp)
+// TABLE-NEXT: parameters 2.0 KiB
+// TABLE-NEXT: activations 0.8 KiB
+// TABLE-NEXT: inputs 0.4 KiB
+// TABLE: all_gather 1 0.0 0
+
+// JSON: "function": "f"
+// JSON: "num_ops": 7
+// JSON: "peak_bytes": 3200
+// JSON: "makespan_us": 120
+// JSON: "compute_us": 120
+// JSON: "comm_us": 100
+// JSON: "exposed_comm_us": 0
+// JSON: "lower_bound_us": 120
+// JSON: "num_collectives": {
+// JSON-NEXT: "all_gather": 1,
+
+// TRACE: "name":"thread_name"{{.*}}"name":"compute"
+// TRACE: "name":"coll.all_gather_start","ph":"X","pid":0,"tid":1,"ts":0,"dur":100
+
+// SVG: <svg
+// SVG: peak 3.1 KiB, makespan 0.1 ms
+// SVG: <polyline
+
+// The IR is unchanged.
+// IR: coll.all_gather_start
+
+// DEVICE: error: coll-report: nowhere: no device description found
+// FUNCTION: error: coll-report: no function named 'g'
+
+func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>, %a: tensor<100xf32>) -> tensor<400xf32> {
+  %e = tensor.empty() : tensor<100xf32>
+  %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+  %e2 = tensor.empty() : tensor<100xf32>
+  %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+  %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e2 : tensor<100xf32>) -> tensor<100xf32>
+  %w = coll.wait %f : !coll.future<tensor<400xf32>>
+  return %w : tensor<400xf32>
+}
