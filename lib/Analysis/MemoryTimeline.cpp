@@ -193,3 +193,182 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
     if (buffer.begin <= peakPosition && peakPosition <= buffer.end)
       peakBreakdown[unsigned(buffer.kind)] += buffer.bytes;
 }
+
+//===----------------------------------------------------------------------===//
+// MemoryTracker
+//===----------------------------------------------------------------------===//
+
+/// The number of top-level ops of `block` that use `value`.
+static int64_t countTopLevelUsers(Block &block, Value value) {
+  llvm::SmallPtrSet<Operation *, 8> users;
+  for (Operation *user : value.getUsers())
+    if (Operation *top = block.findAncestorOpInBlock(*user))
+      users.insert(top);
+  return users.size();
+}
+
+MemoryTracker::MemoryTracker(Block &block) : block(block) {
+  for (BlockArgument arg : block.getArguments()) {
+    // Arguments are pinned (the extra 1): live for the whole function.
+    buffers.push_back({bytesOf(arg), 1});
+    addUsers(buffers.size() - 1, arg);
+    live += bytesOf(arg);
+  }
+  peak = live;
+}
+
+void MemoryTracker::addUsers(unsigned buffer, Value value) {
+  bufferOf[value] = buffer;
+  buffers[buffer].remaining += countTopLevelUsers(block, value);
+}
+
+SmallVector<std::pair<unsigned, int64_t>>
+MemoryTracker::getReadBuffers(Operation *op) const {
+  SmallVector<std::pair<unsigned, int64_t>> reads;
+  llvm::SmallPtrSet<Value, 8> seen;
+  op->walk([&](Operation *nested) {
+    for (Value operand : nested->getOperands()) {
+      // A value defined inside `op` is not one of its reads.
+      if (operand.getParentBlock() != &block || !seen.insert(operand).second)
+        continue;
+      auto it = bufferOf.find(operand);
+      if (it == bufferOf.end())
+        continue;
+      auto *existing = llvm::find_if(
+          reads, [&](auto &entry) { return entry.first == it->second; });
+      if (existing != reads.end())
+        ++existing->second;
+      else
+        reads.push_back({it->second, 1});
+    }
+  });
+  return reads;
+}
+
+std::optional<unsigned>
+MemoryTracker::getInPlaceBuffer(Operation *op) const {
+  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
+  if (!dps || op->getNumResults() != 1 ||
+      !isa<RankedTensorType>(op->getResult(0).getType()))
+    return std::nullopt;
+  Value init = dps.getDpsInits()[0];
+  auto it = bufferOf.find(init);
+  if (it == bufferOf.end() || isa<BlockArgument>(init))
+    return std::nullopt;
+  const Buffer &buffer = buffers[it->second];
+  // The init dies here if this op holds all its remaining uses.
+  int64_t usesHere = 0;
+  for (auto [index, uses] : getReadBuffers(op))
+    if (index == it->second)
+      usesHere = uses;
+  if (buffer.remaining != usesHere || buffer.bytes < bytesOf(op->getResult(0)))
+    return std::nullopt;
+  return it->second;
+}
+
+MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
+  Effect effect;
+  std::optional<unsigned> inPlace = getInPlaceBuffer(op);
+  auto start = dyn_cast<coll::CollectiveOpInterface>(op);
+  if (start) {
+    effect.allocated =
+        coll::getStaticSizeInBytes(start.getResultType()).value_or(0);
+  } else if (!isView(op) && !isa<tensor::EmptyOp, coll::WaitOp>(op) &&
+             !inPlace) {
+    for (Value result : op->getResults()) {
+      effect.allocated += bytesOf(result);
+      // A result nobody reads is freed as soon as the op is done.
+      if (countTopLevelUsers(block, result) == 0)
+        effect.freed += bytesOf(result);
+    }
+  }
+  if (auto wait = dyn_cast<coll::WaitOp>(op)) {
+    coll::CollectiveOpInterface waited = wait.getStart();
+    auto it = waited ? pendingResult.find(waited) : pendingResult.end();
+    if (it != pendingResult.end() &&
+        countTopLevelUsers(block, wait.getResult()) == 0)
+      effect.freed += buffers[it->second].bytes;
+    // The collective's input is released by its wait.
+    if (waited)
+      if (auto input = bufferOf.find(waited.getInput());
+          input != bufferOf.end() && buffers[input->second].remaining == 1)
+        effect.freed += buffers[input->second].bytes;
+  }
+  for (auto [index, uses] : getReadBuffers(op)) {
+    const Buffer &buffer = buffers[index];
+    // A started collective pins its input; an in-place result keeps it.
+    bool pinned = start && bufferOf.lookup(start.getInput()) == index;
+    if (buffer.remaining == uses && !pinned && inPlace != index)
+      effect.freed += buffer.bytes;
+  }
+  return effect;
+}
+
+int64_t MemoryTracker::place(Operation *op) {
+  Effect effect = getEffect(op);
+  std::optional<unsigned> inPlace = getInPlaceBuffer(op);
+  auto start = dyn_cast<coll::CollectiveOpInterface>(op);
+  SmallVector<std::pair<unsigned, int64_t>> reads = getReadBuffers(op);
+  // Buffers this op binds a result to; freed below if nothing reads them.
+  SmallVector<unsigned> bound;
+
+  if (start) {
+    pendingResult[op] = buffers.size();
+    // Pinned by its wait until the wait binds it.
+    buffers.push_back({effect.allocated, 1});
+    // The collective reads its input until its wait.
+    if (auto it = bufferOf.find(start.getInput()); it != bufferOf.end())
+      ++buffers[it->second].remaining;
+  } else if (auto wait = dyn_cast<coll::WaitOp>(op)) {
+    coll::CollectiveOpInterface waited = wait.getStart();
+    auto it = waited ? pendingResult.find(waited) : pendingResult.end();
+    if (it != pendingResult.end()) {
+      unsigned buffer = it->second;
+      pendingResult.erase(it);
+      --buffers[buffer].remaining;
+      addUsers(buffer, wait.getResult());
+      bound.push_back(buffer);
+      if (auto input = bufferOf.find(waited.getInput());
+          input != bufferOf.end()) {
+        --buffers[input->second].remaining;
+        bound.push_back(input->second);
+      }
+    }
+  } else {
+    for (Value result : op->getResults()) {
+      if (!isa<RankedTensorType>(result.getType()))
+        continue;
+      if (isView(op) && bufferOf.count(op->getOperand(0))) {
+        addUsers(bufferOf[op->getOperand(0)], result);
+        continue;
+      }
+      if (inPlace) {
+        addUsers(*inPlace, result);
+        continue;
+      }
+      unsigned buffer = buffers.size();
+      buffers.push_back({isa<tensor::EmptyOp>(op) ? 0 : bytesOf(result), 0});
+      addUsers(buffer, result);
+      bound.push_back(buffer);
+    }
+  }
+  live += effect.allocated;
+  int64_t during = live;
+  peak = std::max(peak, during);
+
+  // This op's uses are done: free what nothing else needs.
+  auto freeIfDead = [&](unsigned index) {
+    Buffer &buffer = buffers[index];
+    if (buffer.remaining == 0 && buffer.bytes) {
+      live -= buffer.bytes;
+      buffer.bytes = 0;
+    }
+  };
+  for (auto [index, uses] : reads) {
+    buffers[index].remaining -= uses;
+    freeIfDead(index);
+  }
+  for (unsigned index : bound)
+    freeIfDead(index);
+  return during;
+}

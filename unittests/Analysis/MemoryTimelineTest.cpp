@@ -177,3 +177,71 @@ TEST_F(MemoryTimelineTest, AnyOrderCanBeAnalysed) {
 }
 
 } // namespace
+
+namespace {
+
+/// Places every op of each graph in order and checks the tracker against
+/// the timeline at every op, and each placement against its predicted effect.
+TEST_F(MemoryTimelineTest, TrackerAgreesWithTimelineOpByOp) {
+  const char *graphs[] = {
+      R"mlir(
+    func.func @f(%a: tensor<100xf32> {train.param = "a"}) -> tensor<100xf32> {
+      %e = tensor.empty() : tensor<100xf32>
+      %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %z = linalg.add ins(%y, %a : tensor<100xf32>, tensor<100xf32>) outs(%x : tensor<100xf32>) -> tensor<100xf32>
+      return %z : tensor<100xf32>
+    })mlir",
+      R"mlir(
+    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<400xf32> {
+      %e = tensor.empty() : tensor<100xf32>
+      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+      %x = linalg.exp ins(%s : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %w = coll.wait %f : !coll.future<tensor<400xf32>>
+      return %w : tensor<400xf32>
+    })mlir",
+      R"mlir(
+    func.func @f(%a: tensor<400xf32>, %c: !coll.comm<4>) -> tensor<100xf32> {
+      %e = tensor.empty() : tensor<400xf32>
+      %g = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
+      %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<400xf32>, !coll.comm<4>) -> !coll.future<tensor<100xf32>>
+      coll.release %g : tensor<400xf32>
+      %t = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
+      %w = coll.wait %f : !coll.future<tensor<100xf32>>
+      return %w : tensor<100xf32>
+    })mlir",
+      R"mlir(
+    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<100xf32> {
+      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+      %w = coll.wait %f : !coll.future<tensor<400xf32>>
+      %v = tensor.extract_slice %w[0] [100] [1] : tensor<400xf32> to tensor<100xf32>
+      %e = tensor.empty() : tensor<100xf32>
+      %x = linalg.exp ins(%v : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      coll.release %w : tensor<400xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      return %y : tensor<100xf32>
+    })mlir"};
+  for (const char *source : graphs) {
+    Block &block = parse(source);
+    MemoryTimeline timeline(block);
+    MemoryTracker tracker(block);
+    unsigned index = 0;
+    for (Operation &op : block) {
+      int64_t before = tracker.getLiveBytes();
+      MemoryTracker::Effect effect = tracker.getEffect(&op);
+      int64_t during = tracker.place(&op);
+      EXPECT_EQ(during, timeline.getLiveBytes(index))
+          << "at op " << index << " (" << op.getName().getStringRef().str()
+          << ") of\n" << source;
+      EXPECT_EQ(during, before + effect.allocated);
+      if (!op.hasTrait<OpTrait::IsTerminator>())
+        EXPECT_EQ(tracker.getLiveBytes(), during - effect.freed)
+            << "at op " << index << " of\n" << source;
+      ++index;
+    }
+    EXPECT_EQ(tracker.getPeakBytes(), timeline.getPeakBytes());
+  }
+}
+
+} // namespace

@@ -22,6 +22,7 @@
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
 #include <array>
+#include <optional>
 #include <vector>
 
 namespace loom {
@@ -70,6 +71,53 @@ private:
   unsigned peakPosition = 0;
   mlir::Operation *peakOp = nullptr;
   std::array<int64_t, kNumBufferKinds> peakBreakdown{};
+};
+
+/// Live bytes while ops are placed one at a time, as a list scheduler sees
+/// them. Applies MemoryTimeline's rules incrementally: each placement costs
+/// O(operands + results). Placing every op of a block in some order gives,
+/// op by op, exactly MemoryTimeline's live bytes for that order.
+class MemoryTracker {
+public:
+  /// Starts with the block's arguments live and nothing placed.
+  explicit MemoryTracker(mlir::Block &block);
+
+  /// What placing `op` next would do.
+  struct Effect {
+    /// Bytes of new buffers (a collective start allocates its result).
+    int64_t allocated = 0;
+    /// Bytes of buffers whose last use `op` is.
+    int64_t freed = 0;
+  };
+  Effect getEffect(mlir::Operation *op) const;
+
+  /// Places `op` (its operands' producers must be placed); returns the live
+  /// bytes while it runs (before its frees).
+  int64_t place(mlir::Operation *op);
+
+  /// Live bytes after the last placement.
+  int64_t getLiveBytes() const { return live; }
+  int64_t getPeakBytes() const { return peak; }
+
+private:
+  struct Buffer {
+    int64_t bytes = 0;
+    /// Uses not yet placed, plus pins (an argument, a collective in flight).
+    int64_t remaining = 0;
+  };
+  /// The buffer `op` would write its result into in place, if any.
+  std::optional<unsigned> getInPlaceBuffer(mlir::Operation *op) const;
+  /// Buffers `op` reads, each once, with how many of their uses `op` is.
+  llvm::SmallVector<std::pair<unsigned, int64_t>>
+  getReadBuffers(mlir::Operation *op) const;
+  void addUsers(unsigned buffer, mlir::Value value);
+
+  mlir::Block &block;
+  std::vector<Buffer> buffers;
+  llvm::DenseMap<mlir::Value, unsigned> bufferOf;
+  /// The result buffer of each collective started and not yet waited.
+  llvm::DenseMap<mlir::Operation *, unsigned> pendingResult;
+  int64_t live = 0, peak = 0;
 };
 
 } // namespace loom

@@ -163,6 +163,9 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
            "write a Chrome trace of the simulated streams here">,
     Option<"plotPath", "plot", "std::string", /*default=*/"\"\"",
            "write an SVG plot of memory over time here">,
+    Option<"checkTracker", "check-tracker", "bool", /*default=*/"false",
+           "replay the order through the incremental MemoryTracker and fail "
+           "if it disagrees with the timeline at any op (a self-check)">,
   ];
 }
 

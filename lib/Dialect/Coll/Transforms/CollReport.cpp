@@ -261,6 +261,18 @@ struct CollReportPass
       for (Operation &op : block)
         ops.push_back(&op);
       MemoryTimeline timeline(block, ops);
+      if (checkTracker) {
+        MemoryTracker tracker(block);
+        for (auto [index, op] : llvm::enumerate(ops)) {
+          int64_t during = tracker.place(op);
+          if (during != timeline.getLiveBytes(index)) {
+            op->emitError() << "coll-report: the memory tracker has " << during
+                            << " bytes live here, the timeline "
+                            << timeline.getLiveBytes(index);
+            return signalPassFailure();
+          }
+        }
+      }
       SimulationResult sim = simulate(block, ops, model);
       printTable(func, model, sim, timeline);
       if ((!jsonPath.empty() &&
