@@ -46,7 +46,8 @@ DeviceDescription::parse(llvm::StringRef text, llvm::StringRef source) {
     return fieldError(source, "expected a string for 'name'");
   const llvm::json::Object *flops = root->getObject("peak_flops");
   if (!flops || flops->empty())
-    return fieldError(source, "expected an object 'peak_flops' of dtype -> FLOP/s");
+    return fieldError(source,
+                      "expected an object 'peak_flops' of dtype -> FLOP/s");
   for (const auto &[key, value] : *flops) {
     std::optional<double> number = value.getAsNumber();
     if (!number || !(*number > 0))
@@ -54,8 +55,9 @@ DeviceDescription::parse(llvm::StringRef text, llvm::StringRef source) {
                                     llvm::StringRef(key));
     device.peakFlops[key] = *number;
   }
-  for (auto [key, slot] : {std::pair{"memory_bandwidth", &device.memoryBandwidth},
-                           std::pair{"memory_bytes", &device.memoryBytes}}) {
+  for (auto [key, slot] :
+       {std::pair{"memory_bandwidth", &device.memoryBandwidth},
+        std::pair{"memory_bytes", &device.memoryBytes}}) {
     llvm::Expected<double> value = getPositive(*root, key, source);
     if (!value)
       return value.takeError();
@@ -84,7 +86,8 @@ DeviceDescription::parse(llvm::StringRef text, llvm::StringRef source) {
     link.scope = object->getString("scope").value_or("").str();
     if (std::optional<int64_t> maxRanks = object->getInteger("max_ranks"))
       link.maxRanks = *maxRanks;
-    llvm::Expected<double> bandwidth = getPositive(*object, "bandwidth", source);
+    llvm::Expected<double> bandwidth =
+        getPositive(*object, "bandwidth", source);
     if (!bandwidth)
       return bandwidth.takeError();
     link.bandwidth = *bandwidth;
@@ -108,7 +111,8 @@ DeviceDescription::load(llvm::StringRef nameOrPath) {
     candidates.push_back(nameOrPath.str());
   } else {
     if (const char *dir = std::getenv("LOOM_DEVICE_DIR"))
-      candidates.push_back((llvm::Twine(dir) + "/" + nameOrPath + ".json").str());
+      candidates.push_back(
+          (llvm::Twine(dir) + "/" + nameOrPath + ".json").str());
     candidates.push_back(
         (llvm::Twine(LOOM_DEVICE_DIR) + "/" + nameOrPath + ".json").str());
   }

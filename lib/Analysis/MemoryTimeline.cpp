@@ -110,9 +110,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
       if (auto wait = dyn_cast<coll::WaitOp>(op)) {
         // The collective writes its result from the start.
         coll::CollectiveOpInterface start = wait.getStart();
-        unsigned begin = start && position.count(start)
-                             ? position[start]
-                             : unsigned(index);
+        unsigned begin =
+            start && position.count(start) ? position[start] : unsigned(index);
         bool gathersParam =
             start && start.getKind() == coll::CollectiveKind::AllGather &&
             bufferOf.count(start.getInput()) &&
@@ -245,8 +244,7 @@ MemoryTracker::getReadBuffers(Operation *op) const {
   return reads;
 }
 
-std::optional<unsigned>
-MemoryTracker::getInPlaceBuffer(Operation *op) const {
+std::optional<unsigned> MemoryTracker::getInPlaceBuffer(Operation *op) const {
   auto dps = dyn_cast<DestinationStyleOpInterface>(op);
   if (!dps || op->getNumResults() != 1 ||
       !isa<RankedTensorType>(op->getResult(0).getType()))

@@ -45,8 +45,7 @@ int64_t NpyArray::getNumElements() const {
 }
 
 static Error npyError(StringRef path, const Twine &message) {
-  return createStringError(inconvertibleErrorCode(),
-                           path + ": " + message);
+  return createStringError(inconvertibleErrorCode(), path + ": " + message);
 }
 
 /// Returns the text after `'key':` in a header dict, up to the next comma
@@ -131,8 +130,8 @@ Expected<NpyArray> loom::readNpy(StringRef path) {
       return npyError(path, "bad dimension '" + dim.trim() + "' in shape");
     array.shape.push_back(size);
   }
-  size_t dataBytes = size_t(array.getNumElements()) *
-                     size_t(getNpyElementBytes(array.dtype));
+  size_t dataBytes =
+      size_t(array.getNumElements()) * size_t(getNpyElementBytes(array.dtype));
   StringRef payload = bytes.drop_front(headerStart + headerLen);
   if (payload.size() != dataBytes)
     return npyError(path, "expected " + Twine(dataBytes) +

@@ -9,13 +9,16 @@ using namespace mlir;
 using namespace loom;
 
 Value LinalgBuilder::floatConstant(Type type, double value) {
-  return arith::ConstantOp::create(builder, loc, builder.getFloatAttr(type, value));
+  return arith::ConstantOp::create(builder, loc,
+                                   builder.getFloatAttr(type, value));
 }
 
 Value LinalgBuilder::negativeInfinity(Type type) {
   auto floatType = cast<FloatType>(type);
-  APFloat inf = APFloat::getInf(floatType.getFloatSemantics(), /*Negative=*/true);
-  return arith::ConstantOp::create(builder, loc, builder.getFloatAttr(type, inf));
+  APFloat inf =
+      APFloat::getInf(floatType.getFloatSemantics(), /*Negative=*/true);
+  return arith::ConstantOp::create(builder, loc,
+                                   builder.getFloatAttr(type, inf));
 }
 
 Value LinalgBuilder::empty(ArrayRef<int64_t> shape, Type elementType) {

@@ -92,7 +92,8 @@ template <typename T>
 void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
                 int64_t kind, int64_t reduction, int64_t axisOrRoot) {
   // Views as bytes: the descriptors' layout does not depend on T.
-  DynamicMemRefType<char> in(*reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
+  DynamicMemRefType<char> in(
+      *reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
   DynamicMemRefType<char> out(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
   int64_t n = world.ranks, r = currentRank;
@@ -110,8 +111,8 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
     result.resize(mine.size() * n);
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t p = 0; p < n; ++p)
-        std::memcpy(&result[(o * n + p) * block],
-                    &world.posted[p][o * block], block);
+        std::memcpy(&result[(o * n + p) * block], &world.posted[p][o * block],
+                    block);
     break;
   }
   case CollectiveKind::ReduceScatter:
@@ -135,9 +136,8 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
           break;
         }
       }
-      reduced[i] = ReductionKind(reduction) == ReductionKind::Avg
-                       ? acc / T(n)
-                       : acc;
+      reduced[i] =
+          ReductionKind(reduction) == ReductionKind::Avg ? acc / T(n) : acc;
     }
     if (CollectiveKind(kind) == CollectiveKind::AllReduce) {
       result.assign(reinterpret_cast<char *>(reduced.data()),
@@ -150,8 +150,8 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
     int64_t block = blockRows * inner;
     result.resize(outer * block * sizeof(T));
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(&result[o * block * sizeof(T)],
-                  &reduced[(o * n + r) * block], block * sizeof(T));
+      std::memcpy(&result[o * block * sizeof(T)], &reduced[(o * n + r) * block],
+                  block * sizeof(T));
     break;
   }
   case CollectiveKind::Broadcast:
@@ -309,11 +309,12 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
     op->erase();
   }
   for (Operation *op : ranks) {
-    func::FuncOp callee = declare(module, "loom_sim_rank",
-                                  builder.getFunctionType({}, {i64}));
+    func::FuncOp callee =
+        declare(module, "loom_sim_rank", builder.getFunctionType({}, {i64}));
     builder.setInsertionPoint(op);
-    Value rank = func::CallOp::create(builder, op->getLoc(), callee, ValueRange{})
-                     .getResult(0);
+    Value rank =
+        func::CallOp::create(builder, op->getLoc(), callee, ValueRange{})
+            .getResult(0);
     op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
         builder, op->getLoc(), builder.getIndexType(), rank));
     op->erase();

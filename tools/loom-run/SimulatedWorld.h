@@ -11,8 +11,8 @@
 #define LOOM_TOOLS_LOOMRUN_SIMULATEDWORLD_H
 
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/ExecutionEngine/Orc/CoreContainers.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 
 namespace loom::run {
 

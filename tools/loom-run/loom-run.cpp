@@ -10,19 +10,19 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/InitAllDialects.h"
-#include "loom/InitAllPasses.h"
 #include "SimulatedWorld.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
 #include "loom/Support/Npy.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -38,14 +38,14 @@
 #include <thread>
 
 using namespace mlir;
-using llvm::cl::opt;
-using llvm::errs;
 using llvm::Error;
+using llvm::errs;
 using llvm::Expected;
 using llvm::outs;
 using llvm::SmallString;
 using llvm::StringRef;
 using llvm::Twine;
+using llvm::cl::opt;
 using loom::NpyDType;
 namespace cl = llvm::cl;
 namespace sys = llvm::sys;
@@ -56,12 +56,12 @@ static cl::list<std::string> arrayFiles(cl::Positional,
                                         cl::desc("<argument .npy files>..."));
 static cl::opt<std::string> entry("entry", cl::desc("function to call"),
                                   cl::Required);
-static cl::opt<std::string> outputDir("output-dir",
-                                      cl::desc("where result<i>.npy go"),
-                                      cl::Required);
-static cl::opt<std::string> sharedLibs(
-    "shared-libs", cl::desc("comma-separated libraries the code may call"),
-    cl::init(LOOM_C_RUNNER_UTILS));
+static cl::opt<std::string>
+    outputDir("output-dir", cl::desc("where result<i>.npy go"), cl::Required);
+static cl::opt<std::string>
+    sharedLibs("shared-libs",
+               cl::desc("comma-separated libraries the code may call"),
+               cl::init(LOOM_C_RUNNER_UTILS));
 static cl::opt<bool> dumpLowered("dump-lowered",
                                  cl::desc("print the LLVM-dialect module"));
 static cl::opt<int64_t> numRanks(
@@ -222,7 +222,8 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   std::string errorMessage;
-  std::unique_ptr<llvm::MemoryBuffer> file = openInputFile(inputFile, &errorMessage);
+  std::unique_ptr<llvm::MemoryBuffer> file =
+      openInputFile(inputFile, &errorMessage);
   if (!file) {
     errs() << "error: " << errorMessage << "\n";
     return 1;
@@ -324,8 +325,8 @@ int main(int argc, char **argv) {
   Expected<std::unique_ptr<ExecutionEngine>> engine =
       ExecutionEngine::create(*module, options);
   if (!engine) {
-    errs() << "error: JIT compilation failed: "
-           << toString(engine.takeError()) << "\n";
+    errs() << "error: JIT compilation failed: " << toString(engine.takeError())
+           << "\n";
     return 1;
   }
 

@@ -39,7 +39,8 @@ protected:
     EXPECT_TRUE(module) << source;
     SmallVector<Operation *> ops;
     if (module)
-      for (Operation &op : cast<func::FuncOp>(module->front()).getBody().front())
+      for (Operation &op :
+           cast<func::FuncOp>(module->front()).getBody().front())
         ops.push_back(&op);
     return ops;
   }
@@ -108,18 +109,18 @@ TEST_F(CostModelTest, ElementwiseIsMemoryBound) {
 }
 
 TEST_F(CostModelTest, CollectivesUseTheLinkOfTheirScope) {
-  SmallVector<Operation *> ops = parse(
-      "%x: tensor<1048576xbf16>",
-      "%c8 = coll.comm_world : !coll.comm<8>\n"
-      "%c64 = coll.comm_world : !coll.comm<64>\n"
-      "%f8 = coll.all_gather_start %x on %c8 gather_axis = 0 : "
-      "(tensor<1048576xbf16>, !coll.comm<8>) -> "
-      "!coll.future<tensor<8388608xbf16>>\n"
-      "%f64 = coll.reduce_scatter_start %x on %c64 scatter_axis = 0 "
-      "reduction = <avg> : (tensor<1048576xbf16>, !coll.comm<64>) -> "
-      "!coll.future<tensor<16384xbf16>>\n"
-      "%w8 = coll.wait %f8 : !coll.future<tensor<8388608xbf16>>\n"
-      "%w64 = coll.wait %f64 : !coll.future<tensor<16384xbf16>>");
+  SmallVector<Operation *> ops =
+      parse("%x: tensor<1048576xbf16>",
+            "%c8 = coll.comm_world : !coll.comm<8>\n"
+            "%c64 = coll.comm_world : !coll.comm<64>\n"
+            "%f8 = coll.all_gather_start %x on %c8 gather_axis = 0 : "
+            "(tensor<1048576xbf16>, !coll.comm<8>) -> "
+            "!coll.future<tensor<8388608xbf16>>\n"
+            "%f64 = coll.reduce_scatter_start %x on %c64 scatter_axis = 0 "
+            "reduction = <avg> : (tensor<1048576xbf16>, !coll.comm<64>) -> "
+            "!coll.future<tensor<16384xbf16>>\n"
+            "%w8 = coll.wait %f8 : !coll.future<tensor<8388608xbf16>>\n"
+            "%w64 = coll.wait %f64 : !coll.future<tensor<16384xbf16>>");
   CostModel model = load("h100-nvlink");
   // 8 ranks stay on NVLink: 7 steps, each rank sends 7 shards of 2 MiB.
   double shard = 1048576.0 * 2;
@@ -172,13 +173,17 @@ TEST_F(CostModelTest, BadDescriptionsNameTheField) {
   };
   EXPECT_NE(error("{").find("invalid JSON"), std::string::npos);
   EXPECT_NE(error(R"({"name": "x"})").find("peak_flops"), std::string::npos);
-  EXPECT_NE(error(R"({"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": -1, "memory_bytes": 1, "links": []})")
-                .find("'memory_bandwidth' to be positive"),
-            std::string::npos);
-  EXPECT_NE(error(R"({"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": 1, "memory_bytes": 1,
+  EXPECT_NE(
+      error(
+          R"({"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": -1, "memory_bytes": 1, "links": []})")
+          .find("'memory_bandwidth' to be positive"),
+      std::string::npos);
+  EXPECT_NE(
+      error(
+          R"({"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": 1, "memory_bytes": 1,
                       "links": [{"scope": "node", "max_ranks": 8, "bandwidth": 1, "latency": 0}]})")
-                .find("last link"),
-            std::string::npos);
+          .find("last link"),
+      std::string::npos);
   llvm::Expected<DeviceDescription> missing =
       DeviceDescription::load("no-such-device");
   ASSERT_FALSE(bool(missing));

@@ -22,13 +22,53 @@ using namespace loom;
 
 namespace {
 
+/// Graphs shared by the timeline tests and the tracker test.
+constexpr const char *kChain = R"mlir(
+    func.func @f(%a: tensor<100xf32> {train.param = "a"}) -> tensor<100xf32> {
+      %e = tensor.empty() : tensor<100xf32>
+      %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %z = linalg.add ins(%y, %a : tensor<100xf32>, tensor<100xf32>) outs(%x : tensor<100xf32>) -> tensor<100xf32>
+      return %z : tensor<100xf32>
+    })mlir";
+constexpr const char *kGatherUnderCompute = R"mlir(
+    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<400xf32> {
+      %e = tensor.empty() : tensor<100xf32>
+      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+      %x = linalg.exp ins(%s : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %w = coll.wait %f : !coll.future<tensor<400xf32>>
+      return %w : tensor<400xf32>
+    })mlir";
+constexpr const char *kGatherUseRelease = R"mlir(
+    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<100xf32> {
+      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+      %w = coll.wait %f : !coll.future<tensor<400xf32>>
+      %v = tensor.extract_slice %w[0] [100] [1] : tensor<400xf32> to tensor<100xf32>
+      %e = tensor.empty() : tensor<100xf32>
+      %x = linalg.exp ins(%v : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      coll.release %w : tensor<400xf32>
+      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      return %y : tensor<100xf32>
+    })mlir";
+constexpr const char *kReleasedScatterInput = R"mlir(
+    func.func @f(%a: tensor<400xf32>, %c: !coll.comm<4>) -> tensor<100xf32> {
+      %e = tensor.empty() : tensor<400xf32>
+      %g = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
+      %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<400xf32>, !coll.comm<4>) -> !coll.future<tensor<100xf32>>
+      coll.release %g : tensor<400xf32>
+      %w = coll.wait %f : !coll.future<tensor<100xf32>>
+      %t = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
+      return %w : tensor<100xf32>
+    })mlir";
+
 class MemoryTimelineTest : public ::testing::Test {
 protected:
   MemoryTimelineTest() {
-    context.loadDialect<coll::CollDialect, train::TrainDialect,
-                        func::FuncDialect, linalg::LinalgDialect,
-                        tensor::TensorDialect, arith::ArithDialect,
-                        math::MathDialect>();
+    context
+        .loadDialect<coll::CollDialect, train::TrainDialect, func::FuncDialect,
+                     linalg::LinalgDialect, tensor::TensorDialect,
+                     arith::ArithDialect, math::MathDialect>();
   }
 
   Block &parse(StringRef source) {
@@ -43,14 +83,7 @@ protected:
 
 TEST_F(MemoryTimelineTest, ChainWritesInPlaceAndFreesAfterLastUse) {
   // 100 floats = 400 bytes each.
-  Block &block = parse(R"mlir(
-    func.func @f(%a: tensor<100xf32> {train.param = "a"}) -> tensor<100xf32> {
-      %e = tensor.empty() : tensor<100xf32>
-      %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %z = linalg.add ins(%y, %a : tensor<100xf32>, tensor<100xf32>) outs(%x : tensor<100xf32>) -> tensor<100xf32>
-      return %z : tensor<100xf32>
-    })mlir");
+  Block &block = parse(kChain);
   MemoryTimeline timeline(block);
   // op 0 empty: a(400). op 1 x: a+x. op 2 y: a+x+y. op 3 z writes into x
   // (x dies there): a+x+y. op 4 return: a+z(=x's buffer); y is dead.
@@ -81,15 +114,7 @@ TEST_F(MemoryTimelineTest, GatherBufferIsLiveFromItsStart) {
   // exps in flight between start and wait. At op 3, y = exp(x) holds its
   // input and output. Counting the gather from its wait would give 800 and
   // 1200 at ops 2 and 3.
-  Block &block = parse(R"mlir(
-    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<400xf32> {
-      %e = tensor.empty() : tensor<100xf32>
-      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
-      %x = linalg.exp ins(%s : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %w = coll.wait %f : !coll.future<tensor<400xf32>>
-      return %w : tensor<400xf32>
-    })mlir");
+  Block &block = parse(kGatherUnderCompute);
   MemoryTimeline timeline(block);
   EXPECT_EQ(timeline.getLiveBytes(),
             (ArrayRef<int64_t>{400, 2000, 2400, 2800, 2000, 2000}));
@@ -121,17 +146,7 @@ TEST_F(MemoryTimelineTest, ReduceScatterInputLivesUntilItsWait) {
 }
 
 TEST_F(MemoryTimelineTest, ReleaseEndsTheGatheredBuffer) {
-  Block &block = parse(R"mlir(
-    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<100xf32> {
-      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
-      %w = coll.wait %f : !coll.future<tensor<400xf32>>
-      %v = tensor.extract_slice %w[0] [100] [1] : tensor<400xf32> to tensor<100xf32>
-      %e = tensor.empty() : tensor<100xf32>
-      %x = linalg.exp ins(%v : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      coll.release %w : tensor<400xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      return %y : tensor<100xf32>
-    })mlir");
+  Block &block = parse(kGatherUseRelease);
   MemoryTimeline timeline(block);
   // The gathered 1600 bytes are live from the start (op 0) to the release
   // (op 5); x lives from op 4 to op 6.
@@ -140,16 +155,7 @@ TEST_F(MemoryTimelineTest, ReleaseEndsTheGatheredBuffer) {
 }
 
 TEST_F(MemoryTimelineTest, ReleasedCollectiveInputIsFreedAtTheWait) {
-  Block &block = parse(R"mlir(
-    func.func @f(%a: tensor<400xf32>, %c: !coll.comm<4>) -> tensor<100xf32> {
-      %e = tensor.empty() : tensor<400xf32>
-      %g = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
-      %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<400xf32>, !coll.comm<4>) -> !coll.future<tensor<100xf32>>
-      coll.release %g : tensor<400xf32>
-      %w = coll.wait %f : !coll.future<tensor<100xf32>>
-      %t = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
-      return %w : tensor<100xf32>
-    })mlir");
+  Block &block = parse(kReleasedScatterInput);
   MemoryTimeline timeline(block);
   // g lives to the wait (op 4), not just to the release (op 3).
   EXPECT_EQ(timeline.getLiveBytes(),
@@ -183,45 +189,9 @@ namespace {
 /// Places every op of each graph in order and checks the tracker against
 /// the timeline at every op, and each placement against its predicted effect.
 TEST_F(MemoryTimelineTest, TrackerAgreesWithTimelineOpByOp) {
-  const char *graphs[] = {
-      R"mlir(
-    func.func @f(%a: tensor<100xf32> {train.param = "a"}) -> tensor<100xf32> {
-      %e = tensor.empty() : tensor<100xf32>
-      %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %z = linalg.add ins(%y, %a : tensor<100xf32>, tensor<100xf32>) outs(%x : tensor<100xf32>) -> tensor<100xf32>
-      return %z : tensor<100xf32>
-    })mlir",
-      R"mlir(
-    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<400xf32> {
-      %e = tensor.empty() : tensor<100xf32>
-      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
-      %x = linalg.exp ins(%s : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      %w = coll.wait %f : !coll.future<tensor<400xf32>>
-      return %w : tensor<400xf32>
-    })mlir",
-      R"mlir(
-    func.func @f(%a: tensor<400xf32>, %c: !coll.comm<4>) -> tensor<100xf32> {
-      %e = tensor.empty() : tensor<400xf32>
-      %g = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
-      %f = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<400xf32>, !coll.comm<4>) -> !coll.future<tensor<100xf32>>
-      coll.release %g : tensor<400xf32>
-      %t = linalg.exp ins(%a : tensor<400xf32>) outs(%e : tensor<400xf32>) -> tensor<400xf32>
-      %w = coll.wait %f : !coll.future<tensor<100xf32>>
-      return %w : tensor<100xf32>
-    })mlir",
-      R"mlir(
-    func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>) -> tensor<100xf32> {
-      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
-      %w = coll.wait %f : !coll.future<tensor<400xf32>>
-      %v = tensor.extract_slice %w[0] [100] [1] : tensor<400xf32> to tensor<100xf32>
-      %e = tensor.empty() : tensor<100xf32>
-      %x = linalg.exp ins(%v : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      coll.release %w : tensor<400xf32>
-      %y = linalg.exp ins(%x : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
-      return %y : tensor<100xf32>
-    })mlir"};
+  // The same four graphs; the reduce-scatter one here releases its input.
+  const char *graphs[] = {kChain, kGatherUnderCompute, kReleasedScatterInput,
+                          kGatherUseRelease};
   for (const char *source : graphs) {
     Block &block = parse(source);
     MemoryTimeline timeline(block);
@@ -233,11 +203,13 @@ TEST_F(MemoryTimelineTest, TrackerAgreesWithTimelineOpByOp) {
       int64_t during = tracker.place(&op);
       EXPECT_EQ(during, timeline.getLiveBytes(index))
           << "at op " << index << " (" << op.getName().getStringRef().str()
-          << ") of\n" << source;
+          << ") of\n"
+          << source;
       EXPECT_EQ(during, before + effect.allocated);
       if (!op.hasTrait<OpTrait::IsTerminator>())
         EXPECT_EQ(tracker.getLiveBytes(), during - effect.freed)
-            << "at op " << index << " of\n" << source;
+            << "at op " << index << " of\n"
+            << source;
       ++index;
     }
     EXPECT_EQ(tracker.getPeakBytes(), timeline.getPeakBytes());

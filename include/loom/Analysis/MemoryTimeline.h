@@ -28,8 +28,14 @@
 namespace loom {
 
 /// What a buffer holds, for the breakdown at the peak.
-enum class BufferKind { Parameter, OptimizerState, Gradient, Activation,
-                        Communication, Input };
+enum class BufferKind {
+  Parameter,
+  OptimizerState,
+  Gradient,
+  Activation,
+  Communication,
+  Input
+};
 constexpr unsigned kNumBufferKinds = 6;
 llvm::StringRef stringifyBufferKind(BufferKind kind);
 

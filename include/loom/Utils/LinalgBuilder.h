@@ -20,9 +20,8 @@ namespace loom {
 /// point, all at one location.
 class LinalgBuilder {
 public:
-  using BodyFn = llvm::function_ref<mlir::Value(mlir::OpBuilder &,
-                                                mlir::Location,
-                                                mlir::ValueRange)>;
+  using BodyFn = llvm::function_ref<mlir::Value(
+      mlir::OpBuilder &, mlir::Location, mlir::ValueRange)>;
 
   LinalgBuilder(mlir::OpBuilder &builder, mlir::Location loc)
       : builder(builder), loc(loc) {}

@@ -7,4 +7,15 @@
 
 #include "loom/Dialect/Train/TrainOpsDialect.h.inc"
 
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include <optional>
+
+namespace loom::train {
+
+/// The index of the result tagged `train.loss`, if `func` has one: the
+/// functions the training passes transform.
+std::optional<unsigned> getLossResultIndex(mlir::FunctionOpInterface func);
+
+} // namespace loom::train
+
 #endif // LOOM_DIALECT_TRAIN_TRAINDIALECT_H

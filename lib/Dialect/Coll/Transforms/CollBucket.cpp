@@ -77,8 +77,8 @@ struct CollBucketPass
       if (!wait || !isFlat(collective))
         continue;
       int64_t elements = collective.getResultType().getNumElements();
-      candidates.push_back({start, wait, elements,
-                            collective.getResultBytes().value_or(0)});
+      candidates.push_back(
+          {start, wait, elements, collective.getResultBytes().value_or(0)});
     }
     // Block order is ready order: each start follows its gradient.
     SmallVector<SmallVector<Member>> buckets;
@@ -119,18 +119,19 @@ struct CollBucketPass
       bytes += m.blockBytes;
       elements += m.blockElements;
     }
-    int64_t ranks =
-        *cast<CollectiveOpInterface>(candidate.start).getNumRanks();
+    int64_t ranks = *cast<CollectiveOpInterface>(candidate.start).getNumRanks();
     if (bytes * ranks > cap)
       return false;
     // The merged start goes where the candidate's is; every member's wait
     // must still follow it.
     Operation *firstWait = candidate.wait;
     bool anyHidden = false;
-    for (const Member &m : llvm::concat<const Member>(bucket, ArrayRef(candidate))) {
+    for (const Member &m :
+         llvm::concat<const Member>(bucket, ArrayRef(candidate))) {
       if (m.wait->isBeforeInBlock(firstWait))
         firstWait = m.wait;
-      anyHidden |= sim.times.lookup(m.start).second <= sim.reached.lookup(m.wait);
+      anyHidden |=
+          sim.times.lookup(m.start).second <= sim.reached.lookup(m.wait);
     }
     if (firstWait->isBeforeInBlock(candidate.start))
       return false;
@@ -150,7 +151,8 @@ struct CollBucketPass
   /// slices each member's block out of the result.
   void mergeReduceScatters(ArrayRef<Member> bucket) {
     auto last = cast<ReduceScatterStartOp>(bucket.back().start);
-    int64_t ranks = *cast<CollectiveOpInterface>(last.getOperation()).getNumRanks();
+    int64_t ranks =
+        *cast<CollectiveOpInterface>(last.getOperation()).getNumRanks();
     Type elementType = last.getInput().getType().getElementType();
     Location loc = last.getLoc();
     OpBuilder builder(last);
@@ -221,22 +223,26 @@ struct CollBucketPass
     Block &block = func.getBody().front();
     SmallVector<SmallVector<Member>> groups;
     Operation *previous = nullptr;
-    for (auto start : llvm::make_early_inc_range(block.getOps<AllGatherStartOp>())) {
+    for (auto start :
+         llvm::make_early_inc_range(block.getOps<AllGatherStartOp>())) {
       auto collective = cast<CollectiveOpInterface>(start.getOperation());
       auto wait = dyn_cast_or_null<WaitOp>(collective.getWait());
       if (!wait || !isFlat(collective)) {
         previous = nullptr;
         continue;
       }
-      Member member{start, wait, collective.getInput().getType().getNumElements(),
+      Member member{start, wait,
+                    collective.getInput().getType().getNumElements(),
                     collective.getInputBytes().value_or(0)};
-      bool joins = previous && onlyStartsBetween(previous, start) &&
-                   !groups.empty() &&
-                   cast<AllGatherStartOp>(groups.back().front().start).getComm() ==
-                       start.getComm() &&
-                   collective.getInput().getType().getElementType() ==
-                       cast<AllGatherStartOp>(groups.back().front().start)
-                           .getInput().getType().getElementType();
+      bool joins =
+          previous && onlyStartsBetween(previous, start) && !groups.empty() &&
+          cast<AllGatherStartOp>(groups.back().front().start).getComm() ==
+              start.getComm() &&
+          collective.getInput().getType().getElementType() ==
+              cast<AllGatherStartOp>(groups.back().front().start)
+                  .getInput()
+                  .getType()
+                  .getElementType();
       if (joins)
         groups.back().push_back(member);
       else
@@ -321,15 +327,18 @@ struct CollBucketPass
     int64_t offset = 0;
     for (const Member &m : group) {
       Value columns = tensor::ExtractSliceOp::create(
-          builder, loc, RankedTensorType::get({ranks, m.blockElements}, elementType),
-          matrix,
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(0), builder.getIndexAttr(offset)},
+          builder, loc,
+          RankedTensorType::get({ranks, m.blockElements}, elementType), matrix,
+          ArrayRef<OpFoldResult>{builder.getIndexAttr(0),
+                                 builder.getIndexAttr(offset)},
           ArrayRef<OpFoldResult>{builder.getIndexAttr(ranks),
                                  builder.getIndexAttr(m.blockElements)},
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(1), builder.getIndexAttr(1)});
+          ArrayRef<OpFoldResult>{builder.getIndexAttr(1),
+                                 builder.getIndexAttr(1)});
       offset += m.blockElements;
       Value flat = tensor::CollapseShapeOp::create(
-          builder, loc, RankedTensorType::get({ranks * m.blockElements}, elementType),
+          builder, loc,
+          RankedTensorType::get({ranks * m.blockElements}, elementType),
           columns, SmallVector<ReassociationIndices>{{0, 1}});
       for (OpOperand &use : llvm::make_early_inc_range(m.wait->getUses()))
         if (!isa<ReleaseOp>(use.getOwner()))

@@ -22,17 +22,14 @@ using namespace loom::coll;
 
 namespace {
 
-constexpr CollectiveKind kKinds[] = {CollectiveKind::AllGather,
-                                     CollectiveKind::ReduceScatter,
-                                     CollectiveKind::AllReduce,
-                                     CollectiveKind::Broadcast};
+constexpr CollectiveKind kKinds[] = {
+    CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
+    CollectiveKind::AllReduce, CollectiveKind::Broadcast};
 
 double toMicros(double seconds) { return seconds * 1e6; }
 
 /// Microseconds rounded to the nanosecond: readable JSON, exact enough.
-double jsonMicros(double seconds) {
-  return std::round(seconds * 1e9) / 1e3;
-}
+double jsonMicros(double seconds) { return std::round(seconds * 1e9) / 1e3; }
 
 std::string formatBytes(int64_t bytes) {
   std::string text;
@@ -54,23 +51,24 @@ LogicalResult writeFile(Operation *anchor, StringRef path,
     std::error_code ec;
     llvm::raw_fd_ostream out(tmp, ec);
     if (ec)
-      return anchor->emitError() << "coll-report: cannot write " << path
-                                 << ": " << ec.message();
+      return anchor->emitError()
+             << "coll-report: cannot write " << path << ": " << ec.message();
     write(out);
   }
   if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-    return anchor->emitError() << "coll-report: cannot write " << path << ": "
-                               << ec.message();
+    return anchor->emitError()
+           << "coll-report: cannot write " << path << ": " << ec.message();
   return success();
 }
 
 void printTable(func::FuncOp func, const CostModel &model,
                 const SimulationResult &sim, const MemoryTimeline &timeline) {
   llvm::raw_ostream &os = llvm::errs();
-  os << "coll-report: @" << func.getName() << " on "
-     << model.getDevice().name << " (" << sim.numOps << " ops)\n";
+  os << "coll-report: @" << func.getName() << " on " << model.getDevice().name
+     << " (" << sim.numOps << " ops)\n";
   os << llvm::format("  %-26s %12.1f us\n", "makespan", toMicros(sim.makespan));
-  os << llvm::format("  %-26s %12.1f us\n", "compute", toMicros(sim.computeTime));
+  os << llvm::format("  %-26s %12.1f us\n", "compute",
+                     toMicros(sim.computeTime));
   os << llvm::format("  %-26s %12.1f us\n", "communication",
                      toMicros(sim.getCommTime()));
   os << llvm::format("  %-26s %12.1f us\n", "exposed communication",
@@ -193,7 +191,8 @@ void writePlot(llvm::raw_ostream &out, ArrayRef<Operation *> ops,
   };
   out << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width
       << "\" height=\"" << height << "\" font-family=\"sans-serif\" "
-      << "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+      << "font-size=\"12\">\n<rect width=\"100%\" height=\"100%\" "
+         "fill=\"white\"/>\n";
   out << "<text x=\"" << left << "\" y=\"20\" font-size=\"14\">" << title
       << ": peak " << formatBytes(timeline.getPeakBytes())
       << llvm::format(", makespan %.1f ms", sim.makespan * 1e3) << "</text>\n";
@@ -233,7 +232,8 @@ struct CollReportPass
     llvm::Expected<DeviceDescription> description =
         DeviceDescription::load(device);
     if (!description) {
-      module.emitError() << "coll-report: " << toString(description.takeError());
+      module.emitError() << "coll-report: "
+                         << toString(description.takeError());
       return signalPassFailure();
     }
     CostModel model(std::move(*description));
@@ -244,14 +244,15 @@ struct CollReportPass
       }
     bool reported = false;
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || (!function.empty() && func.getName() != function))
+      if (func.isExternal() ||
+          (!function.empty() && func.getName() != function))
         continue;
       if (!func.getBody().hasOneBlock()) {
         func.emitError("coll-report expects single-block functions");
         return signalPassFailure();
       }
-      if (reported && (!jsonPath.empty() || !tracePath.empty() ||
-                       !plotPath.empty())) {
+      if (reported &&
+          (!jsonPath.empty() || !tracePath.empty() || !plotPath.empty())) {
         func.emitError("coll-report writes files for one function; choose "
                        "it with function=<name>");
         return signalPassFailure();
@@ -275,14 +276,15 @@ struct CollReportPass
       }
       SimulationResult sim = simulate(block, ops, model);
       printTable(func, model, sim, timeline);
-      if ((!jsonPath.empty() &&
-           failed(writeFile(func, jsonPath, [&](llvm::raw_ostream &os) {
-             writeJson(os, func, model, sim, timeline);
-           }))) ||
-          (!tracePath.empty() &&
-           failed(writeFile(func, tracePath, [&](llvm::raw_ostream &os) {
-             writeTrace(os, sim);
-           }))) ||
+      if ((!jsonPath.empty() && failed(writeFile(func, jsonPath,
+                                                 [&](llvm::raw_ostream &os) {
+                                                   writeJson(os, func, model,
+                                                             sim, timeline);
+                                                 }))) ||
+          (!tracePath.empty() && failed(writeFile(func, tracePath,
+                                                  [&](llvm::raw_ostream &os) {
+                                                    writeTrace(os, sim);
+                                                  }))) ||
           (!plotPath.empty() &&
            failed(writeFile(func, plotPath, [&](llvm::raw_ostream &os) {
              writePlot(os, ops, sim, timeline,

@@ -175,9 +175,10 @@ LogicalResult Partitioner::findUpdateRegion() {
     Operation *def = ret.getOperand(i).getDefiningOp();
     if (type.getRank() != 0 && (!def || !updateOps.contains(def)))
       return func.emitOpError("result #")
-             << i << " is an updated parameter or state not produced by a "
-                     "train.update op; run zero-partition on the output of "
-                     "train-optimizer";
+             << i
+             << " is an updated parameter or state not produced by a "
+                "train.update op; run zero-partition on the output of "
+                "train-optimizer";
   }
   return success();
 }
@@ -190,7 +191,8 @@ Value Partitioner::flattenAndPad(Location loc, Value full) {
   if (type.getRank() != 1) {
     SmallVector<ReassociationIndices> groups;
     if (type.getRank() > 0)
-      groups.push_back(llvm::to_vector<2>(llvm::seq<int64_t>(0, type.getRank())));
+      groups.push_back(
+          llvm::to_vector<2>(llvm::seq<int64_t>(0, type.getRank())));
     flat = type.getRank() == 0
                ? Value(tensor::ExpandShapeOp::create(builder, loc, flatType,
                                                      full, groups))
@@ -203,7 +205,8 @@ Value Partitioner::flattenAndPad(Location loc, Value full) {
   LinalgBuilder lb(builder, loc);
   Value zeros = lb.filled({padded}, type.getElementType(), 0.0);
   return tensor::InsertSliceOp::create(
-      builder, loc, flat, zeros, ArrayRef<OpFoldResult>{builder.getIndexAttr(0)},
+      builder, loc, flat, zeros,
+      ArrayRef<OpFoldResult>{builder.getIndexAttr(0)},
       ArrayRef<OpFoldResult>{builder.getIndexAttr(elements)},
       ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
 }
@@ -246,15 +249,17 @@ std::pair<Value, Value> Partitioner::gather(Location loc, Value shard,
   int64_t shardSize = getShardSize(fullType);
   auto paddedType =
       RankedTensorType::get({shardSize * ranks}, fullType.getElementType());
-  auto start = AllGatherStartOp::create(builder, loc, FutureType::get(paddedType),
-                                        shard, comm, /*gather_axis=*/0);
+  auto start =
+      AllGatherStartOp::create(builder, loc, FutureType::get(paddedType), shard,
+                               comm, /*gather_axis=*/0);
   Value waited = WaitOp::create(builder, loc, start.getFuture());
   Value full = waited;
   int64_t elements = fullType.getNumElements();
   if (elements != paddedType.getDimSize(0))
     full = tensor::ExtractSliceOp::create(
-        builder, loc, RankedTensorType::get({elements}, fullType.getElementType()),
-        full, ArrayRef<OpFoldResult>{builder.getIndexAttr(0)},
+        builder, loc,
+        RankedTensorType::get({elements}, fullType.getElementType()), full,
+        ArrayRef<OpFoldResult>{builder.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{builder.getIndexAttr(elements)},
         ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
   if (fullType.getRank() != 1) {
@@ -275,8 +280,8 @@ Value Partitioner::getRank() {
   if (!rank) {
     OpBuilder::InsertionGuard guard(builder);
     builder.setInsertionPointAfterValue(comm);
-    rank = CommRankOp::create(builder, func.getLoc(),
-                              builder.getIndexType(), comm);
+    rank = CommRankOp::create(builder, func.getLoc(), builder.getIndexType(),
+                              comm);
   }
   return rank;
 }
@@ -293,8 +298,7 @@ Value Partitioner::localShard(Value full) {
   Value sizeValue = arith::ConstantIndexOp::create(builder, loc, size);
   Value offset = arith::MulIOp::create(builder, loc, getRank(), sizeValue);
   return tensor::ExtractSliceOp::create(
-      builder, loc, getShardType(type), padded,
-      ArrayRef<OpFoldResult>{offset},
+      builder, loc, getShardType(type), padded, ArrayRef<OpFoldResult>{offset},
       ArrayRef<OpFoldResult>{builder.getIndexAttr(size)},
       ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
 }
@@ -334,8 +338,8 @@ LogicalResult Partitioner::rebuildUpdate() {
     SmallVector<Value> inputs;
     SmallVector<AffineMap> maps;
     LinalgBuilder lb(builder, op->getLoc());
-    for (auto [operand, map] : llvm::zip(generic.getDpsInputs(),
-                                         generic.getIndexingMapsArray())) {
+    for (auto [operand, map] :
+         llvm::zip(generic.getDpsInputs(), generic.getIndexingMapsArray())) {
       FailureOr<Value> shard = getShard(operand);
       if (failed(shard))
         return failure();
@@ -396,10 +400,7 @@ LogicalResult Partitioner::run() {
     return failure();
   Block &block = func.getBody().front();
   ret = cast<func::ReturnOp>(block.getTerminator());
-  unsigned lossIndex = 0;
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (func.getResultAttr(i, TrainDialect::kLossAttrName))
-      lossIndex = i;
+  unsigned lossIndex = *train::getLossResultIndex(func);
   lossOp = ret.getOperand(lossIndex).getDefiningOp();
 
   builder.setInsertionPointToStart(&block);
@@ -462,9 +463,10 @@ LogicalResult Partitioner::run() {
   Value loss = operands[lossIndex];
   if (auto lossType = dyn_cast<RankedTensorType>(loss.getType())) {
     auto start = AllReduceStartOp::create(builder, ret.getLoc(),
-                                          FutureType::get(lossType), loss,
-                                          comm, ReductionKind::Avg);
-    operands[lossIndex] = WaitOp::create(builder, ret.getLoc(), start.getFuture());
+                                          FutureType::get(lossType), loss, comm,
+                                          ReductionKind::Avg);
+    operands[lossIndex] =
+        WaitOp::create(builder, ret.getLoc(), start.getFuture());
   }
   ret->setOperands(operands);
   builder.setInsertionPoint(ret);
@@ -509,10 +511,7 @@ struct ZeroPartitionPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      bool hasLoss = false;
-      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-        hasLoss |= bool(func.getResultAttr(i, TrainDialect::kLossAttrName));
-      if (!hasLoss)
+      if (!train::getLossResultIndex(func))
         continue;
       found = true;
       if (failed(Partitioner(func, stage, worldSize, *kind).run()))

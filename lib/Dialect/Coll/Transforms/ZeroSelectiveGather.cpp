@@ -49,9 +49,8 @@ std::optional<Gather> describeGather(AllGatherStartOp start) {
     for (Operation *user : gather.view.getUsers())
       if (!isa<ReleaseOp>(user))
         users.push_back(user);
-    if (users.size() != 1 ||
-        !isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
-             tensor::CollapseShapeOp>(users[0]))
+    if (users.size() != 1 || !isa<tensor::ExtractSliceOp, tensor::ExpandShapeOp,
+                                  tensor::CollapseShapeOp>(users[0]))
       break;
     gather.viewOps.push_back(users[0]);
     gather.view = users[0]->getResult(0);

@@ -41,14 +41,16 @@ struct AttentionShape {
 };
 
 /// The grouping of [b, s, h, d] into [b, s, kv, g, d] and back.
-const SmallVector<SmallVector<int64_t, 2>> kHeadGroups = {{0}, {1}, {2, 3}, {4}};
+const SmallVector<SmallVector<int64_t, 2>> kHeadGroups = {
+    {0}, {1}, {2, 3}, {4}};
 
 /// A contraction `out += a * b * scale` as one generic.
 Value contract(LinalgBuilder &lb, Value init, Value a, Value b,
                ArrayRef<AffineMap> maps, Value scale = {}) {
   return lb.generic(init, {a, b}, maps,
                     [&](OpBuilder &bb, Location l, ValueRange args) -> Value {
-                      Value product = arith::MulFOp::create(bb, l, args[0], args[1]);
+                      Value product =
+                          arith::MulFOp::create(bb, l, args[0], args[1]);
                       if (scale)
                         product = arith::MulFOp::create(bb, l, product, scale);
                       return arith::AddFOp::create(bb, l, args[2], product);
@@ -61,10 +63,10 @@ Value buildProbabilities(LinalgBuilder &lb, const AttentionShape &shape,
                          double scaleValue) {
   Type type = shape.elementType;
   // Dimensions (b, kv, g, s, t, d).
-  Value raw = contract(lb, lb.filled(shape.probs(), type, 0.0), groupedQuery,
-                       key,
-                       {lb.map(6, {0, 3, 1, 2, 5}), lb.map(6, {0, 4, 1, 5}),
-                        lb.map(6, {0, 1, 2, 3, 4})});
+  Value raw =
+      contract(lb, lb.filled(shape.probs(), type, 0.0), groupedQuery, key,
+               {lb.map(6, {0, 3, 1, 2, 5}), lb.map(6, {0, 4, 1, 5}),
+                lb.map(6, {0, 1, 2, 3, 4})});
   Value scale = lb.floatConstant(type, scaleValue);
   Value negInf = lb.negativeInfinity(type);
   Value scores = lb.generic(
@@ -81,12 +83,14 @@ Value buildProbabilities(LinalgBuilder &lb, const AttentionShape &shape,
       });
   AffineMap rowMap = lb.map(5, {0, 1, 2, 3});
   Value rowMax = lb.max(scores, {0, 1, 2, 3});
-  Value exps = lb.generic(lb.empty(shape.probs(), type), {scores, rowMax},
-                          {lb.identity(5), rowMap, lb.identity(5)},
-                          [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                            Value shifted = arith::SubFOp::create(b, l, args[0], args[1]);
-                            return math::ExpOp::create(b, l, shifted);
-                          });
+  Value exps =
+      lb.generic(lb.empty(shape.probs(), type), {scores, rowMax},
+                 {lb.identity(5), rowMap, lb.identity(5)},
+                 [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                   Value shifted =
+                       arith::SubFOp::create(b, l, args[0], args[1]);
+                   return math::ExpOp::create(b, l, shifted);
+                 });
   Value rowSum = lb.sum(exps, {0, 1, 2, 3});
   return lb.generic(lb.empty(shape.probs(), type), {exps, rowSum},
                     {lb.identity(5), rowMap, lb.identity(5)},
@@ -105,11 +109,11 @@ FailureOr<SmallVector<Value>> AttentionOp::decompose(OpBuilder &builder) {
                                    getCausal(), getScale().convertToDouble());
   // out[b, s, kv, g, d] = sum_t p[b, kv, g, s, t] v[b, t, kv, d];
   // dimensions (b, s, kv, g, d, t).
-  Value out = contract(
-      lb, lb.filled(shape.groupedQuery(), shape.elementType, 0.0), probs,
-      getValue(),
-      {lb.map(6, {0, 2, 3, 1, 5}), lb.map(6, {0, 5, 2, 4}),
-       lb.map(6, {0, 1, 2, 3, 4})});
+  Value out =
+      contract(lb, lb.filled(shape.groupedQuery(), shape.elementType, 0.0),
+               probs, getValue(),
+               {lb.map(6, {0, 2, 3, 1, 5}), lb.map(6, {0, 5, 2, 4}),
+                lb.map(6, {0, 1, 2, 3, 4})});
   return SmallVector<Value>{lb.collapse(out, kHeadGroups)};
 }
 
@@ -128,20 +132,20 @@ FailureOr<SmallVector<Value>> AttentionGradOp::decompose(OpBuilder &builder) {
 
   // dv[b, t, kv, d] = sum_{g, s} p[b, kv, g, s, t] dout[b, s, kv, g, d];
   // dimensions (b, t, kv, d, g, s).
-  Value valueGrad = contract(lb, lb.filled(kvShape, type, 0.0), probs,
-                             groupedGrad,
-                             {lb.map(6, {0, 2, 4, 5, 1}),
-                              lb.map(6, {0, 5, 2, 4, 3}), lb.map(6, {0, 1, 2, 3})});
+  Value valueGrad =
+      contract(lb, lb.filled(kvShape, type, 0.0), probs, groupedGrad,
+               {lb.map(6, {0, 2, 4, 5, 1}), lb.map(6, {0, 5, 2, 4, 3}),
+                lb.map(6, {0, 1, 2, 3})});
   // dp[b, kv, g, s, t] = sum_d dout[b, s, kv, g, d] v[b, t, kv, d];
   // dimensions (b, kv, g, s, t, d).
-  Value probsGrad = contract(lb, lb.filled(shape.probs(), type, 0.0),
-                             groupedGrad, getValue(),
-                             {lb.map(6, {0, 3, 1, 2, 5}), lb.map(6, {0, 4, 1, 5}),
-                              lb.map(6, {0, 1, 2, 3, 4})});
+  Value probsGrad =
+      contract(lb, lb.filled(shape.probs(), type, 0.0), groupedGrad, getValue(),
+               {lb.map(6, {0, 3, 1, 2, 5}), lb.map(6, {0, 4, 1, 5}),
+                lb.map(6, {0, 1, 2, 3, 4})});
   // ds = p * (dp - sum_t dp * p)
-  Value rowDot = contract(lb, lb.filled(shape.rows(), type, 0.0), probsGrad,
-                          probs,
-                          {lb.identity(5), lb.identity(5), lb.map(5, {0, 1, 2, 3})});
+  Value rowDot =
+      contract(lb, lb.filled(shape.rows(), type, 0.0), probsGrad, probs,
+               {lb.identity(5), lb.identity(5), lb.map(5, {0, 1, 2, 3})});
   Value scoresGrad = lb.generic(
       lb.empty(shape.probs(), type), {probs, probsGrad, rowDot},
       {lb.identity(5), lb.identity(5), lb.map(5, {0, 1, 2, 3}), lb.identity(5)},
@@ -159,11 +163,11 @@ FailureOr<SmallVector<Value>> AttentionGradOp::decompose(OpBuilder &builder) {
       scale);
   // dk[b, t, kv, d] = scale sum_{g, s} ds[b, kv, g, s, t] q[b, s, kv, g, d];
   // dimensions (b, t, kv, d, g, s).
-  Value keyGrad = contract(lb, lb.filled(kvShape, type, 0.0), scoresGrad,
-                           groupedQuery,
-                           {lb.map(6, {0, 2, 4, 5, 1}),
-                            lb.map(6, {0, 5, 2, 4, 3}), lb.map(6, {0, 1, 2, 3})},
-                           scale);
+  Value keyGrad =
+      contract(lb, lb.filled(kvShape, type, 0.0), scoresGrad, groupedQuery,
+               {lb.map(6, {0, 2, 4, 5, 1}), lb.map(6, {0, 5, 2, 4, 3}),
+                lb.map(6, {0, 1, 2, 3})},
+               scale);
   return SmallVector<Value>{lb.collapse(queryGrad, kHeadGroups), keyGrad,
                             valueGrad};
 }

@@ -31,14 +31,15 @@ struct CrossEntropyParts {
   /// Row-wise log-sum-exp, stabilised by the row maximum: `[tokens]`.
   Value logSumExp(LinalgBuilder &lb) const {
     Value rowMax = lb.max(logits, {0});
-    Value sumExp = lb.generic(
-        lb.filled({tokens}, type, 0.0), {logits, rowMax},
-        {lb.identity(2), lb.map(2, {0}), lb.map(2, {0})},
-        [](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value shifted = arith::SubFOp::create(b, l, args[0], args[1]);
-          Value e = math::ExpOp::create(b, l, shifted);
-          return arith::AddFOp::create(b, l, args[2], e);
-        });
+    Value sumExp =
+        lb.generic(lb.filled({tokens}, type, 0.0), {logits, rowMax},
+                   {lb.identity(2), lb.map(2, {0}), lb.map(2, {0})},
+                   [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                     Value shifted =
+                         arith::SubFOp::create(b, l, args[0], args[1]);
+                     Value e = math::ExpOp::create(b, l, shifted);
+                     return arith::AddFOp::create(b, l, args[2], e);
+                   });
     return lb.generic(lb.empty({tokens}, type), {rowMax, sumExp},
                       {lb.identity(1), lb.identity(1), lb.identity(1)},
                       [](OpBuilder &b, Location l, ValueRange args) -> Value {
@@ -51,21 +52,20 @@ struct CrossEntropyParts {
   Value validCount(LinalgBuilder &lb) const {
     Value one = lb.floatConstant(type, 1.0);
     Value zero = lb.floatConstant(type, 0.0);
-    return lb.generic(lb.filled({}, type, 0.0), labels,
-                      {lb.map(1, {0}), lb.map(1, {})},
-                      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                        Value valid = isValid(b, l, args[0]);
-                        Value inc = arith::SelectOp::create(b, l, valid, one, zero);
-                        return arith::AddFOp::create(b, l, args[1], inc);
-                      });
+    return lb.generic(
+        lb.filled({}, type, 0.0), labels, {lb.map(1, {0}), lb.map(1, {})},
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value valid = isValid(b, l, args[0]);
+          Value inc = arith::SelectOp::create(b, l, valid, one, zero);
+          return arith::AddFOp::create(b, l, args[1], inc);
+        });
   }
 };
 
-template <typename OpTy>
-CrossEntropyParts getParts(OpTy op) {
+template <typename OpTy> CrossEntropyParts getParts(OpTy op) {
   RankedTensorType type = op.getLogits().getType();
-  return {op.getLogits(),       op.getLabels(),
-          type.getDimSize(0),   type.getDimSize(1),
+  return {op.getLogits(),        op.getLabels(),
+          type.getDimSize(0),    type.getDimSize(1),
           type.getElementType(), op.getIgnoreIndexAttr().getInt()};
 }
 
@@ -87,8 +87,8 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
       {lb.identity(1), lb.identity(1)},
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
         Value valid = parts.isValid(b, l, args[0]);
-        Value zeroLabel =
-            arith::ConstantOp::create(b, l, b.getIntegerAttr(args[0].getType(), 0));
+        Value zeroLabel = arith::ConstantOp::create(
+            b, l, b.getIntegerAttr(args[0].getType(), 0));
         Value label = arith::SelectOp::create(b, l, valid, args[0], zeroLabel);
         Value col = arith::IndexCastOp::create(b, l, b.getIndexType(), label);
         Value row = linalg::IndexOp::create(b, l, 0);
@@ -122,8 +122,8 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
           Value term = arith::MulFOp::create(b, l, z, square);
           loss = arith::AddFOp::create(b, l, loss, term);
         }
-        return arith::SelectOp::create(b, l, parts.isValid(b, l, args[2]),
-                                       loss, zero);
+        return arith::SelectOp::create(b, l, parts.isValid(b, l, args[2]), loss,
+                                       zero);
       });
 
   if (getReduction() == LossReduction::None)
@@ -133,14 +133,16 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
     return SmallVector<Value>{total};
   Value count = parts.validCount(lb);
   Value one = lb.floatConstant(type, 1.0);
-  Value mean = lb.generic(
-      lb.empty({}, type), {total, count},
-      {lb.map(0, {}), lb.map(0, {}), lb.map(0, {})},
-      [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-        // Every loss is 0 when every token is ignored: divide by 1, not 0.
-        Value denominator = arith::MaximumFOp::create(b, l, args[1], one);
-        return arith::DivFOp::create(b, l, args[0], denominator);
-      });
+  Value mean =
+      lb.generic(lb.empty({}, type), {total, count},
+                 {lb.map(0, {}), lb.map(0, {}), lb.map(0, {})},
+                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                   // Every loss is 0 when every token is ignored: divide by 1,
+                   // not 0.
+                   Value denominator =
+                       arith::MaximumFOp::create(b, l, args[1], one);
+                   return arith::DivFOp::create(b, l, args[0], denominator);
+                 });
   return SmallVector<Value>{mean};
 }
 
@@ -159,9 +161,8 @@ CrossEntropyGradOp::decompose(OpBuilder &builder) {
   // and 0 for ignored tokens.
   bool perTokenGrad = getReduction() == LossReduction::None;
   SmallVector<Value> weightInputs = {getLabels(), getLossGrad()};
-  SmallVector<AffineMap> weightMaps = {lb.map(1, {0}),
-                                       perTokenGrad ? lb.map(1, {0})
-                                                    : lb.map(1, {})};
+  SmallVector<AffineMap> weightMaps = {
+      lb.map(1, {0}), perTokenGrad ? lb.map(1, {0}) : lb.map(1, {})};
   bool isMean = getReduction() == LossReduction::Mean;
   if (isMean) {
     weightInputs.push_back(parts.validCount(lb));
@@ -197,7 +198,8 @@ CrossEntropyGradOp::decompose(OpBuilder &builder) {
         Value factor = arith::AddFOp::create(b, l, one, zTerm);
         Value g = arith::MulFOp::create(b, l, p, factor);
         Value col = linalg::IndexOp::create(b, l, 1);
-        Value label = arith::IndexCastOp::create(b, l, b.getIndexType(), args[3]);
+        Value label =
+            arith::IndexCastOp::create(b, l, b.getIndexType(), args[3]);
         Value isTarget =
             arith::CmpIOp::create(b, l, arith::CmpIPredicate::eq, col, label);
         Value hit = arith::SelectOp::create(b, l, isTarget, keep, zero);

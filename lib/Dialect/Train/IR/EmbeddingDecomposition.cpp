@@ -17,7 +17,8 @@ FailureOr<SmallVector<Value>> EmbeddingOp::decompose(OpBuilder &builder) {
   LinalgBuilder lb(builder, getLoc());
   RankedTensorType resultType = getResult().getType();
   unsigned rank = resultType.getRank();
-  SmallVector<unsigned> idDims = llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
+  SmallVector<unsigned> idDims =
+      llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
   Value table = getTable();
   Value init = lb.empty(resultType.getShape(), resultType.getElementType());
   Value result = lb.generic(
@@ -47,8 +48,8 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
   // Flatten ids to [tokens] and the gradient to [tokens, width].
   Value ids = getIds(), grad = getGrad();
   if (idsType.getRank() != 1) {
-    SmallVector<int64_t, 2> all = llvm::to_vector<2>(
-        llvm::seq<int64_t>(0, idsType.getRank()));
+    SmallVector<int64_t, 2> all =
+        llvm::to_vector<2>(llvm::seq<int64_t>(0, idsType.getRank()));
     ids = lb.collapse(ids, {all});
     grad = lb.collapse(grad, {all, {idsType.getRank()}});
   }
@@ -71,8 +72,8 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
         SmallVector<OpFoldResult> accOffsets = {row, b.getIndexAttr(0)};
         SmallVector<OpFoldResult> gradOffsets = {token, b.getIndexAttr(0)};
         auto rowType = RankedTensorType::get({1, width}, elementType);
-        Value acc = tensor::ExtractSliceOp::create(
-            b, l, rowType, iterArgs[0], accOffsets, sizes, strides);
+        Value acc = tensor::ExtractSliceOp::create(b, l, rowType, iterArgs[0],
+                                                   accOffsets, sizes, strides);
         Value gradRow = tensor::ExtractSliceOp::create(
             b, l, rowType, grad, gradOffsets, sizes, strides);
         Value sum = body.generic(

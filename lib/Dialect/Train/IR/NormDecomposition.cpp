@@ -22,16 +22,18 @@ FailureOr<SmallVector<Value>> RMSNormOp::decompose(OpBuilder &builder) {
   int64_t width = type.getDimSize(rank - 1);
   if (!type.hasStaticShape())
     return emitOpError("decomposition needs a static shape");
-  SmallVector<unsigned> rowDims = llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
+  SmallVector<unsigned> rowDims =
+      llvm::to_vector(llvm::seq<unsigned>(0, rank - 1));
   SmallVector<int64_t> rowShape(type.getShape().drop_back());
 
-  Value sumOfSquares = lb.generic(
-      lb.filled(rowShape, elementType, 0.0), getInput(),
-      {lb.identity(rank), lb.map(rank, rowDims)},
-      [](OpBuilder &b, Location loc, ValueRange args) -> Value {
-        Value square = arith::MulFOp::create(b, loc, args[0], args[0]);
-        return arith::AddFOp::create(b, loc, args[1], square);
-      });
+  Value sumOfSquares =
+      lb.generic(lb.filled(rowShape, elementType, 0.0), getInput(),
+                 {lb.identity(rank), lb.map(rank, rowDims)},
+                 [](OpBuilder &b, Location loc, ValueRange args) -> Value {
+                   Value square =
+                       arith::MulFOp::create(b, loc, args[0], args[0]);
+                   return arith::AddFOp::create(b, loc, args[1], square);
+                 });
   Value invWidth = lb.floatConstant(elementType, 1.0 / double(width));
   Value eps = lb.floatConstant(elementType, getEps().convertToDouble());
   Value result = lb.generic(
@@ -65,7 +67,8 @@ static Value buildRotationTable(LinalgBuilder &lb, int64_t seq, int64_t half,
       [&](OpBuilder &b, Location loc, ValueRange) -> Value {
         auto toF64 = [&](unsigned dim) -> Value {
           Value index = linalg::IndexOp::create(b, loc, dim);
-          Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
+          Value asInt =
+              arith::IndexCastOp::create(b, loc, b.getI64Type(), index);
           return arith::SIToFPOp::create(b, loc, b.getF64Type(), asInt);
         };
         Value position = toF64(0), pair = toF64(1);
@@ -94,8 +97,8 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
   int64_t half = shape[3] / 2;
   SmallVector<int64_t> halfShape = {shape[0], shape[1], shape[2], half};
   auto halfType = RankedTensorType::get(halfShape, elementType);
-  SmallVector<OpFoldResult> sizes = llvm::map_to_vector(
-      halfShape, [&](int64_t size) -> OpFoldResult {
+  SmallVector<OpFoldResult> sizes =
+      llvm::map_to_vector(halfShape, [&](int64_t size) -> OpFoldResult {
         return builder.getIndexAttr(size);
       });
   SmallVector<OpFoldResult> strides(4, builder.getIndexAttr(1));
@@ -104,8 +107,8 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
     result.push_back(builder.getIndexAttr(start));
     return result;
   };
-  Value first = tensor::ExtractSliceOp::create(builder, loc, halfType, getInput(),
-                                               offsets(0), sizes, strides);
+  Value first = tensor::ExtractSliceOp::create(
+      builder, loc, halfType, getInput(), offsets(0), sizes, strides);
   Value second = tensor::ExtractSliceOp::create(
       builder, loc, halfType, getInput(), offsets(half), sizes, strides);
   double theta = getTheta().convertToDouble();
@@ -117,15 +120,16 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
                                  lb.identity(4)};
   // out_a = a * cos -/+ b * sin
   auto rotate = [&](Value a, Value b, bool subtract) {
-    return lb.generic(
-        lb.empty(halfShape, elementType), {a, b, cos, sin}, maps,
-        [&](OpBuilder &bb, Location l, ValueRange args) -> Value {
-          Value x = arith::MulFOp::create(bb, l, args[0], args[2]);
-          Value y = arith::MulFOp::create(bb, l, args[1], args[3]);
-          if (subtract)
-            return arith::SubFOp::create(bb, l, x, y);
-          return arith::AddFOp::create(bb, l, x, y);
-        });
+    return lb.generic(lb.empty(halfShape, elementType), {a, b, cos, sin}, maps,
+                      [&](OpBuilder &bb, Location l, ValueRange args) -> Value {
+                        Value x =
+                            arith::MulFOp::create(bb, l, args[0], args[2]);
+                        Value y =
+                            arith::MulFOp::create(bb, l, args[1], args[3]);
+                        if (subtract)
+                          return arith::SubFOp::create(bb, l, x, y);
+                        return arith::AddFOp::create(bb, l, x, y);
+                      });
   };
   Value outFirst = rotate(first, second, /*subtract=*/true);
   Value outSecond = rotate(second, first, /*subtract=*/false);

@@ -30,6 +30,14 @@ void TrainDialect::initialize() {
       >();
 }
 
+std::optional<unsigned>
+loom::train::getLossResultIndex(FunctionOpInterface func) {
+  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+    if (func.getResultAttr(i, TrainDialect::kLossAttrName))
+      return i;
+  return std::nullopt;
+}
+
 /// Returns the function `op` is if role attributes may sit on it, or emits an
 /// error naming the attribute.
 static FunctionOpInterface getFunctionOrError(Operation *op,
@@ -122,17 +130,17 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
              << " to be a unit attribute or a non-empty string, got "
              << attr.getValue();
     if (!isShaped(type))
-      return op->emitOpError() << "expected input " << where
-                               << " to be a ranked tensor or memref, got "
-                               << type;
+      return op->emitOpError()
+             << "expected input " << where
+             << " to be a ranked tensor or memref, got " << type;
     return success();
   }
 
   if (attrName == kLossAttrName || attrName == kGradAttrName)
-    return op->emitOpError() << "'" << attrName
-                             << "' tags a result, found it on " << where;
-  return op->emitOpError() << "unknown train attribute '" << attrName
-                           << "' on " << where;
+    return op->emitOpError()
+           << "'" << attrName << "' tags a result, found it on " << where;
+  return op->emitOpError() << "unknown train attribute '" << attrName << "' on "
+                           << where;
 }
 
 /// Checks a result that names an argument (`train.grad`, `train.param` or
@@ -156,10 +164,9 @@ static LogicalResult verifyResultNamesArgument(FunctionOpInterface func,
              << ", " << func.getArgumentTypes()[arg] << ", got " << type;
     return success();
   }
-  return func->emitOpError() << "'" << attr.getName().getValue() << "' "
-                             << name << " on " << where
-                             << " names no argument tagged '" << argAttrName
-                             << "'";
+  return func->emitOpError()
+         << "'" << attr.getName().getValue() << "' " << name << " on " << where
+         << " names no argument tagged '" << argAttrName << "'";
 }
 
 LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
@@ -175,15 +182,14 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
   if (attrName == kParamAttrName || attrName == kStateAttrName)
     return verifyResultNamesArgument(func, attr, attrName, resultIndex);
   if (attrName != kLossAttrName)
-    return op->emitOpError() << "unknown train attribute '" << attrName
-                             << "' on result #" << resultIndex
-                             << (attrName == kInputAttrName
-                                     ? " (it tags arguments)"
-                                     : "");
+    return op->emitOpError()
+           << "unknown train attribute '" << attrName << "' on result #"
+           << resultIndex
+           << (attrName == kInputAttrName ? " (it tags arguments)" : "");
   if (!isa<UnitAttr>(attr.getValue()))
-    return op->emitOpError() << "expected '" << kLossAttrName
-                             << "' to be a unit attribute, got "
-                             << attr.getValue();
+    return op->emitOpError()
+           << "expected '" << kLossAttrName << "' to be a unit attribute, got "
+           << attr.getValue();
   Type type = func.getResultTypes()[resultIndex];
   Type elementType = type;
   if (isShaped(type)) {
@@ -208,9 +214,9 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == kUpdateAttrName) {
     if (isa<UnitAttr>(attr.getValue()))
       return success();
-    return op->emitOpError() << "expected '" << kUpdateAttrName
-                             << "' to be a unit attribute, got "
-                             << attr.getValue();
+    return op->emitOpError()
+           << "expected '" << kUpdateAttrName
+           << "' to be a unit attribute, got " << attr.getValue();
   }
   return op->emitOpError() << "'" << attr.getName().getValue()
                            << "' is not an operation attribute; train role "

@@ -15,8 +15,8 @@ using namespace loom::train;
 #include "loom/Dialect/Train/TrainOps.cpp.inc"
 
 /// Checks that two static dimensions agree, naming both.
-static LogicalResult verifyDim(Operation *op, int64_t expected,
-                               int64_t actual, const Twine &what) {
+static LogicalResult verifyDim(Operation *op, int64_t expected, int64_t actual,
+                               const Twine &what) {
   if (ShapedType::isDynamic(expected) || ShapedType::isDynamic(actual) ||
       expected == actual)
     return success();
@@ -51,9 +51,9 @@ static LogicalResult verifyRowsMatchIds(Operation *op, RankedTensorType rows,
   if (ids.getRank() < 1)
     return op->emitOpError() << "expected ids of rank >= 1, got " << ids;
   if (rows.getRank() != ids.getRank() + 1)
-    return op->emitOpError() << "expected " << what << " of rank "
-                             << ids.getRank() + 1 << " (the ids' rank + 1), got "
-                             << rows;
+    return op->emitOpError()
+           << "expected " << what << " of rank " << ids.getRank() + 1
+           << " (the ids' rank + 1), got " << rows;
   for (int64_t i = 0; i < ids.getRank(); ++i)
     if (failed(verifyDim(op, ids.getDimSize(i), rows.getDimSize(i),
                          what + " dimension " + Twine(i) + " (the ids')")))
@@ -99,13 +99,15 @@ LogicalResult RMSNormOp::verify() {
                                    weight.getElementType(), "weight")))
     return failure();
   return verifyDim(*this, input.getDimSize(input.getRank() - 1),
-                   weight.getDimSize(0), "the weight size (the input's last "
-                                         "dimension)");
+                   weight.getDimSize(0),
+                   "the weight size (the input's last "
+                   "dimension)");
 }
 
 LogicalResult RoPEOp::verify() {
   RankedTensorType input = getInput().getType();
-  if (failed(verifyRank(*this, input, 4, "[batch, seq, heads, head_dim] input")))
+  if (failed(
+          verifyRank(*this, input, 4, "[batch, seq, heads, head_dim] input")))
     return failure();
   int64_t headDim = input.getDimSize(3);
   if (ShapedType::isDynamic(headDim) || headDim % 2 != 0)
@@ -136,12 +138,12 @@ static LogicalResult verifyAttentionShapes(Operation *op,
     return failure();
   int64_t heads = query.getDimSize(2), kvHeads = key.getDimSize(2);
   if (!query.hasStaticShape() || !key.hasStaticShape())
-    return op->emitOpError() << "expected static shapes, got " << query
-                             << " and " << key;
+    return op->emitOpError()
+           << "expected static shapes, got " << query << " and " << key;
   if (heads % kvHeads != 0)
-    return op->emitOpError() << "expected the query heads (" << heads
-                             << ") to be a multiple of the kv heads ("
-                             << kvHeads << ")";
+    return op->emitOpError()
+           << "expected the query heads (" << heads
+           << ") to be a multiple of the kv heads (" << kvHeads << ")";
   return success();
 }
 
@@ -183,9 +185,9 @@ LogicalResult CrossEntropyOp::verify() {
     return failure();
   if (getResult().getType() != expected)
     return emitOpError() << "expected result type " << expected
-                         << " for reduction " << stringifyLossReduction(
-                                                     getReduction())
-                         << ", got " << getResult().getType();
+                         << " for reduction "
+                         << stringifyLossReduction(getReduction()) << ", got "
+                         << getResult().getType();
   return success();
 }
 

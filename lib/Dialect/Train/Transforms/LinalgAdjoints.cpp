@@ -125,8 +125,9 @@ LogicalResult loom::train::differentiateLinalgOp(ReverseMode &rm,
              << k << "; train-autodiff differentiates tensor operands only";
     if (!maps[k].isProjectedPermutation())
       return op->emitOpError("indexing map #")
-             << k << " is not a projected permutation; train-autodiff "
-                     "cannot differentiate it";
+             << k
+             << " is not a projected permutation; train-autodiff "
+                "cannot differentiate it";
 
     LinalgBuilder lb = rm.linalg(op->getLoc());
     SmallVector<Value> inputs = {resultGrad};
@@ -146,8 +147,8 @@ LogicalResult loom::train::differentiateLinalgOp(ReverseMode &rm,
           mapping.map(outArg, args.back());
           for (Operation &bodyOp : body.without_terminator())
             b.clone(bodyOp, mapping);
-          Value derivative = differentiateScalar(
-              b, loc, mapping.lookup(term), args[0], args[1 + k]);
+          Value derivative = differentiateScalar(b, loc, mapping.lookup(term),
+                                                 args[0], args[1 + k]);
           if (!derivative) {
             failedRule = true;
             return args.back();

@@ -16,8 +16,8 @@ void ReverseMode::markActive(ValueRange values) {
 
 void ReverseMode::propagateActivity(ArrayRef<Operation *> ops) {
   for (Operation *op : ops) {
-    bool anyActive = llvm::any_of(op->getOperands(),
-                                  [&](Value v) { return isActive(v); });
+    bool anyActive =
+        llvm::any_of(op->getOperands(), [&](Value v) { return isActive(v); });
     if (!anyActive && op->getNumRegions() != 0) {
       // Values a body reads from above (e.g. a gather's table) count too.
       llvm::SetVector<Value> captured;
@@ -58,16 +58,15 @@ Value ReverseMode::getAdjointOrZero(Value value) {
     return adjoint;
   Location loc = value.getLoc();
   if (isa<FloatType>(value.getType()))
-    return arith::ConstantOp::create(builder, loc,
-                                     builder.getFloatAttr(value.getType(), 0.0));
+    return arith::ConstantOp::create(
+        builder, loc, builder.getFloatAttr(value.getType(), 0.0));
   auto type = cast<RankedTensorType>(value.getType());
   return linalg(loc).filled(type.getShape(), type.getElementType(), 0.0);
 }
 
 LogicalResult ReverseMode::differentiate(ArrayRef<Operation *> ops) {
   for (Operation *op : llvm::reverse(ops)) {
-    if (llvm::none_of(op->getResults(),
-                      [&](Value r) { return getAdjoint(r); }))
+    if (llvm::none_of(op->getResults(), [&](Value r) { return getAdjoint(r); }))
       continue;
     if (failed(differentiateOp(op)))
       return failure();

@@ -42,7 +42,9 @@ public:
   mlir::LogicalResult differentiate(llvm::ArrayRef<mlir::Operation *> ops);
 
   mlir::OpBuilder &getBuilder() { return builder; }
-  LinalgBuilder linalg(mlir::Location loc) { return LinalgBuilder(builder, loc); }
+  LinalgBuilder linalg(mlir::Location loc) {
+    return LinalgBuilder(builder, loc);
+  }
 
 private:
   mlir::LogicalResult differentiateOp(mlir::Operation *op);

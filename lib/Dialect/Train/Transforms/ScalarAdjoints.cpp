@@ -79,9 +79,9 @@ bool applyRule(ScalarBuilder &s, Operation *op, Value g,
         // first (as PyTorch's max does for one winner).
         bool isMax = isa<arith::MaximumFOp, arith::MaxNumFOp>(o);
         Value a = o->getOperand(0), b = o->getOperand(1);
-        Value firstWins = s.cmp(isMax ? arith::CmpFPredicate::OGE
-                                      : arith::CmpFPredicate::OLE,
-                                a, b);
+        Value firstWins =
+            s.cmp(isMax ? arith::CmpFPredicate::OGE : arith::CmpFPredicate::OLE,
+                  a, b);
         Value zero = s.zeroLike(g);
         add(a, s.select(firstWins, g, zero));
         add(b, s.select(firstWins, zero, g));
@@ -94,8 +94,8 @@ bool applyRule(ScalarBuilder &s, Operation *op, Value g,
         return true;
       })
       .Case([&](arith::ExtFOp o) {
-        add(o.getIn(), arith::TruncFOp::create(s.b, s.loc,
-                                               o.getIn().getType(), g));
+        add(o.getIn(),
+            arith::TruncFOp::create(s.b, s.loc, o.getIn().getType(), g));
         return true;
       })
       .Case([&](arith::TruncFOp o) {
@@ -139,8 +139,8 @@ bool applyRule(ScalarBuilder &s, Operation *op, Value g,
         return true;
       })
       .Case([&](math::AbsFOp o) {
-        Value nonNegative = s.cmp(arith::CmpFPredicate::OGE, o.getOperand(),
-                                  s.zeroLike(g));
+        Value nonNegative =
+            s.cmp(arith::CmpFPredicate::OGE, o.getOperand(), s.zeroLike(g));
         add(o.getOperand(), s.select(nonNegative, g, s.neg(g)));
         return true;
       })
@@ -192,9 +192,8 @@ Value loom::train::differentiateScalar(OpBuilder &builder, Location loc,
           worklist.push_back(def);
   }
   SmallVector<Operation *> ordered(backwardSlice.begin(), backwardSlice.end());
-  llvm::sort(ordered, [](Operation *a, Operation *b) {
-    return a->isBeforeInBlock(b);
-  });
+  llvm::sort(ordered,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
   for (Operation *op : ordered)
     if (llvm::any_of(op->getOperands(),
                      [&](Value v) { return dependsOnWrt.contains(v); })) {
@@ -210,8 +209,8 @@ Value loom::train::differentiateScalar(OpBuilder &builder, Location loc,
   llvm::DenseMap<Value, Value> adjoint;
   adjoint[result] = seed;
   for (Operation *op : llvm::reverse(onPath.getArrayRef())) {
-    Value g = op->getNumResults() == 1 ? adjoint.lookup(op->getResult(0))
-                                       : Value();
+    Value g =
+        op->getNumResults() == 1 ? adjoint.lookup(op->getResult(0)) : Value();
     if (!g)
       continue;
     auto add = [&](Value operand, Value contribution) {

@@ -32,8 +32,8 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
                                                  Operation *op) {
   OpBuilder &b = rm.getBuilder();
   Location loc = op->getLoc();
-  Value g = op->getNumResults() == 1 ? rm.getAdjoint(op->getResult(0))
-                                     : Value();
+  Value g =
+      op->getNumResults() == 1 ? rm.getAdjoint(op->getResult(0)) : Value();
   if (!g)
     return success();
   return TypeSwitch<Operation *, LogicalResult>(op)
@@ -64,10 +64,9 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
                           b, loc, o.getSourceType(), g, o.getMixedOffsets(),
                           o.getMixedSizes(), o.getMixedStrides()));
         Value zeros = zerosLike(rm, loc, o.getSourceType());
-        rm.accumulate(o.getDest(),
-                      tensor::InsertSliceOp::create(
-                          b, loc, zeros, g, o.getMixedOffsets(),
-                          o.getMixedSizes(), o.getMixedStrides()));
+        rm.accumulate(o.getDest(), tensor::InsertSliceOp::create(
+                                       b, loc, zeros, g, o.getMixedOffsets(),
+                                       o.getMixedSizes(), o.getMixedStrides()));
         return success();
       })
       .Case([&](tensor::ConcatOp o) {
@@ -78,8 +77,9 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
           SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
           offsets[dim] = b.getIndexAttr(offset);
           SmallVector<OpFoldResult> sizes = llvm::map_to_vector(
-              type.getShape(),
-              [&](int64_t size) -> OpFoldResult { return b.getIndexAttr(size); });
+              type.getShape(), [&](int64_t size) -> OpFoldResult {
+                return b.getIndexAttr(size);
+              });
           SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
           rm.accumulate(input, tensor::ExtractSliceOp::create(
                                    b, loc, type, g, offsets, sizes, strides));
@@ -106,8 +106,8 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
       })
       .Case([&](tensor::ExtractOp o) {
         Value zeros = zerosLike(rm, loc, o.getTensor().getType());
-        rm.accumulate(o.getTensor(), tensor::InsertOp::create(
-                                         b, loc, g, zeros, o.getIndices()));
+        rm.accumulate(o.getTensor(), tensor::InsertOp::create(b, loc, g, zeros,
+                                                              o.getIndices()));
         return success();
       });
 }

@@ -6,10 +6,10 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
@@ -22,14 +22,6 @@ namespace loom::train {
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
-
-/// Returns the index of the `train.loss` result, if there is one.
-static std::optional<unsigned> findLoss(func::FuncOp func) {
-  for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-    if (func.getResultAttr(i, TrainDialect::kLossAttrName))
-      return i;
-  return std::nullopt;
-}
 
 /// Appends to `func` the gradient of its loss with respect to every
 /// `train.param` argument.
@@ -65,8 +57,8 @@ static LogicalResult differentiateFunction(func::FuncOp func,
     if (auto tensorType = dyn_cast<RankedTensorType>(loss.getType()))
       seed = rm.linalg(loc).filled({}, tensorType.getElementType(), 1.0);
     else
-      seed = arith::ConstantOp::create(builder, loc,
-                                       builder.getFloatAttr(loss.getType(), 1.0));
+      seed = arith::ConstantOp::create(
+          builder, loc, builder.getFloatAttr(loss.getType(), 1.0));
     rm.accumulate(loss, seed);
     if (failed(rm.differentiate(forward)))
       return failure();
@@ -78,9 +70,8 @@ static LogicalResult differentiateFunction(func::FuncOp func,
   for (auto [param, grad] : llvm::zip(params, grads)) {
     Attribute name =
         func.getArgAttr(param.getArgNumber(), TrainDialect::kParamAttrName);
-    NamedAttribute tag(StringAttr::get(func.getContext(),
-                                       TrainDialect::kGradAttrName),
-                       name);
+    NamedAttribute tag(
+        StringAttr::get(func.getContext(), TrainDialect::kGradAttrName), name);
     if (failed(func.insertResult(func.getNumResults(), grad.getType(),
                                  DictionaryAttr::get(func.getContext(), tag))))
       return failure();
@@ -105,7 +96,7 @@ struct TrainAutodiffPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      std::optional<unsigned> lossIndex = findLoss(func);
+      std::optional<unsigned> lossIndex = getLossResultIndex(func);
       if (!lossIndex)
         continue;
       if (failed(differentiateFunction(func, *lossIndex)))

@@ -26,8 +26,7 @@ struct CollectInserted : public OpBuilder::Listener {
   Block *block;
   SmallVector<Operation *> ops;
   explicit CollectInserted(Block *block) : block(block) {}
-  void notifyOperationInserted(Operation *op,
-                               OpBuilder::InsertPoint) override {
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
     if (op->getBlock() == block)
       ops.push_back(op);
   }
@@ -47,8 +46,7 @@ static LogicalResult differentiateByDecomposition(ReverseMode &rm,
   if (failed(replacements))
     return failure();
   rm.propagateActivity(collector.ops);
-  for (auto [result, replacement] :
-       llvm::zip(op->getResults(), *replacements))
+  for (auto [result, replacement] : llvm::zip(op->getResults(), *replacements))
     if (Value g = rm.getAdjoint(result))
       rm.accumulate(replacement, g);
   return rm.differentiate(collector.ops);

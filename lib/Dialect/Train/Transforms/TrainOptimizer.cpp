@@ -104,8 +104,8 @@ LogicalResult StepRewriter::run() {
 
   SmallVector<ParamSlot> slots;
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i) {
-    auto name = func.getResultAttrOfType<StringAttr>(
-        i, TrainDialect::kGradAttrName);
+    auto name =
+        func.getResultAttrOfType<StringAttr>(i, TrainDialect::kGradAttrName);
     if (!name)
       continue;
     for (BlockArgument arg : func.getArguments())
@@ -130,21 +130,21 @@ LogicalResult StepRewriter::run() {
     auto scalarType = RankedTensorType::get({}, f32);
     BlockArgument step = addState(scalarType, "step");
     Value one = lb.floatConstant(f32, 1.0);
-    Value next = markUpdate(lb.generic(lb.empty({}, f32), step,
-                            {lb.map(0, {}), lb.map(0, {})},
-                            [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                              return arith::AddFOp::create(b, l, args[0], one);
-                            }));
+    Value next = markUpdate(
+        lb.generic(lb.empty({}, f32), step, {lb.map(0, {}), lb.map(0, {})},
+                   [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                     return arith::AddFOp::create(b, l, args[0], one);
+                   }));
     newStates.push_back(next);
     newStateNames.push_back(StringAttr::get(ctx, "step"));
     auto correction = [&](double beta) {
       Value betaValue = lb.floatConstant(f32, beta);
       return markUpdate(lb.generic(
           lb.empty({}, f32), next, {lb.map(0, {}), lb.map(0, {})},
-                        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                          Value power = math::PowFOp::create(b, l, betaValue, args[0]);
-                          return arith::SubFOp::create(b, l, one, power);
-                        }));
+          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+            Value power = math::PowFOp::create(b, l, betaValue, args[0]);
+            return arith::SubFOp::create(b, l, one, power);
+          }));
     };
     correction1 = correction(config.beta1);
     correction2 = correction(config.beta2);
@@ -173,16 +173,20 @@ LogicalResult StepRewriter::run() {
     }
     BlockArgument m = addState(type, slot.name.getValue() + ".m");
     BlockArgument v = addState(type, slot.name.getValue() + ".v");
-    Value newM = elementwise(
-        type, {m, grad}, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value kept = arith::MulFOp::create(b, l, constant(b, l, config.beta1), args[0]);
-          Value fresh = arith::MulFOp::create(
-              b, l, constant(b, l, 1.0 - config.beta1), args[1]);
-          return arith::AddFOp::create(b, l, kept, fresh);
-        });
+    Value newM =
+        elementwise(type, {m, grad}, 0,
+                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      Value kept = arith::MulFOp::create(
+                          b, l, constant(b, l, config.beta1), args[0]);
+                      Value fresh = arith::MulFOp::create(
+                          b, l, constant(b, l, 1.0 - config.beta1), args[1]);
+                      return arith::AddFOp::create(b, l, kept, fresh);
+                    });
     Value newV = elementwise(
-        type, {v, grad}, 0, [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value kept = arith::MulFOp::create(b, l, constant(b, l, config.beta2), args[0]);
+        type, {v, grad}, 0,
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value kept = arith::MulFOp::create(b, l, constant(b, l, config.beta2),
+                                             args[0]);
           Value square = arith::MulFOp::create(b, l, args[1], args[1]);
           Value fresh = arith::MulFOp::create(
               b, l, constant(b, l, 1.0 - config.beta2), square);
@@ -260,10 +264,7 @@ struct TrainOptimizerPass
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      bool hasLoss = false;
-      for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
-        hasLoss |= bool(func.getResultAttr(i, TrainDialect::kLossAttrName));
-      if (!hasLoss)
+      if (!getLossResultIndex(func))
         continue;
       if (failed(StepRewriter(func, config).run()))
         return signalPassFailure();
