@@ -19,20 +19,31 @@ namespace {
 /// A collective that may join a bucket.
 struct Member {
   Operation *start;
-  mutable WaitOp wait;
+  WaitOp wait;
   /// Elements of this rank's block (the shard for reduce-scatter and
   /// all-gather alike).
   int64_t blockElements;
   int64_t blockBytes;
 };
 
-/// Ops after `op` in its block, up to and excluding `end`.
+/// Returns true if only all-gather starts lie strictly between `first` and
+/// `last` in their block.
 bool onlyStartsBetween(Operation *first, Operation *last) {
   for (Operation *op = first->getNextNode(); op && op != last;
        op = op->getNextNode())
     if (!isa<AllGatherStartOp>(op))
       return false;
   return true;
+}
+
+/// Returns true if two reduce-scatters may share a bucket.
+bool compatible(const Member &a, const Member &b) {
+  auto x = cast<ReduceScatterStartOp>(a.start);
+  auto y = cast<ReduceScatterStartOp>(b.start);
+  return x.getComm() == y.getComm() &&
+         x.getInput().getType().getElementType() ==
+             y.getInput().getType().getElementType() &&
+         x.getReduction() == y.getReduction();
 }
 
 /// Returns true if `op` is the flat, axis-0 form zero-partition emits.
@@ -83,21 +94,14 @@ struct CollBucketPass
     // Block order is ready order: each start follows its gradient.
     SmallVector<SmallVector<Member>> buckets;
     double cap = firstBucketMb * 1024 * 1024;
-    auto compatible = [](const Member &a, const Member &b) {
-      auto x = cast<ReduceScatterStartOp>(a.start);
-      auto y = cast<ReduceScatterStartOp>(b.start);
-      return x.getComm() == y.getComm() &&
-             x.getInput().getType().getElementType() ==
-                 y.getInput().getType().getElementType() &&
-             x.getReduction() == y.getReduction();
-    };
     for (Member &candidate : candidates) {
       SmallVector<Member> *open = buckets.empty() ? nullptr : &buckets.back();
-      if (open && fits(*open, candidate, cap, sim, model, compatible)) {
+      if (open && fits(*open, candidate, cap, sim, model)) {
         open->push_back(candidate);
         continue;
       }
-      if (open && open->size() > 0 && buckets.size() == 1)
+      // The first bucket is closing: later ones may be larger.
+      if (buckets.size() == 1)
         cap = bucketMb * 1024 * 1024;
       buckets.push_back({candidate});
     }
@@ -107,10 +111,8 @@ struct CollBucketPass
   }
 
   /// Whether `candidate` may join `bucket` (see the pass description).
-  template <typename Compatible>
   bool fits(ArrayRef<Member> bucket, const Member &candidate, double cap,
-            const SimulationResult &sim, const CostModel &model,
-            Compatible compatible) {
+            const SimulationResult &sim, const CostModel &model) {
     if (!compatible(bucket.front(), candidate))
       return false;
     double bytes = candidate.blockBytes;
@@ -210,10 +212,10 @@ struct CollBucketPass
           ArrayRef<OpFoldResult>{builder.getIndexAttr(m.blockElements)},
           ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
       offset += m.blockElements;
-      m.wait.getResult().replaceAllUsesWith(block);
+      WaitOp(m.wait).getResult().replaceAllUsesWith(block);
     }
     for (const Member &m : bucket) {
-      m.wait.erase();
+      WaitOp(m.wait).erase();
       m.start->erase();
     }
   }
@@ -348,7 +350,7 @@ struct CollBucketPass
     ReleaseOp::create(builder, loc, gathered);
     for (const Member &m : group) {
       findRelease(m.wait).erase();
-      m.wait.erase();
+      WaitOp(m.wait).erase();
       m.start->erase();
     }
   }
