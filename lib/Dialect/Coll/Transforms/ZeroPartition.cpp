@@ -61,6 +61,23 @@ bool isElementwiseUpdate(Operation *op) {
   return true;
 }
 
+/// Reshapes between a flat tensor<E> and `type` (E elements, any rank),
+/// grouping all of the shaped side's dimensions into the flat one.
+Value reshapeFlat(OpBuilder &builder, Location loc, Value value,
+                  RankedTensorType type) {
+  auto from = cast<RankedTensorType>(value.getType());
+  if (from == type)
+    return value;
+  RankedTensorType shaped = from.getRank() == 1 ? type : from;
+  SmallVector<ReassociationIndices> groups;
+  if (shaped.getRank() > 0)
+    groups.push_back(
+        llvm::to_vector<2>(llvm::seq<int64_t>(0, shaped.getRank())));
+  if (type.getRank() > from.getRank())
+    return tensor::ExpandShapeOp::create(builder, loc, type, value, groups);
+  return tensor::CollapseShapeOp::create(builder, loc, type, value, groups);
+}
+
 class Partitioner {
 public:
   Partitioner(func::FuncOp func, unsigned stage, int64_t ranks,
@@ -187,18 +204,7 @@ Value Partitioner::flattenAndPad(Location loc, Value full) {
   auto type = cast<RankedTensorType>(full.getType());
   int64_t elements = type.getNumElements();
   auto flatType = RankedTensorType::get({elements}, type.getElementType());
-  Value flat = full;
-  if (type.getRank() != 1) {
-    SmallVector<ReassociationIndices> groups;
-    if (type.getRank() > 0)
-      groups.push_back(
-          llvm::to_vector<2>(llvm::seq<int64_t>(0, type.getRank())));
-    flat = type.getRank() == 0
-               ? Value(tensor::ExpandShapeOp::create(builder, loc, flatType,
-                                                     full, groups))
-               : Value(tensor::CollapseShapeOp::create(builder, loc, flatType,
-                                                       full, groups));
-  }
+  Value flat = reshapeFlat(builder, loc, full, flatType);
   int64_t padded = getShardSize(type) * ranks;
   if (padded == elements)
     return flat;
@@ -262,17 +268,7 @@ std::pair<Value, Value> Partitioner::gather(Location loc, Value shard,
         ArrayRef<OpFoldResult>{builder.getIndexAttr(0)},
         ArrayRef<OpFoldResult>{builder.getIndexAttr(elements)},
         ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
-  if (fullType.getRank() != 1) {
-    SmallVector<ReassociationIndices> groups;
-    if (fullType.getRank() > 0)
-      groups.push_back(
-          llvm::to_vector<2>(llvm::seq<int64_t>(0, fullType.getRank())));
-    full = fullType.getRank() == 0
-               ? Value(tensor::CollapseShapeOp::create(builder, loc, fullType,
-                                                       full, groups))
-               : Value(tensor::ExpandShapeOp::create(builder, loc, fullType,
-                                                     full, groups));
-  }
+  full = reshapeFlat(builder, loc, full, fullType);
   return {waited, full};
 }
 
