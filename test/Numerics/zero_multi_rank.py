@@ -7,7 +7,7 @@
 # CHECK: 3 ranks, stage 3: loss, 21 parameters and 42 moments match
 # CHECK: 4 ranks, stage 1: loss, 21 parameters and 42 moments match
 # CHECK: 4 ranks, stage 2 + bucketing: loss, 21 parameters and 42 moments match
-# CHECK: 4 ranks, stage 3 + selective gather + bucketing: loss, 21 parameters and 42 moments match
+# CHECK: 4 ranks, stage 3 + selective gather + bucketing + prefetch: loss, 21 parameters and 42 moments match
 # CHECK-NOT: FAIL
 
 import math
@@ -109,6 +109,6 @@ def check(ranks, stage, extra, label):
 check(3, 3, [], "stage 3")
 check(4, 1, [], "stage 1")
 check(4, 2, ["--coll-bucket=device=cpu"], "stage 2 + bucketing")
-check(4, 3, ["--zero-selective-gather=budget-mb=1", "--coll-bucket=device=cpu"],
-      "stage 3 + selective gather + bucketing")
+check(4, 3, ["--zero-selective-gather=budget-mb=1", "--coll-bucket=device=cpu", "--coll-prefetch"],
+      "stage 3 + selective gather + bucketing + prefetch")
 sys.exit(1 if failures else 0)

@@ -5,6 +5,7 @@
 # CHECK: stage 3: tracker agrees, peak
 # CHECK: stage 3 + selective gather + bucketing: tracker agrees, peak
 # CHECK: stage 2 + eager prefetch: tracker agrees, peak
+# CHECK: stage 3 + coll-prefetch: tracker agrees, peak
 
 import re
 import subprocess
@@ -20,6 +21,7 @@ cases = {
         "--coll-bucket=device=cpu"],
     "stage 2 + eager prefetch": [
         "--zero-partition=stage=2 world-size=4", "--coll-reorder-baseline=policy=eager-prefetch"],
+    "stage 3 + coll-prefetch": ["--zero-partition=stage=3 world-size=4", "--coll-prefetch"],
 }
 forward = build_forward(CONFIGS["tiny"])
 for name, passes in cases.items():

@@ -131,6 +131,37 @@ def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
+  let summary = "Starts all-gathers earlier without raising peak memory";
+  let description = [{
+    DeepCompile-style prefetching. Each all-gather start moves up, up to
+    `distance` ops, and across layer boundaries and from the backward into
+    the forward when that is where it lands. It stops at the first of:
+    * its operands' definitions;
+    * the previous collective on its communicator, since the stream runs in
+      order and moving past a collective would reorder the stream;
+    * the first op where the live bytes plus the gathered buffer would
+      exceed the limit: the block's original peak plus `budget-mb`.
+
+    Every op the move spans gets the buffer's bytes added exactly. So the
+    result never exceeds the limit, no collective finishes later than it
+    did, and every rank derives the same order.
+
+    ```mlir
+    // before                              // after
+    %y = linalg.matmul ...                 %f = coll.all_gather_start %w ...
+    %f = coll.all_gather_start %w ...      %y = linalg.matmul ...
+    %g = coll.wait %f ...                  %g = coll.wait %f ...
+    ```
+  }];
+  let options = [
+    Option<"distance", "distance", "unsigned", /*default=*/"200",
+           "furthest a start moves, in ops">,
+    Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
+           "memory above the original peak prefetching may use, MiB">,
+  ];
+}
+
 def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
   let summary = "Reports simulated time, overlap and memory of a step";
   let description = [{
