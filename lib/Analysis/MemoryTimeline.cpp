@@ -119,6 +119,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
         newBuffer(result, begin,
                   gathersParam ? BufferKind::Parameter
                                : BufferKind::Communication);
+        // The collective writes into it until the wait, used or not.
+        buffers.back().end = index;
         continue;
       }
       // A destination-style op writes into an init that dies here.

@@ -145,6 +145,26 @@ TEST_F(MemoryTimelineTest, ReduceScatterInputLivesUntilItsWait) {
             400);
 }
 
+TEST_F(MemoryTimelineTest, UnusedCollectiveResultLivesUntilItsWait) {
+  // Nothing reads the gathered buffer, but the collective writes into it
+  // from its start to its wait.
+  Block &block = parse(R"mlir(
+    func.func @f(%s: tensor<100xf32>, %c: !coll.comm<4>, %a: tensor<100xf32>) {
+      %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<100xf32>, !coll.comm<4>) -> !coll.future<tensor<400xf32>>
+      %e = tensor.empty() : tensor<100xf32>
+      %x = linalg.exp ins(%a : tensor<100xf32>) outs(%e : tensor<100xf32>) -> tensor<100xf32>
+      %w = coll.wait %f : !coll.future<tensor<400xf32>>
+      return
+    })mlir");
+  MemoryTimeline timeline(block);
+  EXPECT_EQ(timeline.getLiveBytes(),
+            (ArrayRef<int64_t>{2400, 2400, 2800, 2400, 800}));
+  MemoryTracker tracker(block);
+  unsigned index = 0;
+  for (Operation &op : block)
+    EXPECT_EQ(tracker.place(&op), timeline.getLiveBytes(index++));
+}
+
 TEST_F(MemoryTimelineTest, ReleaseEndsTheGatheredBuffer) {
   Block &block = parse(kGatherUseRelease);
   MemoryTimeline timeline(block);

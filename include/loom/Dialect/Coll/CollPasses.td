@@ -162,6 +162,39 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
   ];
 }
 
+def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncOp"> {
+  let summary = "Retimes collectives for overlap under a hard memory limit";
+  let description = [{
+    Keeps the order of compute and retimes the collectives around it, in two
+    steps that each respect the limit (the original peak plus
+    `memory-headroom-mb`, or `memory-limit-mb` when given):
+
+    1. Every reduce-scatter and all-reduce wait moves up to the first op the
+       compute stream reaches after the collective has finished in the
+       simulation on `device`. Waiting there never stalls, and it frees the
+       collective's input (a full gradient) as early as that is free.
+       Moving a wait never raises memory: the result is live from the start
+       anyway.
+    2. All-gather starts move earlier (`coll-prefetch`), into the memory the
+       first step freed, while every op they pass stays under the limit.
+
+    Compute order does not change and no collective is issued later, so the
+    simulated makespan never exceeds the original order's. The limit is hard:
+    the result never exceeds max(limit, original peak). The pass is
+    deterministic, so every rank derives the same order.
+  }];
+  let options = [
+    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
+           "device description for the simulation">,
+    Option<"memoryLimitMb", "memory-limit-mb", "double", /*default=*/"0",
+           "absolute limit in MiB (0: the original peak plus the headroom)">,
+    Option<"memoryHeadroomMb", "memory-headroom-mb", "double",
+           /*default=*/"0", "MiB above the original peak">,
+    Option<"distance", "distance", "unsigned", /*default=*/"200",
+           "furthest an all-gather start moves, in ops">,
+  ];
+}
+
 def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
   let summary = "Reports simulated time, overlap and memory of a step";
   let description = [{
