@@ -303,3 +303,15 @@ double CostModel::getCollectiveTime(const coll::CollectiveTraffic &traffic,
   double bytes = double(std::max(traffic.sentBytes, traffic.receivedBytes));
   return double(traffic.steps) * link.latency + bytes / link.bandwidth;
 }
+
+std::optional<CostModel> loom::loadCostModel(Operation *anchor,
+                                             llvm::StringRef pass,
+                                             llvm::StringRef device) {
+  llvm::Expected<DeviceDescription> description =
+      DeviceDescription::load(device);
+  if (!description) {
+    anchor->emitError() << pass << ": " << toString(description.takeError());
+    return std::nullopt;
+  }
+  return CostModel(std::move(*description));
+}

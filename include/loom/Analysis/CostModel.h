@@ -95,6 +95,12 @@ private:
   llvm::StringMap<double> profile;
 };
 
+/// Loads `device` for the pass `pass`; on failure emits
+/// "<pass>: <reason>" on `anchor` and returns nullopt.
+std::optional<CostModel> loadCostModel(mlir::Operation *anchor,
+                                       llvm::StringRef pass,
+                                       llvm::StringRef device);
+
 } // namespace loom
 
 #endif // LOOM_ANALYSIS_COSTMODEL_H

@@ -66,13 +66,11 @@ struct CollBucketPass
                           "first-bucket-mb";
       return signalPassFailure();
     }
-    llvm::Expected<DeviceDescription> description =
-        DeviceDescription::load(device);
-    if (!description) {
-      func.emitError() << "coll-bucket: " << toString(description.takeError());
+    std::optional<CostModel> loaded =
+        loadCostModel(func, "coll-bucket", device);
+    if (!loaded)
       return signalPassFailure();
-    }
-    CostModel model(std::move(*description));
+    CostModel &model = *loaded;
     bucketReduceScatters(func, model);
     bucketAllGathers(func);
   }

@@ -73,14 +73,11 @@ struct CollOverlapSchedulePass
                      "memory-limit-mb and memory-headroom-mb");
       return signalPassFailure();
     }
-    llvm::Expected<DeviceDescription> description =
-        DeviceDescription::load(device);
-    if (!description) {
-      func.emitError() << "coll-overlap-schedule: "
-                       << toString(description.takeError());
+    std::optional<CostModel> loaded =
+        loadCostModel(func, "coll-overlap-schedule", device);
+    if (!loaded)
       return signalPassFailure();
-    }
-    CostModel model(std::move(*description));
+    CostModel &model = *loaded;
     for (Block &block : func.getBody()) {
       SmallVector<Operation *> original;
       for (Operation &op : block)

@@ -229,14 +229,11 @@ struct CollReportPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    llvm::Expected<DeviceDescription> description =
-        DeviceDescription::load(device);
-    if (!description) {
-      module.emitError() << "coll-report: "
-                         << toString(description.takeError());
+    std::optional<CostModel> loaded =
+        loadCostModel(module, "coll-report", device);
+    if (!loaded)
       return signalPassFailure();
-    }
-    CostModel model(std::move(*description));
+    CostModel &model = *loaded;
     if (!profile.empty())
       if (llvm::Error error = model.loadProfile(profile)) {
         module.emitError() << "coll-report: " << toString(std::move(error));

@@ -70,14 +70,11 @@ struct ZeroSelectiveGatherPass
           << static_cast<double>(budgetMb);
       return signalPassFailure();
     }
-    llvm::Expected<DeviceDescription> description =
-        DeviceDescription::load(device);
-    if (!description) {
-      getOperation().emitError()
-          << "zero-selective-gather: " << toString(description.takeError());
+    std::optional<CostModel> loaded =
+        loadCostModel(getOperation(), "zero-selective-gather", device);
+    if (!loaded)
       return signalPassFailure();
-    }
-    CostModel model(std::move(*description));
+    CostModel &model = *loaded;
     for (auto func : getOperation().getOps<func::FuncOp>())
       if (!func.isExternal())
         runOnFunction(func, model);
