@@ -19,8 +19,10 @@ namespace {
 
 /// Moves each reduce-scatter and all-reduce wait up to the first op the
 /// compute stream reaches after the collective is done (never past the
-/// wait's first use, never before its start). A moved wait that stalls in the
-/// new order goes back where it was; this repeats until none does.
+/// wait's first use, never before its start). Waits are not candidate
+/// targets: one moved already sits where its old time no longer holds. A
+/// moved wait that still stalls in the new order goes back where it was;
+/// this repeats until none does.
 void waitWhenDone(Block &block, const CostModel &model) {
   SimulationResult sim = simulate(block, model);
   // Each moved wait and the op it used to precede.
@@ -34,7 +36,7 @@ void waitWhenDone(Block &block, const CostModel &model) {
     double done = sim.times.lookup(start).second;
     for (Operation *op = start->getNextNode(); op && op != wait;
          op = op->getNextNode())
-      if (sim.reached.lookup(op) >= done) {
+      if (!isa<WaitOp>(op) && sim.reached.lookup(op) >= done) {
         moved.push_back({wait, wait->getNextNode()});
         wait->moveBefore(op);
         break;
