@@ -106,7 +106,8 @@ def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
 
     All-gathers are merged only when their starts are adjacent and their
     releases are adjacent, so merging changes neither timing nor memory.
-    `coll-prefetch` creates such groups.
+    Such groups arise when parameters are gathered together for one use and
+    released together.
 
     ```mlir
     // before: two reduce-scatters of gradients ready one after the other
