@@ -102,3 +102,19 @@ def directional_gradient_errors(
         scale = max(abs(numeric), abs(analytic), 1e-8)
         errors.append(abs(numeric - analytic) / scale)
     return errors
+
+
+def shard(array: np.ndarray, ranks: int, rank: int) -> np.ndarray:
+    """Rank ``rank``'s ZeRO shard of ``array`` (docs/ZeRO.md): the flattened
+    tensor, zero-padded to ``ranks * S`` with ``S = ceil(size / ranks)``,
+    elements ``[rank * S, (rank + 1) * S)``."""
+    flat = np.asarray(array).reshape(-1)
+    size = -(-flat.size // ranks)
+    padded = np.zeros(size * ranks, flat.dtype)
+    padded[:flat.size] = flat
+    return padded[rank * size:(rank + 1) * size]
+
+
+def unshard(shards: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
+    """The tensor of ``shape`` whose shards (in rank order) are ``shards``."""
+    return np.concatenate(shards)[:int(np.prod(shape))].reshape(shape)

@@ -17,7 +17,7 @@ import numpy as np
 
 from loom.models.llama import CONFIGS, build_forward
 from loom.opt import run_opt
-from loom.testing import run_function
+from loom.testing import run_function, shard, unshard
 
 TOLERANCE = 2e-5
 LR, B1, B2, EPS, WD = 0.01, 0.9, 0.999, 1e-8, 0.1
@@ -31,18 +31,6 @@ forward = build_forward(cfg)
 grads_step = run_opt(forward, ["--train-autodiff"])
 adamw_step = run_opt(forward, ["--train-autodiff",
                                f"--train-optimizer=kind=adamw lr={LR} weight-decay={WD}"])
-
-
-def shard(array, ranks, rank):
-    flat = array.reshape(-1)
-    size = -(-flat.size // ranks)
-    padded = np.zeros(size * ranks, array.dtype)
-    padded[:flat.size] = flat
-    return padded[rank * size:(rank + 1) * size]
-
-
-def unshard(shards, shape):
-    return np.concatenate(shards)[:int(np.prod(shape))].reshape(shape)
 
 
 failures = 0
