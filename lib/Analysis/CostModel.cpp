@@ -229,7 +229,11 @@ std::string CostModel::getOpId(Operation *op) {
       break;
     ++index;
   }
-  return (func.getName() + ":" + llvm::Twine(index)).str();
+  return formatOpId(func.getName(), index);
+}
+
+std::string CostModel::formatOpId(llvm::StringRef function, unsigned index) {
+  return (function + ":" + llvm::Twine(index)).str();
 }
 
 llvm::Error CostModel::loadProfile(llvm::StringRef path) {

@@ -84,7 +84,11 @@ public:
                            int64_t ranks) const;
 
   /// A stable id for `op`: "<function>:<index of its top-level op>".
+  /// Finds the index by scanning the block; callers that already hold the
+  /// block's ops in order should use formatOpId.
   static std::string getOpId(mlir::Operation *op);
+  /// The id of the `index`-th top-level op of `function`.
+  static std::string formatOpId(llvm::StringRef function, unsigned index);
 
   const DeviceDescription &getDevice() const { return device; }
 

@@ -141,7 +141,12 @@ void writeJson(llvm::raw_ostream &out, func::FuncOp func,
   out << "\n";
 }
 
-void writeTrace(llvm::raw_ostream &out, const SimulationResult &sim) {
+void writeTrace(llvm::raw_ostream &out, func::FuncOp func,
+                ArrayRef<Operation *> ops, const SimulationResult &sim) {
+  // Op ids from the order at hand, not a block scan per event.
+  DenseMap<Operation *, unsigned> indexOf;
+  for (auto [index, op] : llvm::enumerate(ops))
+    indexOf[op] = index;
   std::vector<std::string> streams = {"compute"};
   for (const TraceEvent &event : sim.events)
     if (!llvm::is_contained(streams, event.stream))
@@ -168,7 +173,9 @@ void writeTrace(llvm::raw_ostream &out, const SimulationResult &sim) {
           json.attribute("dur", jsonMicros(event.duration));
           if (event.op)
             json.attributeObject("args", [&] {
-              json.attribute("op", CostModel::getOpId(event.op));
+              json.attribute("op",
+                             CostModel::formatOpId(func.getName(),
+                                                   indexOf.lookup(event.op)));
             });
         });
     });
@@ -280,7 +287,8 @@ struct CollReportPass
                                                  }))) ||
           (!tracePath.empty() && failed(writeFile(func, tracePath,
                                                   [&](llvm::raw_ostream &os) {
-                                                    writeTrace(os, sim);
+                                                    writeTrace(os, func, ops,
+                                                               sim);
                                                   }))) ||
           (!plotPath.empty() &&
            failed(writeFile(func, plotPath, [&](llvm::raw_ostream &os) {
