@@ -8,9 +8,10 @@
 
 namespace loom {
 
-/// Registers every pass Loom defines with the global pass registry.
+/// Registers every pass and pipeline Loom defines with the global registry.
 inline void registerAllPasses() {
   coll::registerCollPasses();
+  coll::registerSchedulePipeline();
   train::registerTrainPasses();
 }
 

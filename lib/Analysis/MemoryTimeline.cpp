@@ -72,13 +72,17 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
 
   // Arguments are live for the whole function.
   auto func = dyn_cast<FunctionOpInterface>(block.getParentOp());
+  ArrayAttr argAttrs = func && &func.getFunctionBody().front() == &block
+                           ? func.getAllArgAttrs()
+                           : ArrayAttr();
   for (BlockArgument arg : block.getArguments()) {
     BufferKind kind = BufferKind::Input;
-    if (func && func.getArgAttr(arg.getArgNumber(),
-                                train::TrainDialect::kParamAttrName))
+    auto attrs = argAttrs ? dyn_cast<DictionaryAttr>(
+                                argAttrs[arg.getArgNumber()])
+                          : DictionaryAttr();
+    if (attrs && attrs.contains(train::TrainDialect::kParamAttrName))
       kind = BufferKind::Parameter;
-    else if (func && func.getArgAttr(arg.getArgNumber(),
-                                     train::TrainDialect::kStateAttrName))
+    else if (attrs && attrs.contains(train::TrainDialect::kStateAttrName))
       kind = BufferKind::OptimizerState;
     newBuffer(arg, 0, kind);
     buffers.back().end = last;

@@ -22,11 +22,12 @@ double SimulationResult::getCommTime() const {
   return total;
 }
 
-SimulationResult loom::simulate(Block &block, const CostModel &model) {
+SimulationResult loom::simulate(Block &block, const CostModel &model,
+                                SimulationOptions options) {
   SmallVector<Operation *> ops;
   for (Operation &op : block)
     ops.push_back(&op);
-  return simulate(block, ops, model);
+  return simulate(block, ops, model, options);
 }
 
 /// The values `op` reads, including those its regions read from above.
@@ -41,7 +42,8 @@ static SmallVector<Value> readValues(Operation *op) {
 }
 
 SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
-                                const CostModel &model) {
+                                const CostModel &model,
+                                SimulationOptions options) {
   SimulationResult result;
   result.numOps = ops.size();
   DenseMap<Value, unsigned> streamOf;
@@ -75,9 +77,10 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
       result.commTimePerCommunicator[stream] += duration;
       result.collectiveCount[unsigned(start.getKind())]++;
       result.times[op] = {begin, end};
-      result.events.push_back({op->getName().getStringRef().str(),
-                               "comm " + std::to_string(stream), begin,
-                               duration, op});
+      if (options.events)
+        result.events.push_back({op->getName().getStringRef().str(),
+                                 "comm " + std::to_string(stream), begin,
+                                 duration, op});
       startReady[op] = ready;
       for (Value r : op->getResults())
         finish[r] = ready;
@@ -90,8 +93,9 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
       if (done > clock) {
         result.exposedTime[kind] += done - clock;
         result.exposedCount[kind]++;
-        result.events.push_back(
-            {"wait (stalled)", "compute", clock, done - clock, op});
+        if (options.events)
+          result.events.push_back(
+              {"wait (stalled)", "compute", clock, done - clock, op});
         clock = done;
       }
       result.times[op] = {clock, clock};
@@ -102,7 +106,7 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
     }
     double duration = model.getComputeTime(op);
     result.times[op] = {clock, clock + duration};
-    if (duration > 0)
+    if (options.events && duration > 0)
       result.events.push_back(
           {op->getName().getStringRef().str(), "compute", clock, duration, op});
     clock += duration;
@@ -119,6 +123,7 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
   result.lowerBound = std::max(result.computeTime, result.criticalPath);
   for (double comm : result.commTimePerCommunicator)
     result.lowerBound = std::max(result.lowerBound, comm);
-  result.peakBytes = MemoryTimeline(block, ops).getPeakBytes();
+  if (options.memory)
+    result.peakBytes = MemoryTimeline(block, ops).getPeakBytes();
   return result;
 }

@@ -1,7 +1,8 @@
 # Tests coll-overlap-schedule on 300 random DAGs (compute chains, gathers of
 # shards, reduce-scatters of computed values, releases): the output verifies,
 # its peak memory never exceeds the original order's, and its simulated
-# makespan is never longer. Also checks coll-prefetch the same way.
+# makespan is never longer. Also checks coll-prefetch the same way, with and
+# without overtaking.
 # RUN: %python %s | FileCheck %s
 # CHECK: 300 random DAGs: all verify, peak <= original, makespan <= original
 # CHECK-NOT: FAIL
@@ -96,7 +97,7 @@ with tempfile.TemporaryDirectory() as tmp:
             f.write(random_dag(rng))
         try:
             base = report(path, [], tmp)
-            for passes in (["--coll-overlap-schedule=device=cpu"], ["--coll-prefetch"]):
+            for passes in (["--coll-overlap-schedule=device=cpu"], ["--coll-prefetch=device=cpu"], ["--coll-prefetch=overtake=false"]):
                 got = report(path, passes, tmp)
                 if got["peak_bytes"] > base["peak_bytes"]:
                     raise RuntimeError(f"{passes[0]}: peak {got['peak_bytes']} > {base['peak_bytes']}")

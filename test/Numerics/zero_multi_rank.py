@@ -8,6 +8,8 @@
 # CHECK: 4 ranks, stage 1: loss, 21 parameters and 42 moments match
 # CHECK: 4 ranks, stage 2 + bucketing: loss, 21 parameters and 42 moments match
 # CHECK: 4 ranks, stage 3 + selective gather + bucketing + prefetch: loss, 21 parameters and 42 moments match
+# CHECK: 3 ranks, stage 2 + schedule pipeline: loss, 21 parameters and 42 moments match
+# CHECK: 4 ranks, stage 3 + schedule pipeline: loss, 21 parameters and 42 moments match
 # CHECK-NOT: FAIL
 
 import math
@@ -99,4 +101,6 @@ check(4, 1, [], "stage 1")
 check(4, 2, ["--coll-bucket=device=cpu"], "stage 2 + bucketing")
 check(4, 3, ["--zero-selective-gather=budget-mb=1", "--coll-bucket=device=cpu", "--coll-prefetch"],
       "stage 3 + selective gather + bucketing + prefetch")
+check(3, 2, ["--loom-schedule-pipeline=device=h100-ib"], "stage 2 + schedule pipeline")
+check(4, 3, ["--loom-schedule-pipeline=device=cpu gather-budget-mb=1"], "stage 3 + schedule pipeline")
 sys.exit(1 if failures else 0)

@@ -57,12 +57,23 @@ struct SimulationResult {
   double getCommTime() const;
 };
 
+/// What a simulation records beyond times. Schedulers that simulate many
+/// candidate orders turn off what they do not read.
+struct SimulationOptions {
+  /// Fill SimulationResult::events (for traces).
+  bool events = true;
+  /// Fill SimulationResult::peakBytes from the memory timeline.
+  bool memory = true;
+};
+
 /// Simulates `ops` (the top-level ops of `block`, in execution order).
 SimulationResult simulate(mlir::Block &block,
                           llvm::ArrayRef<mlir::Operation *> ops,
-                          const CostModel &model);
+                          const CostModel &model,
+                          SimulationOptions options = {});
 /// Simulates a block in its current order.
-SimulationResult simulate(mlir::Block &block, const CostModel &model);
+SimulationResult simulate(mlir::Block &block, const CostModel &model,
+                          SimulationOptions options = {});
 
 } // namespace loom
 

@@ -15,6 +15,11 @@ namespace loom::coll {
 #define GEN_PASS_REGISTRATION
 #include "loom/Dialect/Coll/CollPasses.h.inc"
 
+/// Registers `loom-schedule-pipeline`: zero-selective-gather (when given a
+/// budget), coll-bucket, coll-prefetch and coll-overlap-schedule with shared
+/// device, memory-limit and distance options.
+void registerSchedulePipeline();
+
 } // namespace loom::coll
 
 #endif // LOOM_DIALECT_COLL_COLLPASSES_H

@@ -139,14 +139,20 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
     `distance` ops, and across layer boundaries and from the backward into
     the forward when that is where it lands. It stops at the first of:
     * its operands' definitions;
-    * the previous collective on its communicator, since the stream runs in
-      order and moving past a collective would reorder the stream;
+    * the previous all-gather or broadcast on its communicator (their
+      relative order is kept);
+    * a reduce-scatter or all-reduce on its communicator, unless
+      `overtake` is set: then the gather may pass it and the in-order
+      stream runs the gather first;
     * the first op where the live bytes plus the gathered buffer would
       exceed the limit: the block's original peak plus `budget-mb`.
 
-    Every op the move spans gets the buffer's bytes added exactly. So the
-    result never exceeds the limit, no collective finishes later than it
-    did, and every rank derives the same order.
+    Every op the move spans gets the buffer's bytes added exactly, so the
+    result never exceeds the limit. Overtaking delays the collectives it
+    passes, so with `overtake` both orders are simulated on `device` and
+    the overtaking one is kept only if it is faster. Without `overtake` no
+    collective is issued later than before. Every rank derives the same
+    order.
 
     ```mlir
     // before                              // after
@@ -160,29 +166,50 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
            "furthest a start moves, in ops">,
     Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
            "memory above the original peak prefetching may use, MiB">,
+    Option<"overtake", "overtake", "bool", /*default=*/"true",
+           "let gathers pass reduce-scatters and all-reduces where faster">,
+    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
+           "device description for the overtaking check">,
   ];
 }
 
 def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncOp"> {
   let summary = "Retimes collectives for overlap under a hard memory limit";
   let description = [{
-    Keeps the order of compute and retimes the collectives around it, in two
-    steps that each respect the limit (the original peak plus
-    `memory-headroom-mb`, or `memory-limit-mb` when given):
+    Keeps the order of compute and schedules the collectives around it,
+    within the limit (the original peak plus `memory-headroom-mb`, or
+    `memory-limit-mb` when given), simulating on `device`:
 
-    1. Every reduce-scatter and all-reduce wait moves up to the first op the
-       compute stream reaches after the collective has finished in the
-       simulation on `device`. Waiting there never stalls, and it frees the
-       collective's input (a full gradient) as early as that is free.
-       Moving a wait never raises memory: the result is live from the start
-       anyway.
-    2. All-gather starts move earlier (`coll-prefetch`), into the memory the
-       first step freed, while every op they pass stays under the limit.
+    1. All-gather starts move earlier (`coll-prefetch` with `overtake`)
+       into the original order's headroom.
+    2. Every reduce-scatter and all-reduce wait moves up to the first op the
+       compute stream reaches after the collective has finished. Waiting
+       there never stalls, and it frees the collective's input (a full
+       gradient) as early as that is free; moving a wait up never raises
+       memory. A moved wait that stalls goes back.
+    3. Gathers move again, into the memory step 2 freed. They may now pass
+       more reduce-scatters and delay them, so waits that stall sink to
+       where their collective is done (never past a use). This order is
+       kept only if the simulation finds it faster than step 2's (or as
+       fast with a smaller peak): a gather that overtakes too much leaves
+       the stream a backlog of reduce-scatters at the end of the step.
 
-    Compute order does not change and no collective is issued later, so the
-    simulated makespan never exceeds the original order's. The limit is hard:
-    the result never exceeds max(limit, original peak). The pass is
-    deterministic, so every rank derives the same order.
+    Finally the result is checked: if it is slower than the original order
+    or over max(limit, original peak), the original order stands. So the
+    limit is hard and the simulated makespan never grows. The pass is
+    deterministic, so every rank derives the same order. Its cost is a
+    fixed number of linear sweeps and simulations, plus `distance` per
+    all-gather.
+
+    ```mlir
+    // before                                 // after
+    %r = coll.reduce_scatter_start %dw ...     %r = coll.reduce_scatter_start %dw ...
+    %y = linalg.matmul ...                     %f = coll.all_gather_start %w0 ...
+    %s = coll.wait %r ...                      %y = linalg.matmul ...
+    %f = coll.all_gather_start %w0 ...         %s = coll.wait %r ...   // done by now
+    %x = linalg.matmul ...                     %x = linalg.matmul ...
+    %g = coll.wait %f ...                      %g = coll.wait %f ...
+    ```
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",

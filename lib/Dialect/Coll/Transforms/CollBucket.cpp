@@ -78,7 +78,7 @@ struct CollBucketPass
   /// Reduce-scatters in ready order, merged while the overlap survives.
   void bucketReduceScatters(func::FuncOp func, const CostModel &model) {
     Block &block = func.getBody().front();
-    SimulationResult sim = simulate(block, model);
+    SimulationResult sim = simulate(block, model, {/*events=*/false, /*memory=*/false});
     SmallVector<Member> candidates;
     for (auto start : block.getOps<ReduceScatterStartOp>()) {
       auto collective = cast<CollectiveOpInterface>(start.getOperation());

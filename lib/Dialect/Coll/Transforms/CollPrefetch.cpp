@@ -2,6 +2,7 @@
 
 #include "Prefetch.h"
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 
@@ -29,33 +30,78 @@ struct CollPrefetchPass
                        << static_cast<double>(budgetMb);
       return signalPassFailure();
     }
+    std::optional<CostModel> model;
+    if (overtake && !(model = loadCostModel(func, "coll-prefetch", device)))
+      return signalPassFailure();
     for (Block &block : func.getBody()) {
       int64_t limit = MemoryTimeline(block).getPeakBytes() +
                       int64_t(budgetMb * 1024.0 * 1024.0);
-      prefetchAllGathers(block, distance, limit);
+      if (overtake)
+        prefetchAllGathersWhereFaster(block, distance, limit, *model);
+      else
+        prefetchAllGathers(block, distance, limit, /*overtake=*/false);
     }
   }
 };
 
 } // namespace
 
-bool loom::coll::prefetchAllGathers(Block &block, unsigned distance,
-                                    int64_t limit) {
-  std::vector<Operation *> order;
+SmallVector<Operation *> loom::coll::getBlockOrder(Block &block) {
+  SmallVector<Operation *> order;
   for (Operation &op : block)
     order.push_back(&op);
+  return order;
+}
+
+void loom::coll::setBlockOrder(Block &block, ArrayRef<Operation *> order) {
+  Operation *terminator = block.getTerminator();
+  for (Operation *op : order)
+    if (op != terminator)
+      op->moveBefore(terminator);
+}
+
+void loom::coll::prefetchAllGathersWhereFaster(Block &block,
+                                               unsigned distance,
+                                               int64_t limit,
+                                               const CostModel &model) {
+  SmallVector<Operation *> original = getBlockOrder(block);
+  SimulationOptions timesOnly{/*events=*/false, /*memory=*/false};
+  if (!prefetchAllGathers(block, distance, limit, /*overtake=*/true))
+    return;
+  double overtaking = simulate(block, model, timesOnly).makespan;
+  SmallVector<Operation *> overtaken = getBlockOrder(block);
+  setBlockOrder(block, original);
+  prefetchAllGathers(block, distance, limit, /*overtake=*/false);
+  if (overtaking < simulate(block, model, timesOnly).makespan)
+    setBlockOrder(block, overtaken);
+}
+
+bool loom::coll::prefetchAllGathers(Block &block, unsigned distance,
+                                    int64_t limit, bool overtake) {
+  return hoistStarts(block, CollectiveKind::AllGather, distance, limit,
+                     overtake);
+}
+
+bool loom::coll::hoistStarts(Block &block, CollectiveKind kind,
+                             unsigned distance, int64_t limit, bool overtake) {
+  SmallVector<Operation *> order = getBlockOrder(block);
   MemoryTimeline timeline(block, order);
   std::vector<int64_t> live(timeline.getLiveBytes().begin(),
                             timeline.getLiveBytes().end());
   bool moved = false;
 
-  SmallVector<Operation *> starts;
-  for (auto start : block.getOps<AllGatherStartOp>())
-    starts.push_back(start);
-  for (Operation *start : starts) {
+  // Starts are taken in block order and each only moves up, among the ops
+  // before it, so a start's position is still its original one when its
+  // turn comes.
+  SmallVector<std::pair<Operation *, unsigned>> starts;
+  for (auto [index, op] : llvm::enumerate(order))
+    if (auto start = dyn_cast<CollectiveOpInterface>(op);
+        start && start.getKind() == kind)
+      starts.push_back({op, unsigned(index)});
+  for (auto [start, position] : starts) {
+    assert(order[position] == start && "a later start was displaced");
     auto collective = cast<CollectiveOpInterface>(start);
     int64_t bytes = collective.getResultBytes().value_or(0);
-    unsigned position = llvm::find(order, start) - order.begin();
     // The earliest position: after the operands' definitions and the
     // previous collective on the same communicator, and within distance.
     unsigned earliest = position > distance ? position - distance : 0;
@@ -64,8 +110,14 @@ bool loom::coll::prefetchAllGathers(Block &block, unsigned distance,
       bool defines = llvm::any_of(start->getOperands(), [&](Value v) {
         return v.getDefiningOp() == op;
       });
+      // With `overtake` a start may pass collectives of other kinds on its
+      // communicator (the stream then runs it first), but never one of its
+      // own kind or a broadcast: their relative order is kept.
       auto other = dyn_cast<CollectiveOpInterface>(op);
-      if (defines || (other && other.getComm() == collective.getComm())) {
+      bool ordered = other && other.getComm() == collective.getComm() &&
+                     (!overtake || other.getKind() == kind ||
+                      other.getKind() == CollectiveKind::Broadcast);
+      if (defines || ordered) {
         earliest = i + 1;
         break;
       }
@@ -85,18 +137,16 @@ bool loom::coll::prefetchAllGathers(Block &block, unsigned distance,
     // is charged conservatively with the first spanned op's bytes.
     for (unsigned i = target; i < position; ++i)
       live[i] += bytes;
-    int64_t startLive = live[target];
-    order.erase(order.begin() + position);
-    live.erase(live.begin() + position);
-    order.insert(order.begin() + target, start);
-    live.insert(live.begin() + target, startLive);
+    // Rotate the span rather than erase and insert: the cost stays within
+    // the distance, not the block.
+    live[position] = live[target];
+    std::rotate(order.begin() + target, order.begin() + position,
+                order.begin() + position + 1);
+    std::rotate(live.begin() + target, live.begin() + position,
+                live.begin() + position + 1);
     moved = true;
   }
-  if (!moved)
-    return false;
-  Operation *terminator = block.getTerminator();
-  for (Operation *op : order)
-    if (op != terminator)
-      op->moveBefore(terminator);
-  return true;
+  if (moved)
+    setBlockOrder(block, order);
+  return moved;
 }

@@ -7,16 +7,41 @@
 #ifndef LOOM_LIB_DIALECT_COLL_TRANSFORMS_PREFETCH_H
 #define LOOM_LIB_DIALECT_COLL_TRANSFORMS_PREFETCH_H
 
+#include "loom/Analysis/CostModel.h"
+#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "mlir/IR/Block.h"
 
 namespace loom::coll {
 
+/// The block's ops, in order.
+llvm::SmallVector<mlir::Operation *> getBlockOrder(mlir::Block &block);
+/// Reorders `block` to `order` (all its ops, terminator last).
+void setBlockOrder(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> order);
+
+/// Moves each start of collective `kind` in `block` up, by at most
+/// `distance` ops, but not above its operands' definitions or the previous
+/// collective on its communicator, and only while every op it passes stays
+/// at or under `limitBytes` live (the result is live from the start). With
+/// `overtake`, it may pass collectives of other kinds except broadcasts.
+/// Returns true if anything moved.
+bool hoistStarts(mlir::Block &block, CollectiveKind kind, unsigned distance,
+                 int64_t limitBytes, bool overtake);
+
 /// Moves each all-gather start of `block` up, by at most `distance` ops, but
 /// not above its operands' definitions or the previous collective on its
 /// communicator, and only while every op it passes stays at or under
-/// `limitBytes` live. Returns true if anything moved.
+/// `limitBytes` live. With `overtake`, a start may move above reduce-scatter
+/// and all-reduce starts on its communicator (gathers and broadcasts keep
+/// their relative order). Returns true if anything moved.
 bool prefetchAllGathers(mlir::Block &block, unsigned distance,
-                        int64_t limitBytes);
+                        int64_t limitBytes, bool overtake);
+
+/// Prefetches with overtaking, and keeps that order only if its simulated
+/// makespan on `model` is no longer than the order-keeping prefetch's.
+/// Overtaking delays the overtaken collectives, which can stall their waits.
+void prefetchAllGathersWhereFaster(mlir::Block &block, unsigned distance,
+                                   int64_t limitBytes,
+                                   const CostModel &model);
 
 } // namespace loom::coll
 

@@ -82,16 +82,78 @@ static StringAttr getNameOrError(Operation *op, NamedAttribute attr,
   return name;
 }
 
-/// Checks that `name` is unique among the `attrName` tags of the arguments
-/// before `argIndex`.
-static LogicalResult verifyUniqueArgName(FunctionOpInterface func,
-                                         StringRef attrName, StringAttr name,
-                                         unsigned argIndex) {
-  for (unsigned other = 0; other < argIndex; ++other)
-    if (func.getArgAttr(other, attrName) == name)
-      return func->emitOpError()
-             << "duplicate '" << attrName << "' name " << name
-             << " on arguments #" << other << " and #" << argIndex;
+/// The first train attribute on the function's arguments: the argument's
+/// index and the attribute's name.
+static std::optional<std::pair<unsigned, StringAttr>>
+getFirstArgRole(FunctionOpInterface func) {
+  ArrayAttr all = func.getAllArgAttrs();
+  if (!all)
+    return std::nullopt;
+  for (auto [index, attrs] : llvm::enumerate(all))
+    if (auto dict = dyn_cast_or_null<DictionaryAttr>(attrs))
+      for (NamedAttribute attr : dict)
+        if (attr.getName().getValue().starts_with("train."))
+          return std::make_pair(unsigned(index), attr.getName());
+  return std::nullopt;
+}
+
+/// Returns the attribute's value if it is a non-empty name.
+static StringAttr getName(DictionaryAttr dict, StringRef attrName) {
+  auto name = dict ? dyn_cast_or_null<StringAttr>(dict.get(attrName))
+                   : StringAttr();
+  return name && !name.getValue().empty() ? name : StringAttr();
+}
+
+/// The checks that relate arguments and results, done once per function in
+/// one sweep (a check per attribute against every argument would be
+/// quadratic, and a training step has thousands): parameter and state names
+/// are unique among the arguments, and each result that names an argument
+/// (`train.grad`, `train.param`, `train.state`) names one of its type.
+/// Malformed names are left to the per-attribute checks.
+static LogicalResult verifyRoleNames(FunctionOpInterface func) {
+  using Key = std::pair<StringRef, StringAttr>;
+  DenseMap<Key, unsigned> argumentOf;
+  ArrayAttr argAttrs = func.getAllArgAttrs();
+  for (unsigned arg = 0, e = argAttrs ? argAttrs.size() : 0; arg < e; ++arg) {
+    auto dict = dyn_cast_or_null<DictionaryAttr>(argAttrs[arg]);
+    for (StringRef role :
+         {TrainDialect::kParamAttrName, TrainDialect::kStateAttrName}) {
+      StringAttr name = getName(dict, role);
+      if (!name)
+        continue;
+      auto [it, inserted] = argumentOf.try_emplace(Key{role, name}, arg);
+      if (!inserted)
+        return func->emitOpError()
+               << "duplicate '" << role << "' name " << name
+               << " on arguments #" << it->second << " and #" << arg;
+    }
+  }
+  ArrayAttr resultAttrs = func.getAllResultAttrs();
+  for (unsigned result = 0, e = resultAttrs ? resultAttrs.size() : 0;
+       result < e; ++result) {
+    auto dict = dyn_cast_or_null<DictionaryAttr>(resultAttrs[result]);
+    for (auto [attrName, role] :
+         {std::pair{TrainDialect::kGradAttrName, TrainDialect::kParamAttrName},
+          std::pair{TrainDialect::kParamAttrName, TrainDialect::kParamAttrName},
+          std::pair{TrainDialect::kStateAttrName,
+                    TrainDialect::kStateAttrName}}) {
+      StringAttr name = getName(dict, attrName);
+      if (!name)
+        continue;
+      auto it = argumentOf.find(Key{role, name});
+      if (it == argumentOf.end())
+        return func->emitOpError()
+               << "'" << attrName << "' " << name << " on result #" << result
+               << " names no argument tagged '" << role << "'";
+      Type argType = func.getArgumentTypes()[it->second];
+      Type type = func.getResultTypes()[result];
+      if (argType != type)
+        return func->emitOpError()
+               << "expected result #" << result << " ('" << attrName << "' "
+               << name << ") to have the type of argument #" << it->second
+               << ", " << argType << ", got " << type;
+    }
+  }
   return success();
 }
 
@@ -120,10 +182,7 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
       if (other != attrName && func.getArgAttr(argIndex, other))
         return op->emitOpError() << where << " cannot be tagged both '"
                                  << attrName << "' and '" << other << "'";
-    return verifyUniqueArgName(func, attrName, name, argIndex);
-  }
-
-  if (attrName == kInputAttrName) {
+  } else if (attrName == kInputAttrName) {
     if (!isUnitOrName(attr.getValue()))
       return op->emitOpError()
              << "expected '" << kInputAttrName << "' on " << where
@@ -133,18 +192,25 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError()
              << "expected input " << where
              << " to be a ranked tensor or memref, got " << type;
-    return success();
-  }
-
-  if (attrName == kLossAttrName || attrName == kGradAttrName)
+  } else if (attrName == kLossAttrName || attrName == kGradAttrName) {
     return op->emitOpError()
            << "'" << attrName << "' tags a result, found it on " << where;
-  return op->emitOpError() << "unknown train attribute '" << attrName << "' on "
-                           << where;
+  } else {
+    return op->emitOpError() << "unknown train attribute '" << attrName
+                             << "' on " << where;
+  }
+  // The first role attribute of the function runs the whole-function sweep.
+  std::optional<std::pair<unsigned, StringAttr>> first = getFirstArgRole(func);
+  if (first && first->first == argIndex && first->second == attr.getName())
+    return verifyRoleNames(func);
+  return success();
 }
 
 /// Checks a result that names an argument (`train.grad`, `train.param` or
-/// `train.state` on a result): the argument exists and has the result's type.
+/// `train.state` on a result). The name itself is checked here; that an
+/// argument of the result's type carries it is checked by verifyRoleNames,
+/// which runs from the arguments' first role attribute. Without one, no
+/// argument can carry the name.
 static LogicalResult verifyResultNamesArgument(FunctionOpInterface func,
                                                NamedAttribute attr,
                                                StringRef argAttrName,
@@ -153,20 +219,11 @@ static LogicalResult verifyResultNamesArgument(FunctionOpInterface func,
   StringAttr name = getNameOrError(func, attr, where);
   if (!name)
     return failure();
-  Type type = func.getResultTypes()[resultIndex];
-  for (unsigned arg = 0, e = func.getNumArguments(); arg < e; ++arg) {
-    if (func.getArgAttr(arg, argAttrName) != name)
-      continue;
-    if (func.getArgumentTypes()[arg] != type)
-      return func->emitOpError()
-             << "expected " << where << " ('" << attr.getName().getValue()
-             << "' " << name << ") to have the type of argument #" << arg
-             << ", " << func.getArgumentTypes()[arg] << ", got " << type;
-    return success();
-  }
-  return func->emitOpError()
-         << "'" << attr.getName().getValue() << "' " << name << " on " << where
-         << " names no argument tagged '" << argAttrName << "'";
+  if (!getFirstArgRole(func))
+    return func->emitOpError()
+           << "'" << attr.getName().getValue() << "' " << name << " on "
+           << where << " names no argument tagged '" << argAttrName << "'";
+  return success();
 }
 
 LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
