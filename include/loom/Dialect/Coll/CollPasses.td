@@ -280,4 +280,42 @@ def CollReorderBaselinePass : Pass<"coll-reorder-baseline", "::mlir::func::FuncO
   ];
 }
 
+def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp"> {
+  let summary = "Lowers coll ops to loomrt runtime calls, at the tensor level";
+  let description = [{
+    Every start becomes a call to `loomrt_coll_start` on the input's buffer
+    and a freshly allocated output buffer; its wait becomes
+    `loomrt_coll_wait` and a `bufferization.to_tensor` of the output.
+    Both calls take buffer addresses as i64, so the ABI does not depend on
+    the memref calling convention. The wait takes the input's buffer again.
+    That keeps the input tensor live (and unwritten by in-place
+    bufferisation) until the collective is done, since it is read
+    asynchronously. `coll.release` is dropped (bufferisation's deallocation
+    frees buffers after their last use). `coll.comm_rank` becomes
+    `loomrt_rank`, and `coll.comm_world` goes away.
+
+    ```mlir
+    // before
+    %f = coll.all_gather_start %s on %c gather_axis = 0 : ...
+    %w = coll.wait %f : !coll.future<tensor<16xf32>>
+    // after
+    %in = bufferization.to_buffer %s read_only : tensor<4xf32> to memref<4xf32>
+    %out = memref.alloc() : memref<16xf32>
+    %h = call @loomrt_coll_start(%c0, %c0, %c0, %c0, %pin, %c4, %pout, %c16)
+    ...
+    call @loomrt_coll_wait(%h, %pin2, %pout2) : (i64, i64, i64) -> ()
+    %w = bufferization.to_tensor %out restrict writable : ...
+    ```
+
+    Only flat-layout collectives lower: gather and scatter axis 0 (the
+    rank-major layout `zero-partition` and `coll-bucket` emit), element
+    types f32 and f64, and a world communicator. Anything else is a
+    diagnostic.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_DIALECT_COLL_COLLPASSES_TD

@@ -1,0 +1,87 @@
+/*===- loomrt.h - Loom's runtime, C ABI ----------------------------*- C -*-===*
+ *
+ * What compiled training steps and the trainer main call. A backend (MPI on
+ * CPU today; NCCL later) is chosen at link time by linking its library; all
+ * its state lives in one context object the backend owns, so two backends
+ * can be built side by side.
+ *
+ * Collectives run on one communication thread per process, in issue order:
+ * the in-order stream the scheduler's simulator models. A start enqueues and
+ * returns a handle at once; the collective progresses while compute runs;
+ * a wait blocks until it is done, at most LOOMRT_TIMEOUT_S seconds (default
+ * 300), then aborts every rank with a message instead of hanging.
+ *
+ *===----------------------------------------------------------------------===*/
+
+#ifndef LOOM_RUNTIME_LOOMRT_H
+#define LOOM_RUNTIME_LOOMRT_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Collective kinds and reductions: the numbering of coll::CollectiveKind and
+ * coll::ReductionKind. */
+enum { LOOMRT_ALL_GATHER = 0, LOOMRT_REDUCE_SCATTER = 1, LOOMRT_ALL_REDUCE = 2,
+       LOOMRT_BROADCAST = 3 };
+enum { LOOMRT_SUM = 0, LOOMRT_AVG = 1, LOOMRT_MAX = 2, LOOMRT_MIN = 3 };
+enum { LOOMRT_F32 = 0, LOOMRT_F64 = 1 };
+
+/* Process set-up from the launcher's environment (mpirun). Returns 0, or
+ * prints why and returns non-zero. */
+int loomrt_init(int *argc, char ***argv);
+/* Drains the stream and shuts the backend down. */
+void loomrt_finalize(void);
+int64_t loomrt_rank(void);
+int64_t loomrt_world_size(void);
+/* Prints `message` prefixed with the rank and ends every rank with exit
+ * status 1. Never returns. */
+void loomrt_abort(const char *message);
+
+/* Called by compiled code. Buffers are passed as addresses. `in_count` and
+ * `out_count` are element counts; all collectives are over the flat,
+ * rank-major layout (axis 0). `arg` is the root of a broadcast. */
+int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
+                          int64_t arg, int64_t in, int64_t in_count,
+                          int64_t out, int64_t out_count);
+/* Blocks until the collective `handle` is done. `in` and `out` must be the
+ * buffers it started with (checked). */
+void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out);
+
+/* Trainer-side helpers, called between steps (the stream is idle). */
+void loomrt_barrier(void);
+/* Element-wise over ranks into every rank's `out`: sum (op 0) or max
+ * (op 2) of f64 values. */
+void loomrt_allreduce_f64(const double *in, double *out, int64_t count,
+                          int64_t op);
+/* Gathers `count` floats from every rank into `out` (rank-major) on rank
+ * `root` only. */
+void loomrt_gather_f32(const float *in, int64_t count, float *out,
+                       int64_t root);
+
+/* Microseconds since loomrt_init. */
+double loomrt_now_us(void);
+
+/* Communication statistics since the last call: busy time of the stream,
+ * time the caller spent blocked in waits, and the number of collectives. */
+typedef struct {
+  double comm_us;
+  double exposed_us;
+  int64_t collectives;
+} loomrt_stats;
+loomrt_stats loomrt_take_stats(void);
+
+/* Records every collective and every stalled wait from now on, and writes
+ * them as a Chrome trace (chrome://tracing, Perfetto) to `path` at
+ * loomrt_finalize. Pass NULL to stop. */
+void loomrt_trace_to(const char *path);
+/* Adds a named interval on the compute track of the trace. */
+void loomrt_trace_span(const char *name, double begin_us, double end_us);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_RUNTIME_LOOMRT_H */

@@ -1,0 +1,169 @@
+//===- ConvertCollToLoomrt.cpp - coll ops to loomrt calls -----------------===//
+
+#include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Runtime/loomrt.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace loom::coll {
+#define GEN_PASS_DEF_CONVERTCOLLTOLOOMRTPASS
+#include "loom/Dialect/Coll/CollPasses.h.inc"
+} // namespace loom::coll
+
+using namespace mlir;
+using namespace loom::coll;
+
+namespace {
+
+func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
+  OpBuilder builder(module.getBodyRegion());
+  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
+  func.setPrivate();
+  return func;
+}
+
+/// The buffer's address as an i64.
+Value addressOf(OpBuilder &builder, Location loc, Value memref) {
+  Value index =
+      memref::ExtractAlignedPointerAsIndexOp::create(builder, loc, memref);
+  return arith::IndexCastOp::create(builder, loc, builder.getI64Type(), index);
+}
+
+/// Why `start` cannot lower, or an empty string.
+std::string checkLowerable(CollectiveOpInterface start) {
+  Type element = start.getInput().getType().getElementType();
+  if (!element.isF32() && !element.isF64())
+    return "loomrt collectives take f32 or f64, got " +
+           std::to_string(element.getIntOrFloatBitWidth()) + "-bit " +
+           (isa<FloatType>(element) ? "float" : "integer");
+  int64_t axis = 0;
+  if (auto gather = dyn_cast<AllGatherStartOp>(start.getOperation()))
+    axis = gather.getGatherAxis();
+  else if (auto scatter = dyn_cast<ReduceScatterStartOp>(start.getOperation()))
+    axis = scatter.getScatterAxis();
+  if (axis != 0)
+    return "loomrt collectives use the rank-major layout (axis 0), got "
+           "axis " +
+           std::to_string(axis);
+  if (!start.getComm().getDefiningOp<CommWorldOp>())
+    return "loomrt collectives run on the world communicator";
+  if (!start.getWait())
+    return "the collective has no coll.wait";
+  return "";
+}
+
+struct ConvertCollToLoomrtPass
+    : public loom::coll::impl::ConvertCollToLoomrtPassBase<
+          ConvertCollToLoomrtPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Operation *> starts, ranks, releases, worlds;
+    module.walk([&](Operation *op) {
+      if (isa<CollectiveOpInterface>(op))
+        starts.push_back(op);
+      else if (isa<CommRankOp>(op))
+        ranks.push_back(op);
+      else if (isa<ReleaseOp>(op))
+        releases.push_back(op);
+      else if (isa<CommWorldOp>(op))
+        worlds.push_back(op);
+    });
+    bool failed = false;
+    for (Operation *op : starts)
+      if (std::string why = checkLowerable(cast<CollectiveOpInterface>(op));
+          !why.empty()) {
+        op->emitOpError("cannot lower to loomrt: ") << why;
+        failed = true;
+      }
+    if (failed)
+      return signalPassFailure();
+
+    for (Operation *op : releases)
+      op->erase();
+    OpBuilder builder(module.getContext());
+    Type i64 = builder.getI64Type();
+    func::FuncOp startFn = declare(
+        module, "loomrt_coll_start",
+        builder.getFunctionType(SmallVector<Type>(8, i64), {i64}));
+    func::FuncOp waitFn = declare(module, "loomrt_coll_wait",
+                                  builder.getFunctionType({i64, i64, i64}, {}));
+    for (Operation *op : starts) {
+      auto start = cast<CollectiveOpInterface>(op);
+      auto wait = cast<WaitOp>(start.getWait());
+      RankedTensorType inType = start.getInput().getType();
+      RankedTensorType outType = start.getResultType();
+      Type element = inType.getElementType();
+      auto constant = [&](int64_t v) -> Value {
+        return arith::ConstantIntOp::create(builder, op->getLoc(), i64, v);
+      };
+      auto bufferOf = [&](Location loc, Value tensor) -> Value {
+        auto toBuffer = bufferization::ToBufferOp::create(
+            builder, loc, MemRefType::get(inType.getShape(), element), tensor);
+        toBuffer.setReadOnly(true);
+        return toBuffer.getResult();
+      };
+
+      builder.setInsertionPoint(op);
+      Location loc = op->getLoc();
+      Value in = bufferOf(loc, start.getInput());
+      Value out = memref::AllocOp::create(
+          builder, loc, MemRefType::get(outType.getShape(), element));
+      int64_t reduction = 0, arg = 0;
+      if (std::optional<ReductionKind> kind = start.getReductionKind())
+        reduction = int64_t(*kind);
+      if (auto broadcast = dyn_cast<BroadcastStartOp>(op))
+        arg = broadcast.getRoot();
+      Value handle =
+          func::CallOp::create(
+              builder, loc, startFn,
+              ValueRange{constant(int64_t(start.getKind())),
+                         constant(reduction),
+                         constant(element.isF64() ? LOOMRT_F64 : LOOMRT_F32),
+                         constant(arg), addressOf(builder, loc, in),
+                         constant(inType.getNumElements()),
+                         addressOf(builder, loc, out),
+                         constant(outType.getNumElements())})
+              .getResult(0);
+
+      builder.setInsertionPoint(wait);
+      loc = wait.getLoc();
+      // The input is read until the wait: referencing it here keeps its
+      // buffer alive and unwritten until then.
+      Value inAgain = bufferOf(loc, start.getInput());
+      func::CallOp::create(builder, loc, waitFn,
+                           ValueRange{handle, addressOf(builder, loc, inAgain),
+                                      addressOf(builder, loc, out)});
+      auto toTensor = bufferization::ToTensorOp::create(builder, loc, outType,
+                                                        out);
+      toTensor.setRestrict(true);
+      toTensor.setWritable(true);
+      wait.getResult().replaceAllUsesWith(toTensor.getResult());
+      wait.erase();
+      op->erase();
+    }
+    for (Operation *op : ranks) {
+      func::FuncOp callee =
+          declare(module, "loomrt_rank", builder.getFunctionType({}, {i64}));
+      builder.setInsertionPoint(op);
+      Value rank = func::CallOp::create(builder, op->getLoc(), callee,
+                                        ValueRange{})
+                       .getResult(0);
+      op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
+          builder, op->getLoc(), builder.getIndexType(), rank));
+      op->erase();
+    }
+    for (Operation *op : worlds) {
+      if (!op->use_empty()) {
+        op->emitOpError("is still used after lowering the collectives");
+        return signalPassFailure();
+      }
+      op->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,375 @@
+//===- loomc.cpp - compile a model's forward into a trainer executable ----===//
+//
+//   loomc forward.mlir --target=cpu --world-size N --zero-stage 0|1|2|3
+//         [--optimizer adamw|sgd --lr ...] [--memory-limit-mb M]
+//         [--emit=step|mlir|llvm-mlir|llvm|obj|exe] -o trainer
+//
+// Stages, each named in its diagnostics:
+//   1. training step: train-autodiff, train-optimizer;
+//   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
+//   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
+//   4. lowering: decompositions, bufferisation, loops, LLVM dialect;
+//   5. LLVM IR, optimised at -O3 for the host CPU, and an object file;
+//   6. link with the loomrt MPI runtime and the trainer main.
+//
+//===----------------------------------------------------------------------===//
+
+#include "EntryPoint.h"
+
+#include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace llvm;
+
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<forward.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> outputFile("o", cl::desc("output file"),
+                                       cl::Required);
+static cl::opt<std::string> target("target", cl::desc("cpu (cuda: later)"),
+                                   cl::init("cpu"));
+static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"),
+                                  cl::init(1));
+static cl::opt<unsigned> zeroStage("zero-stage",
+                                   cl::desc("ZeRO stage 0, 1, 2 or 3"),
+                                   cl::init(0));
+static cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"),
+                                      cl::init("adamw"));
+static cl::opt<double> lr("lr", cl::desc("learning rate (compiled in)"),
+                          cl::init(1e-3));
+static cl::opt<double> weightDecay("weight-decay", cl::init(0.0),
+                                   cl::desc("AdamW/SGD weight decay"));
+static cl::opt<double> memoryLimitMb(
+    "memory-limit-mb",
+    cl::desc("scheduler memory limit, MiB (0: the partitioned step's peak)"),
+    cl::init(0));
+static cl::opt<std::string> device("device",
+                                   cl::desc("device description for the "
+                                            "scheduler's cost model"),
+                                   cl::init("cpu"));
+static cl::opt<std::string>
+    emit("emit",
+         cl::desc("step (the training step), mlir (with runtime calls), "
+                  "llvm-mlir (LLVM dialect), llvm (LLVM IR), obj, exe"),
+         cl::init("exe"));
+static cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
+    cl::init(LOOM_RUNTIME_DIR));
+static cl::opt<bool> verbose("v", cl::desc("print the link command"));
+
+static constexpr const char *kLoweringPipeline =
+    "train-decompose, canonicalize, "
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map}, "
+    "buffer-deallocation-pipeline, canonicalize, "
+    "func.func(convert-linalg-to-loops), expand-strided-metadata, "
+    "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
+    "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts";
+
+namespace {
+
+/// Runs `pipeline` on `module`; on failure says which stage failed.
+LogicalResult runStage(ModuleOp module, StringRef stage, StringRef pipeline) {
+  mlir::PassManager pm(module.getContext());
+  std::string errors;
+  raw_string_ostream os(errors);
+  if (failed(parsePassPipeline(pipeline, pm, os))) {
+    errs() << "loomc: " << stage << ": bad pipeline: " << errors << "\n";
+    return failure();
+  }
+  if (failed(pm.run(module))) {
+    errs() << "loomc: error: the " << stage << " stage failed (see above)\n";
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult writeText(StringRef path,
+                        llvm::function_ref<void(raw_ostream &)> fn) {
+  std::string error;
+  auto file = openOutputFile(path, &error);
+  if (!file) {
+    errs() << "loomc: error: " << error << "\n";
+    return failure();
+  }
+  fn(file->os());
+  file->keep();
+  return success();
+}
+
+func::FuncOp findStep(ModuleOp module) {
+  func::FuncOp found;
+  module.walk([&](func::FuncOp func) {
+    if (!found && !func.isExternal() &&
+        cast<FunctionOpInterface>(func.getOperation()).getNumResults() &&
+        func.getResultAttr(0, loom::train::TrainDialect::kLossAttrName))
+      found = func;
+  });
+  return found;
+}
+
+LogicalResult emitObject(llvm::Module &module, StringRef path) {
+  std::string error;
+  Triple triple(sys::getDefaultTargetTriple());
+  const Target *tgt = TargetRegistry::lookupTarget(triple, error);
+  if (!tgt) {
+    errs() << "loomc: error: no LLVM target for " << triple.str() << ": "
+           << error << "\n";
+    return failure();
+  }
+  std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
+      triple, sys::getHostCPUName(), "", TargetOptions(), Reloc::PIC_));
+  module.setTargetTriple(triple);
+  module.setDataLayout(machine->createDataLayout());
+  if (Error err = makeOptimizingTransformer(3, 0, machine.get())(&module)) {
+    errs() << "loomc: error: LLVM optimisation: " << toString(std::move(err))
+           << "\n";
+    return failure();
+  }
+  std::error_code ec;
+  ToolOutputFile out(path, ec, sys::fs::OF_None);
+  if (ec) {
+    errs() << "loomc: error: " << path << ": " << ec.message() << "\n";
+    return failure();
+  }
+  legacy::PassManager pm;
+  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
+                                   CodeGenFileType::ObjectFile)) {
+    errs() << "loomc: error: the target cannot emit object files\n";
+    return failure();
+  }
+  pm.run(module);
+  out.keep();
+  return success();
+}
+
+/// Links `object` with the runtime and trainer main via mpicxx's flags.
+LogicalResult link(StringRef object, StringRef exe) {
+  ErrorOr<std::string> cxx = sys::findProgramByName("clang++-22");
+  if (!cxx)
+    cxx = sys::findProgramByName("clang++");
+  ErrorOr<std::string> mpicxx = sys::findProgramByName("mpicxx");
+  if (!cxx || !mpicxx) {
+    errs() << "loomc: error: the link needs clang++ and mpicxx (Open MPI) "
+              "on the PATH\n";
+    return failure();
+  }
+  // mpicxx --showme:link prints the MPI link flags.
+  SmallString<128> flagsFile;
+  sys::fs::createTemporaryFile("loomc-mpi", "txt", flagsFile);
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(flagsFile),
+                                          std::nullopt};
+  if (sys::ExecuteAndWait(*mpicxx, {*mpicxx, "--showme:link"}, std::nullopt,
+                          redirects) != 0) {
+    errs() << "loomc: error: mpicxx --showme:link failed\n";
+    return failure();
+  }
+  auto flags = MemoryBuffer::getFile(flagsFile);
+  sys::fs::remove(flagsFile);
+  SmallVector<StringRef> mpiFlags;
+  if (flags)
+    StringRef((*flags)->getBuffer()).trim().split(mpiFlags, ' ', -1, false);
+  SmallString<256> trainer(runtimeDir), runtime(runtimeDir);
+  sys::path::append(trainer, "libloomtrainer.a");
+  sys::path::append(runtime, "libloomrt_mpi.a");
+  for (StringRef lib : {trainer.str(), runtime.str()})
+    if (!sys::fs::exists(lib)) {
+      errs() << "loomc: error: link: " << lib
+             << " not found (build Loom, or pass --runtime-dir)\n";
+      return failure();
+    }
+  std::vector<std::string> args = {*cxx,  "-fuse-ld=lld", object.str(),
+                                   "-o",  exe.str(),      trainer.str().str(),
+                                   runtime.str().str()};
+  for (StringRef f : mpiFlags)
+    args.push_back(f.str());
+  args.push_back(LOOM_C_RUNNER_UTILS);
+  args.push_back("-Wl,-rpath," +
+                 sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
+  args.push_back("-lm");
+  args.push_back("-lpthread");
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  if (verbose) {
+    for (StringRef a : argRefs)
+      errs() << a << " ";
+    errs() << "\n";
+  }
+  std::string error;
+  if (sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error) !=
+      0) {
+    errs() << "loomc: error: the link stage failed" << (error.empty() ? "" : ": ")
+           << error << "\n";
+    return failure();
+  }
+  return success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Loom: forward -> trainer\n");
+  static const llvm::StringSet<> emits = {"step", "mlir", "llvm-mlir",
+                                    "llvm", "obj",  "exe"};
+  if (!emits.contains(emit)) {
+    errs() << "loomc: error: --emit must be one of step, mlir, llvm-mlir, "
+              "llvm, obj, exe\n";
+    return 1;
+  }
+  if (target != "cpu") {
+    errs() << "loomc: error: --target=" << target
+           << " is not available yet (the CUDA target is a later milestone); "
+              "use --target=cpu\n";
+    return 1;
+  }
+  if (worldSize < 1 || zeroStage > 3) {
+    errs() << "loomc: error: expected --world-size >= 1 and --zero-stage in "
+              "0..3\n";
+    return 1;
+  }
+  if (worldSize > 1 && zeroStage == 0) {
+    errs() << "loomc: error: --world-size " << worldSize
+           << " needs --zero-stage 1, 2 or 3 (stage 0 is single-rank)\n";
+    return 1;
+  }
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  loom::registerAllDialects(registry);
+  registerAllToLLVMIRTranslations(registry);
+  registerAllPasses();
+  loom::registerAllPasses();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file) {
+    errs() << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
+  SourceMgrDiagnosticHandler handler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module) {
+    errs() << "loomc: error: the parse stage failed (see above)\n";
+    return 1;
+  }
+  if (!findStep(*module)) {
+    errs() << "loomc: error: " << inputFile
+           << " has no function with a train.loss result\n";
+    return 1;
+  }
+
+  // 1. The training step.
+  std::string optimizerPass =
+      formatv("train-autodiff, train-optimizer{{kind={0} lr={1} "
+              "weight-decay={2}}",
+              optimizer, lr, weightDecay)
+          .str();
+  if (failed(runStage(*module, "training-step", optimizerPass)))
+    return 1;
+  func::FuncOp step = findStep(*module);
+  OwningOpRef<func::FuncOp> full(cast<func::FuncOp>(step->clone()));
+
+  // 2. Partition and schedule.
+  if (zeroStage > 0) {
+    std::string pipeline =
+        formatv("zero-partition{{stage={0} world-size={1}}, "
+                "loom-schedule-pipeline{{device={2} memory-limit-mb={3}}",
+                zeroStage, worldSize, device, memoryLimitMb)
+            .str();
+    if (failed(runStage(*module, "partition", pipeline)))
+      return 1;
+  }
+  FailureOr<loom::StepSignature> signature =
+      loom::describeStep(*full, findStep(*module));
+  if (failed(signature))
+    return 1;
+  signature->properties = {{"world_size", std::to_string(worldSize)},
+                           {"zero_stage", std::to_string(zeroStage)},
+                           {"optimizer", optimizer},
+                           {"lr", formatv("{0}", lr).str()},
+                           {"source", sys::path::filename(inputFile).str()}};
+  if (emit == "step")
+    return failed(writeText(outputFile,
+                            [&](raw_ostream &os) { module->print(os); }));
+
+  // 3. Runtime calls and the entry point.
+  if (failed(runStage(*module, "runtime-calls", "convert-coll-to-loomrt")) ||
+      failed(loom::buildEntryFunction(*module, findStep(*module))) ||
+      failed(runStage(*module, "entry", "inline, symbol-dce")))
+    return 1;
+  SmallVector<MemRefType> buffers;
+  for (mlir::Type t : module->lookupSymbol<func::FuncOp>(loom::kEntryName)
+                    .getFunctionType()
+                    .getInputs())
+    buffers.push_back(cast<MemRefType>(t));
+  if (emit == "mlir")
+    return failed(writeText(outputFile,
+                            [&](raw_ostream &os) { module->print(os); }));
+
+  // 4. Lowering to the LLVM dialect.
+  if (failed(runStage(*module, "lowering", kLoweringPipeline)) ||
+      failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
+    return 1;
+  if (emit == "llvm-mlir")
+    return failed(writeText(outputFile,
+                            [&](raw_ostream &os) { module->print(os); }));
+
+  // 5. LLVM IR and the object file.
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*module, llvmContext, "loom_step");
+  if (!llvmModule) {
+    errs() << "loomc: error: the LLVM IR translation stage failed\n";
+    return 1;
+  }
+  if (emit == "llvm")
+    return failed(writeText(
+        outputFile, [&](raw_ostream &os) { llvmModule->print(os, nullptr); }));
+  std::string object = outputFile;
+  if (emit == "exe")
+    object += ".o";
+  if (failed(emitObject(*llvmModule, object)))
+    return 1;
+  if (emit == "obj")
+    return 0;
+
+  // 6. Link.
+  LogicalResult linked = link(object, outputFile);
+  sys::fs::remove(object);
+  return failed(linked) ? 1 : 0;
+}
