@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -454,15 +456,19 @@ int main(int argc, char **argv) {
   for (Tensor &t : m.tensors)
     buffers.push_back(t.data());
   for (int64_t step = first; step < first + o.steps; ++step) {
-    if (const char *die = std::getenv("LOOM_TRAINER_DIE")) {
-      // Testing hook: "RANK:STEP" makes that rank exit at that step.
-      long long dieRank = -1, dieStep = -1;
-      if (std::sscanf(die, "%lld:%lld", &dieRank, &dieStep) == 2 &&
-          dieRank == rank && dieStep == step) {
-        std::fprintf(stderr, "trainer: rank %lld exits (LOOM_TRAINER_DIE)\n",
-                     dieRank);
+    // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
+    // or stop answering (LOOM_TRAINER_STALL) at that step.
+    for (const char *hook : {"LOOM_TRAINER_DIE", "LOOM_TRAINER_STALL"}) {
+      long long hookRank = -1, hookStep = -1;
+      const char *value = std::getenv(hook);
+      if (!value ||
+          std::sscanf(value, "%lld:%lld", &hookRank, &hookStep) != 2 ||
+          hookRank != rank || hookStep != step)
+        continue;
+      std::fprintf(stderr, "trainer: rank %lld: %s\n", hookRank, hook);
+      if (std::strcmp(hook, "LOOM_TRAINER_DIE") == 0)
         std::_Exit(3);
-      }
+      std::this_thread::sleep_for(std::chrono::hours(1));
     }
     fillBatch(corpus, step, tokens, labels, batch, seq);
     loomrt_take_stats();
@@ -505,6 +511,9 @@ int main(int argc, char **argv) {
          done == first + o.steps))
       saveCheckpoint(o, m, saved, done);
   }
+  // --steps 0 with --checkpoint writes the initial state.
+  if (o.steps == 0 && !o.checkpoint.empty())
+    saveCheckpoint(o, m, saved, first);
   if (log)
     std::fclose(log);
   loomrt_finalize();

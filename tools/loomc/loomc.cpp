@@ -9,7 +9,7 @@
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
 //   4. lowering: decompositions, bufferisation, loops, LLVM dialect;
-//   5. LLVM IR, optimised at -O3 for the host CPU, and an object file;
+//   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
 //   6. link with the loomrt MPI runtime and the trainer main.
 //
 //===----------------------------------------------------------------------===//
@@ -84,6 +84,8 @@ static cl::opt<std::string> runtimeDir(
     cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
     cl::init(LOOM_RUNTIME_DIR));
 static cl::opt<bool> verbose("v", cl::desc("print the link command"));
+static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
+                                  cl::init(2), cl::Prefix);
 
 static constexpr const char *kLoweringPipeline =
     "train-decompose, canonicalize, "
@@ -146,10 +148,12 @@ LogicalResult emitObject(llvm::Module &module, StringRef path) {
     return failure();
   }
   std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
-      triple, sys::getHostCPUName(), "", TargetOptions(), Reloc::PIC_));
+      triple, sys::getHostCPUName(), "", TargetOptions(), Reloc::PIC_,
+      std::nullopt,
+      optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
   module.setTargetTriple(triple);
   module.setDataLayout(machine->createDataLayout());
-  if (Error err = makeOptimizingTransformer(3, 0, machine.get())(&module)) {
+  if (Error err = makeOptimizingTransformer(optLevel, 0, machine.get())(&module)) {
     errs() << "loomc: error: LLVM optimisation: " << toString(std::move(err))
            << "\n";
     return failure();

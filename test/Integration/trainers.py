@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""Integration tests of compiled trainers, run by ctest (see CMakeLists.txt).
+
+    trainers.py build        compile the trainers the other tests share
+    trainers.py equal        1 rank vs 2 and 4 ranks with ZeRO-1/2/3: same losses
+    trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
+    trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
+    trainers.py torch        step 0's loss and gradients against PyTorch
+    trainers.py bad-input    each bad input ends with its message, never a hang
+
+Every trainer is the tiny Llama built by loom.models.llama, with the same
+global batch of 4 sequences: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1. Work
+goes to --dir (default: build/test/trainers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python-bindings"))
+from loom.models.llama import CONFIGS, build_forward  # noqa: E402
+from loom.opt import find_tool  # noqa: E402
+
+STEPS = 20
+LR = 0.01
+# (name, ranks, zero stage, optimizer)
+TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
+            ("r2-z1", 2, 1, "adamw"), ("r2-z2", 2, 2, "adamw"), ("r2-z3", 2, 3, "adamw"),
+            ("r4-z1", 4, 1, "adamw"), ("r4-z2", 4, 2, "adamw"), ("r4-z3", 4, 3, "adamw")]
+MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
+failures = 0
+
+
+def check(ok: bool, what: str) -> None:
+    global failures
+    failures += not ok
+    print(f"{'ok' if ok else 'FAIL'} {what}", flush=True)
+
+
+def corpus(work: str) -> str:
+    # Installed documentation text: the same bytes on every machine with
+    # the package, and it is always there (CMake's own copyright file).
+    for path in ("/usr/share/common-licenses/GPL-3", "/usr/share/doc/cmake/copyright",
+                 os.path.join(ROOT, "README.md")):
+        if os.path.exists(path):
+            return path
+    raise SystemExit("no corpus found")
+
+
+def build(work: str) -> None:
+    os.makedirs(work, exist_ok=True)
+    loomc = find_tool("loomc")
+
+    def one(spec):
+        name, ranks, stage, optimizer = spec
+        forward = os.path.join(work, f"tiny-b{4 // ranks}.mlir")
+        exe = os.path.join(work, name)
+        lr = 1.0 if optimizer == "sgd" else LR
+        cmd = [loomc, forward, "--world-size", str(ranks), "--zero-stage", str(stage),
+               "--optimizer", optimizer, "--lr", str(lr), "-O1", "-o", exe]
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        return name, proc, time.perf_counter() - start
+
+    for batch in (1, 2, 4):
+        cfg = dataclasses.replace(CONFIGS["tiny"], batch=batch)
+        with open(os.path.join(work, f"tiny-b{batch}.mlir"), "w") as f:
+            f.write(build_forward(cfg))
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for name, proc, seconds in pool.map(one, TRAINERS):
+            check(proc.returncode == 0, f"loomc {name} ({seconds:.1f} s)")
+            if proc.returncode:
+                print(proc.stderr)
+
+
+def run(work, name, ranks, *args, expect_fail=False, env=None, timeout=120):
+    cmd = [os.path.join(work, name), "--data", corpus(work), *args]
+    if ranks > 1:
+        cmd = ["mpirun", "-np", str(ranks), *cmd]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **MPI_ENV, **(env or {})})
+    if not expect_fail and proc.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def losses(log: str) -> list[float]:
+    with open(log) as f:
+        return [json.loads(line)["loss"] for line in f]
+
+
+def equal(work: str) -> None:
+    def train(name, ranks):
+        log = os.path.join(work, f"{name}.jsonl")
+        run(work, name, ranks, "--steps", str(STEPS), "--log", log)
+        return losses(log)
+
+    want = train("r1", 1)
+    check(want[-1] < want[0] - 1.0, f"1 rank: the loss falls ({want[0]:.4f} -> {want[-1]:.4f})")
+    for name, ranks, stage, _ in TRAINERS[2:]:
+        got = train(name, ranks)
+        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+        check(len(got) == STEPS and worst <= 1e-5,
+              f"{ranks} ranks, ZeRO-{stage}: {STEPS} losses within {worst:.1e} relative of 1 rank")
+
+
+def resume(work: str) -> None:
+    full, part = os.path.join(work, "ckpt-full"), os.path.join(work, "ckpt-part")
+    for d in (full, part):
+        shutil.rmtree(d, ignore_errors=True)
+    run(work, "r4-z3", 4, "--steps", "20", "--log", f"{full}.jsonl", "--checkpoint", full)
+    run(work, "r4-z3", 4, "--steps", "10", "--log", f"{part}.jsonl", "--checkpoint", part)
+    run(work, "r4-z3", 4, "--steps", "10", "--log", f"{part}.jsonl", "--checkpoint", part,
+        "--resume")
+    a, b = losses(f"{full}.jsonl"), losses(f"{part}.jsonl")
+    check(len(b) == 20 and a == b, "stop at 10 and resume: steps 11-20 equal bit for bit")
+    same = all(open(os.path.join(full, "step-20", f), "rb").read() ==
+               open(os.path.join(part, "step-20", f), "rb").read()
+               for f in os.listdir(os.path.join(full, "step-20")))
+    check(same, "and the final checkpoints are byte-identical")
+    manifest = json.load(open(os.path.join(full, "step-20", "manifest.json")))
+    check(manifest["step"] == 20 and manifest["world_size"] == 4 and
+          len(manifest["tensors"]) == 21 + 43,
+          "the manifest names 21 parameters and 43 state tensors at step 20")
+
+
+def reshard(work: str) -> None:
+    full, ckpt = os.path.join(work, "ckpt-full"), os.path.join(work, "ckpt-4to2")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    if not os.path.exists(os.path.join(full, "step-20")):
+        run(work, "r4-z3", 4, "--steps", "20", "--log", f"{full}.jsonl", "--checkpoint", full)
+    run(work, "r4-z3", 4, "--steps", "10", "--checkpoint", ckpt)
+    run(work, "r2-z3", 2, "--steps", "10", "--log", f"{ckpt}.jsonl", "--checkpoint", ckpt,
+        "--resume")
+    want, got = losses(f"{full}.jsonl")[10:], losses(f"{ckpt}.jsonl")
+    worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    check(len(got) == 10 and worst <= 1e-5,
+          f"a 4-rank checkpoint resumes on 2 ranks: steps 11-20 within {worst:.1e} relative")
+
+
+def torch_reference(work: str) -> None:
+    import numpy as np
+    from loom.torch_reference import llama_loss
+    import torch
+
+    ckpt = os.path.join(work, "ckpt-sgd")
+    shutil.rmtree(ckpt, ignore_errors=True)
+    log = os.path.join(work, "sgd.jsonl")
+    # SGD with lr 1: the parameters after one step are p - g.
+    run(work, "r1-sgd", 1, "--steps", "1", "--log", log, "--checkpoint", ckpt,
+        "--checkpoint-every", "1")
+    cfg = CONFIGS["tiny"]
+    names = [n for n, _ in cfg.parameters()]
+    after = {n: np.load(os.path.join(ckpt, "step-1", f"param.{n}.npy")) for n in names}
+    # The initial parameters: a 0-step run writes them.
+    init = os.path.join(work, "ckpt-init")
+    shutil.rmtree(init, ignore_errors=True)
+    run(work, "r1-sgd", 1, "--steps", "0", "--checkpoint", init)
+    before = {n: np.load(os.path.join(init, "step-0", f"param.{n}.npy")) for n in names}
+    data = np.frombuffer(open(corpus(work), "rb").read(), np.uint8).astype(np.int64)
+    seq, span = cfg.seq, len(data) - cfg.seq - 1
+    starts = [(b * seq) % span for b in range(cfg.batch)]
+    tokens = np.stack([data[s:s + seq] for s in starts])
+    labels = np.stack([data[s + 1:s + seq + 1] for s in starts])
+    weights = [torch.tensor(before[n], dtype=torch.float64, requires_grad=True) for n in names]
+    loss = llama_loss(cfg, dict(zip(names, weights)), tokens, labels)
+    loss.backward()
+    got_loss = losses(log)[0]
+    check(abs(got_loss - loss.item()) / loss.item() < 1e-5,
+          f"step 0 loss {got_loss:.7f} vs PyTorch {loss.item():.7f}")
+    worst = 0.0
+    for n, w in zip(names, weights):
+        grad = before[n].astype(np.float64) - after[n]
+        ref = w.grad.numpy()
+        worst = max(worst, float(np.linalg.norm(grad - ref) / max(np.linalg.norm(ref), 1e-30)))
+    check(worst < 1e-3, f"21 gradients (from one SGD step, lr 1) within {worst:.1e} of PyTorch")
+
+
+def bad_input(work: str) -> None:
+    empty = os.path.join(work, "empty.txt")
+    open(empty, "w").close()
+    good, bad, mismatch = (os.path.join(work, f"ckpt-{k}") for k in ("good", "bad", "mismatch"))
+    for d in (good, bad, mismatch):
+        shutil.rmtree(d, ignore_errors=True)
+    run(work, "r4-z3", 4, "--steps", "1", "--checkpoint", good)
+    shutil.copytree(good, bad)
+    shutil.copytree(good, mismatch)
+    # A manifest line that does not parse, and one whose shape differs.
+    with open(os.path.join(bad, "step-1", "manifest.json"), "a") as f:
+        f.write('    {"name": "x", "role": "param", "file": "x.npy", "shape": [1, two]}\n')
+    manifest = os.path.join(mismatch, "step-1", "manifest.json")
+    text = open(manifest).read()
+    wrong = text.replace('"file": "param.embed.npy", "dtype": "f32", "shape": [256, 64]',
+                         '"file": "param.embed.npy", "dtype": "f32", "shape": [128, 64]')
+    assert wrong != text
+    open(manifest, "w").write(wrong)
+    # A truncated tensor file.
+    truncated = os.path.join(work, "ckpt-truncated")
+    shutil.rmtree(truncated, ignore_errors=True)
+    shutil.copytree(good, truncated)
+    npy = os.path.join(truncated, "step-1", "param.output.npy")
+    os.truncate(npy, os.path.getsize(npy) - 4)
+    cases = [
+        ("a missing data file", ["--steps", "1"], {"data": "/nonexistent/corpus.txt"},
+         "cannot read data file /nonexistent/corpus.txt"),
+        ("an empty data file", ["--steps", "1"], {"data": empty}, "has 0 bytes"),
+        ("a corrupt checkpoint", ["--steps", "1", "--checkpoint", bad, "--resume"], {},
+         "corrupt manifest line"),
+        ("a mismatched checkpoint", ["--steps", "1", "--checkpoint", mismatch, "--resume"], {},
+         "has shape 128x64"),
+        ("a truncated checkpoint tensor", ["--steps", "1", "--checkpoint", truncated, "--resume"],
+         {}, "param.output.npy: truncated data"),
+        ("no checkpoint to resume", ["--steps", "1", "--checkpoint",
+                                     os.path.join(work, "nothing-here"), "--resume"], {},
+         "no checkpoint in"),
+        ("the wrong world size", ["--steps", "1"], {"ranks": 2}, "compiled for 4 ranks but runs on 2"),
+        ("a rank that dies", ["--steps", "3"], {"env": {"LOOM_TRAINER_DIE": "2:1"}}, ""),
+        ("a rank that stops answering", ["--steps", "3"],
+         {"env": {"LOOM_TRAINER_STALL": "1:1", "LOOMRT_TIMEOUT_S": "3"}},
+         "did not finish in 3 s"),
+        ("an unknown flag", ["--stpes", "3"], {}, "unknown flag '--stpes'"),
+    ]
+    for what, args, opts, message in cases:
+        cmd_args = list(args)
+        start = time.perf_counter()
+        data = opts.get("data")
+        proc_args = (["--data", data] if data else []) + cmd_args
+        ranks = opts.get("ranks", 4)
+        cmd = ["mpirun", "-np", str(ranks), os.path.join(work, "r4-z3")]
+        if not data:
+            cmd += ["--data", corpus(work)]
+        cmd += proc_args
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                                  env={**os.environ, **MPI_ENV, **opts.get("env", {})})
+            out = proc.stdout + proc.stderr
+            ok = proc.returncode != 0 and message in out
+            seconds = time.perf_counter() - start
+            check(ok, f"{what}: exit {proc.returncode} in {seconds:.1f} s"
+                      + (f", says '{message}'" if message else ""))
+            if not ok:
+                print(out[-2000:])
+        except subprocess.TimeoutExpired:
+            check(False, f"{what}: hung for 60 s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("test", choices=["build", "equal", "resume", "reshard", "torch",
+                                         "bad-input"])
+    parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
+    args = parser.parse_args()
+    {"build": build, "equal": equal, "resume": resume, "reshard": reshard,
+     "torch": torch_reference, "bad-input": bad_input}[args.test](args.dir)
+    print(f"{'FAIL' if failures else 'PASS'}: trainers.py {args.test}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
