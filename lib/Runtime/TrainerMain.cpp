@@ -26,6 +26,9 @@
 #include <vector>
 
 extern "C" void loom_step_packed(void **buffers);
+// OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
+// still links.
+extern "C" __attribute__((weak)) void openblas_set_num_threads(int);
 extern "C" const char loom_step_manifest[];
 
 using namespace loom::runtime;
@@ -382,6 +385,10 @@ int main(int argc, char **argv) {
     return 1;
   rank = loomrt_rank();
   worldSize = loomrt_world_size();
+  // Ranks already share the cores: one BLAS thread each unless told.
+  if (worldSize > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
+      openblas_set_num_threads)
+    openblas_set_num_threads(1);
   Manifest m = readStepManifest();
   Options o = parseOptions(argc, argv, m);
   int64_t compiledWorld = std::atoll(m.properties["world_size"].c_str());

@@ -8,7 +8,8 @@
 //   1. training step: train-autodiff, train-optimizer;
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
-//   4. lowering: decompositions, bufferisation, loops, LLVM dialect;
+//   4. lowering: decompositions, bufferisation, matmuls to BLAS, loops,
+//      LLVM dialect;
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
 //   6. link with the loomrt MPI runtime and the trainer main.
 //
@@ -91,7 +92,7 @@ static constexpr const char *kLoweringPipeline =
     "train-decompose, canonicalize, "
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map}, "
-    "buffer-deallocation-pipeline, canonicalize, "
+    "buffer-deallocation-pipeline, canonicalize, convert-linalg-to-blas, "
     "func.func(convert-linalg-to-loops), expand-strided-metadata, "
     "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
     "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts";
@@ -218,6 +219,7 @@ LogicalResult link(StringRef object, StringRef exe) {
   args.push_back(LOOM_C_RUNNER_UTILS);
   args.push_back("-Wl,-rpath," +
                  sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
+  args.push_back("-lopenblas");
   args.push_back("-lm");
   args.push_back("-lpthread");
   std::vector<StringRef> argRefs(args.begin(), args.end());

@@ -101,4 +101,33 @@ def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
 
 
 
+def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp"> {
+  let summary = "Replaces 2-D buffer contractions by cblas_sgemm/dgemm calls";
+  let description = [{
+    On bufferised IR, every linalg op that computes
+    `C(i, j) += A(i, k) * B(k, j)` becomes one CBLAS call. This covers
+    `linalg.matmul` with any indexing maps, and the `linalg.generic`
+    contractions autodiff emits for weight gradients (`dW = dYᵀ X`). A and
+    B may each be transposed; C may be written transposed (A and B swap).
+    All three must be 2-D f32 (or f64) memrefs with unit inner stride. The
+    leading dimension comes from the outer stride, so row-contiguous views
+    need no copy. Everything else (batched attention contractions,
+    reductions) is left to the loops.
+
+    ```mlir
+    linalg.matmul ins(%x, %w : memref<32x64xf32>, memref<64x64xf32>)
+                  outs(%y : memref<32x64xf32>)
+    // becomes (C += A B, row-major, beta = 1)
+    call @cblas_sgemm(%c101, %c111, %c111, %m, %n, %k, %one, %a, %lda,
+                      %b, %ldb, %one, %c, %ldc)
+    ```
+
+    The caller links a CBLAS (loomc links OpenBLAS).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD

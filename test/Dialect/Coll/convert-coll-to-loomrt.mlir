@@ -1,0 +1,64 @@
+// Tests convert-coll-to-loomrt: starts become loomrt_coll_start on buffer
+// addresses, waits become loomrt_coll_wait (which references the input
+// again, keeping it alive until the collective is done) plus a to_tensor of
+// the output; releases and comm_world go; comm_rank calls loomrt_rank.
+// RUN: loom-opt %s -split-input-file -convert-coll-to-loomrt -verify-diagnostics | FileCheck %s
+
+// CHECK-DAG: func.func private @loomrt_coll_start(i64, i64, i64, i64, i64, i64, i64, i64) -> i64
+// CHECK-DAG: func.func private @loomrt_coll_wait(i64, i64, i64)
+// CHECK-LABEL: func.func @gather_and_scatter
+func.func @gather_and_scatter(%s: tensor<4xf32>, %g: tensor<16xf64>) -> tensor<4xf64> {
+  // CHECK-NOT: coll.
+  // CHECK: %[[IN:.+]] = bufferization.to_buffer %arg0 read_only : tensor<4xf32> to memref<4xf32>
+  // CHECK: %[[OUT:.+]] = memref.alloc() : memref<16xf32>
+  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[KIND:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[C4:.+]], %{{.+}}, %[[C16:.+]])
+  // CHECK: %[[IN2:.+]] = bufferization.to_buffer %arg0 read_only
+  // CHECK: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[IN2]]
+  // CHECK: call @loomrt_coll_wait(%[[H]],
+  // CHECK: %[[W:.+]] = bufferization.to_tensor %[[OUT]] restrict writable
+  %c = coll.comm_world : !coll.comm<4>
+  %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<4xf32>, !coll.comm<4>) -> !coll.future<tensor<16xf32>>
+  %w = coll.wait %f : !coll.future<tensor<16xf32>>
+  // The reduce-scatter: kind 1, reduction avg (1), dtype f64 (1).
+  // CHECK: %[[ONE:.+]] = arith.constant 1 : i64
+  // CHECK: %[[ONE2:.+]] = arith.constant 1 : i64
+  // CHECK: %[[ONE3:.+]] = arith.constant 1 : i64
+  // CHECK: call @loomrt_coll_start(%[[ONE]], %[[ONE2]], %[[ONE3]],
+  %r = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<16xf64>, !coll.comm<4>) -> !coll.future<tensor<4xf64>>
+  %rw = coll.wait %r : !coll.future<tensor<4xf64>>
+  coll.release %w : tensor<16xf32>
+  // CHECK-NOT: coll.release
+  // CHECK: return
+  return %rw : tensor<4xf64>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @rank
+// CHECK: %[[R:.+]] = call @loomrt_rank() : () -> i64
+// CHECK: arith.index_cast %[[R]] : i64 to index
+func.func @rank() -> index {
+  %c = coll.comm_world : !coll.comm<4>
+  %r = coll.comm_rank %c : !coll.comm<4>
+  return %r : index
+}
+
+// -----
+
+func.func @axis_one(%s: tensor<4x2xf32>) -> tensor<4x8xf32> {
+  %c = coll.comm_world : !coll.comm<4>
+  // expected-error @below {{cannot lower to loomrt: loomrt collectives use the rank-major layout (axis 0), got axis 1}}
+  %f = coll.all_gather_start %s on %c gather_axis = 1 : (tensor<4x2xf32>, !coll.comm<4>) -> !coll.future<tensor<4x8xf32>>
+  %w = coll.wait %f : !coll.future<tensor<4x8xf32>>
+  return %w : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @integers(%s: tensor<4xi32>) -> tensor<16xi32> {
+  %c = coll.comm_world : !coll.comm<4>
+  // expected-error @below {{cannot lower to loomrt: loomrt collectives take f32 or f64, got 32-bit integer}}
+  %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<4xi32>, !coll.comm<4>) -> !coll.future<tensor<16xi32>>
+  %w = coll.wait %f : !coll.future<tensor<16xi32>>
+  return %w : tensor<16xi32>
+}

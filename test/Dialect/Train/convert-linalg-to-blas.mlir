@@ -1,0 +1,72 @@
+// Tests convert-linalg-to-blas: 2-D contractions on buffers become one
+// cblas_sgemm with the right transposes, leading dimensions from the
+// strides; anything else stays.
+// RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -cse | FileCheck %s
+
+// CHECK: func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+// CHECK-LABEL: func.func @plain
+// CHECK-DAG: %[[ROW:.+]] = arith.constant 101 : i32
+// CHECK-DAG: %[[N:.+]] = arith.constant 111 : i32
+// CHECK: call @cblas_sgemm(%[[ROW]], %[[N]], %[[N]],
+// CHECK-NOT: linalg.matmul
+func.func @plain(%a: memref<6x8xf32>, %b: memref<8x5xf32>, %c: memref<6x5xf32>) {
+  linalg.matmul ins(%a, %b : memref<6x8xf32>, memref<8x5xf32>) outs(%c : memref<6x5xf32>)
+  return
+}
+
+// -----
+
+// The weight gradient autodiff emits, dW(i, j) += dY(k, i) X(k, j): A is
+// transposed (CblasTrans = 112).
+#kj = affine_map<(k, i, j) -> (k, i)>
+#ki = affine_map<(k, i, j) -> (k, j)>
+#ij = affine_map<(k, i, j) -> (i, j)>
+// CHECK-LABEL: func.func @weight_gradient
+// CHECK-DAG: %[[T:.+]] = arith.constant 112 : i32
+// CHECK-DAG: %[[N:.+]] = arith.constant 111 : i32
+// CHECK: call @cblas_sgemm(%{{.+}}, %[[T]], %[[N]],
+// CHECK-NOT: linalg.generic
+func.func @weight_gradient(%dy: memref<8x6xf32>, %x: memref<8x5xf32>, %dw: memref<6x5xf32>) {
+  linalg.generic {indexing_maps = [#kj, #ki, #ij], iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%dy, %x : memref<8x6xf32>, memref<8x5xf32>) outs(%dw : memref<6x5xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// B read transposed (x @ w^T), from a row-contiguous strided view: the
+// leading dimension comes from the view's outer stride.
+// CHECK-LABEL: func.func @transposed_b_view
+// CHECK: %[[META:.+]], %{{.+}}, %{{.+}}:2, %[[STRIDES:.+]]:2 = memref.extract_strided_metadata %arg1
+// CHECK: %[[LDB:.+]] = arith.index_cast %[[STRIDES]]#0 : index to i32
+// CHECK: call @cblas_sgemm(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LDB]],
+#ik = affine_map<(i, j, k) -> (i, k)>
+#jk = affine_map<(i, j, k) -> (j, k)>
+#ij2 = affine_map<(i, j, k) -> (i, j)>
+func.func @transposed_b_view(%x: memref<6x8xf32>, %w: memref<5x8xf32, strided<[16, 1], offset: 4>>, %y: memref<6x5xf32>) {
+  linalg.matmul indexing_maps = [#ik, #jk, #ij2] ins(%x, %w : memref<6x8xf32>, memref<5x8xf32, strided<[16, 1], offset: 4>>) outs(%y : memref<6x5xf32>)
+  return
+}
+
+// -----
+
+// Not a plain contraction: batched (4 loops), a non-unit inner stride, and
+// tensors (not bufferised). All stay.
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: cblas_sgemm
+// CHECK: linalg.batch_matmul
+// CHECK: linalg.matmul
+// CHECK: linalg.matmul
+func.func @left_alone(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x6x5xf32>,
+                      %s: memref<6x8xf32, strided<[1, 6]>>, %t: memref<8x5xf32>, %u: memref<6x5xf32>,
+                      %ta: tensor<6x8xf32>, %tb: tensor<8x5xf32>, %tc: tensor<6x5xf32>) -> tensor<6x5xf32> {
+  linalg.batch_matmul ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<2x6x5xf32>)
+  linalg.matmul ins(%s, %t : memref<6x8xf32, strided<[1, 6]>>, memref<8x5xf32>) outs(%u : memref<6x5xf32>)
+  %r = linalg.matmul ins(%ta, %tb : tensor<6x8xf32>, tensor<8x5xf32>) outs(%tc : tensor<6x5xf32>) -> tensor<6x5xf32>
+  return %r : tensor<6x5xf32>
+}
