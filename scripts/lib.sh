@@ -10,6 +10,7 @@ LOOM_PACKAGES=(
   cmake ninja-build ccache
   clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libgtest-dev python3 python3-numpy python3-torch
+  libopenblas-dev openmpi-bin libopenmpi-dev
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

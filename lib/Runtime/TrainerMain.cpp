@@ -505,10 +505,15 @@ int main(int argc, char **argv) {
       if (log) {
         std::fprintf(log,
                      "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
-                     "\"peak_bytes\": %lld, \"comm_us\": %.1f, "
-                     "\"exposed_comm_us\": %.1f}\n",
+                     "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
+                     "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
                      (long long)step, lossValue, tokensPerS,
-                     (long long)peakResidentBytes(), worst[0], worst[1]);
+                     (long long)peakResidentBytes(),
+                     m.properties["predicted_peak_bytes"].empty()
+                         ? "null"
+                         : m.properties["predicted_peak_bytes"].c_str(),
+                     worst[0],
+                     worst[1]);
         std::fflush(log);
       }
     }

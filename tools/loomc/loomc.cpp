@@ -17,6 +17,7 @@
 
 #include "EntryPoint.h"
 
+#include "loom/Analysis/MemoryTimeline.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -327,6 +328,11 @@ int main(int argc, char **argv) {
                            {"optimizer", optimizer},
                            {"lr", formatv("{0}", lr).str()},
                            {"source", sys::path::filename(inputFile).str()}};
+  // The memory timeline's peak of the step each rank runs, for the trainer
+  // to report beside what it measures.
+  signature->properties["predicted_peak_bytes"] = std::to_string(
+      loom::MemoryTimeline(findStep(*module).getBody().front())
+          .getPeakBytes());
   if (emit == "step")
     return failed(writeText(outputFile,
                             [&](raw_ostream &os) { module->print(os); }));
