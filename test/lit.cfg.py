@@ -29,6 +29,8 @@ llvm_config.use_default_substitutions()
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
 llvm_config.add_tool_substitutions([ToolSubst("loom-opt", unresolved="fatal")], tool_dirs)
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
+# `not`, `count` and FileCheck resolve even when lit runs outside the scripts.
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment(
     "PYTHONPATH", os.path.join(config.loom_src_root, "python-bindings"), append_path=True
 )

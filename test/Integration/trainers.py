@@ -94,6 +94,12 @@ def run(work, name, ranks, *args, expect_fail=False, env=None, timeout=120):
     return proc
 
 
+def remove(path: str) -> None:
+    """Logs are appended to on --resume: each test starts without them."""
+    if os.path.exists(path):
+        os.remove(path)
+
+
 def losses(log: str) -> list[float]:
     with open(log) as f:
         return [json.loads(line)["loss"] for line in f]
@@ -118,6 +124,7 @@ def resume(work: str) -> None:
     full, part = os.path.join(work, "ckpt-full"), os.path.join(work, "ckpt-part")
     for d in (full, part):
         shutil.rmtree(d, ignore_errors=True)
+        remove(f"{d}.jsonl")
     run(work, "r4-z3", 4, "--steps", "20", "--log", f"{full}.jsonl", "--checkpoint", full)
     run(work, "r4-z3", 4, "--steps", "10", "--log", f"{part}.jsonl", "--checkpoint", part)
     run(work, "r4-z3", 4, "--steps", "10", "--log", f"{part}.jsonl", "--checkpoint", part,
@@ -137,7 +144,9 @@ def resume(work: str) -> None:
 def reshard(work: str) -> None:
     full, ckpt = os.path.join(work, "ckpt-full"), os.path.join(work, "ckpt-4to2")
     shutil.rmtree(ckpt, ignore_errors=True)
+    remove(f"{ckpt}.jsonl")
     if not os.path.exists(os.path.join(full, "step-20")):
+        remove(f"{full}.jsonl")
         run(work, "r4-z3", 4, "--steps", "20", "--log", f"{full}.jsonl", "--checkpoint", full)
     run(work, "r4-z3", 4, "--steps", "10", "--checkpoint", ckpt)
     run(work, "r2-z3", 2, "--steps", "10", "--log", f"{ckpt}.jsonl", "--checkpoint", ckpt,
