@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -123,10 +124,6 @@ Manifest readStepManifest() {
     }
   }
   return m;
-}
-
-bool startsWith(const std::string &s, const char *prefix) {
-  return s.rfind(prefix, 0) == 0;
 }
 
 Options parseOptions(int argc, char **argv, const Manifest &m) {
@@ -301,12 +298,14 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
   cm.worldSize = worldSize;
   cm.zeroStage = std::atoll(m.properties["zero_stage"].c_str());
   cm.source = m.properties["source"];
+  namespace fs = std::filesystem;
+  std::error_code ec;
   if (rank == 0) {
-    mkdir(o.checkpoint.c_str(), 0755);
-    std::string cleanup = "rm -rf '" + tmp + "'";
-    if (std::system(cleanup.c_str()) != 0 || mkdir(tmp.c_str(), 0755) != 0)
+    // A .tmp left by a crash is stale: start it over.
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directories(tmp, ec) || ec)
       fail("cannot create checkpoint directory " + tmp + ": " +
-           std::strerror(errno));
+           ec.message());
   }
   for (Tensor *t : saved) {
     std::vector<float> full = gatherFull(*t);
@@ -322,9 +321,9 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
     std::string error = writeManifest(tmp + "/manifest.json", cm);
     if (!error.empty())
       fail("checkpoint: " + error);
-    std::string cleanup = "rm -rf '" + dir + "'";
-    if (std::system(cleanup.c_str()) != 0 ||
-        std::rename(tmp.c_str(), dir.c_str()) != 0)
+    // An older checkpoint of the same step is replaced whole.
+    fs::remove_all(dir, ec);
+    if (ec || std::rename(tmp.c_str(), dir.c_str()) != 0)
       fail("checkpoint: cannot rename " + tmp + " to " + dir);
     // `latest` names the newest complete checkpoint, replaced atomically.
     std::string latest = o.checkpoint + "/latest";

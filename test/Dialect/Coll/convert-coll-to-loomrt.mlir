@@ -57,7 +57,7 @@ func.func @axis_one(%s: tensor<4x2xf32>) -> tensor<4x8xf32> {
 
 func.func @integers(%s: tensor<4xi32>) -> tensor<16xi32> {
   %c = coll.comm_world : !coll.comm<4>
-  // expected-error @below {{cannot lower to loomrt: loomrt collectives take f32 or f64, got 32-bit integer}}
+  // expected-error @below {{cannot lower to loomrt: loomrt collectives take f32 or f64, got i32}}
   %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<4xi32>, !coll.comm<4>) -> !coll.future<tensor<16xi32>>
   %w = coll.wait %f : !coll.future<tensor<16xi32>>
   return %w : tensor<16xi32>

@@ -36,10 +36,12 @@ Value addressOf(OpBuilder &builder, Location loc, Value memref) {
 /// Why `start` cannot lower, or an empty string.
 std::string checkLowerable(CollectiveOpInterface start) {
   Type element = start.getInput().getType().getElementType();
-  if (!element.isF32() && !element.isF64())
-    return "loomrt collectives take f32 or f64, got " +
-           std::to_string(element.getIntOrFloatBitWidth()) + "-bit " +
-           (isa<FloatType>(element) ? "float" : "integer");
+  if (!element.isF32() && !element.isF64()) {
+    std::string why = "loomrt collectives take f32 or f64, got ";
+    llvm::raw_string_ostream os(why);
+    os << element;
+    return why;
+  }
   int64_t axis = 0;
   if (auto gather = dyn_cast<AllGatherStartOp>(start.getOperation()))
     axis = gather.getGatherAxis();
