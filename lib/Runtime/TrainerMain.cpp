@@ -94,6 +94,13 @@ struct Manifest {
   std::vector<Tensor> tensors;
 };
 
+/// A numeric manifest property as JSON: its text, or null if absent.
+const char *property(const Manifest &m, const std::string &key) {
+  auto it = m.properties.find(key);
+  return it == m.properties.end() || it->second.empty() ? "null"
+                                                        : it->second.c_str();
+}
+
 Manifest readStepManifest() {
   Manifest m;
   std::stringstream in(loom_step_manifest);
@@ -505,14 +512,12 @@ int main(int argc, char **argv) {
         std::fprintf(log,
                      "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
                      "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
-                     "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
+                     "\"planned_arena_bytes\": %s, \"comm_us\": %.1f, "
+                     "\"exposed_comm_us\": %.1f}\n",
                      (long long)step, lossValue, tokensPerS,
                      (long long)peakResidentBytes(),
-                     m.properties["predicted_peak_bytes"].empty()
-                         ? "null"
-                         : m.properties["predicted_peak_bytes"].c_str(),
-                     worst[0],
-                     worst[1]);
+                     property(m, "predicted_peak_bytes"),
+                     property(m, "planned_arena_bytes"), worst[0], worst[1]);
         std::fflush(log);
       }
     }

@@ -89,14 +89,22 @@ static cl::opt<bool> verbose("v", cl::desc("print the link command"));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
                                   cl::init(2), cl::Prefix);
 
-static constexpr const char *kLoweringPipeline =
-    "train-decompose, canonicalize, "
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map}, "
-    "buffer-deallocation-pipeline, canonicalize, convert-linalg-to-blas, "
-    "func.func(convert-linalg-to-loops), expand-strided-metadata, "
-    "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
-    "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts";
+static cl::opt<bool> memoryPlan(
+    "memory-plan",
+    cl::desc("place temporaries in one arena (loom-memory-plan)"),
+    cl::init(true));
+
+static std::string loweringPipeline() {
+  return std::string("train-decompose, canonicalize, "
+                     "one-shot-bufferize{bufferize-function-boundaries "
+                     "function-boundary-type-conversion=identity-layout-map}, "
+                     "buffer-deallocation-pipeline, canonicalize, ") +
+         (memoryPlan ? "func.func(loom-memory-plan), " : "") +
+         "convert-linalg-to-blas, "
+         "func.func(convert-linalg-to-loops), expand-strided-metadata, "
+         "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
+         "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts";
+}
 
 namespace {
 
@@ -352,8 +360,20 @@ int main(int argc, char **argv) {
                             [&](raw_ostream &os) { module->print(os); }));
 
   // 4. Lowering to the LLVM dialect.
-  if (failed(runStage(*module, "lowering", kLoweringPipeline)) ||
-      failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
+  if (failed(runStage(*module, "lowering", loweringPipeline())))
+    return 1;
+  // What loom-memory-plan placed in arenas, summed over the functions.
+  int64_t arenaBytes = 0, livePeakBytes = 0;
+  module->walk([&](Operation *op) {
+    if (auto arena = op->getAttrOfType<IntegerAttr>("loom.arena_bytes"))
+      arenaBytes += arena.getInt();
+    if (auto live = op->getAttrOfType<IntegerAttr>("loom.live_peak_bytes"))
+      livePeakBytes += live.getInt();
+  });
+  signature->properties["planned_arena_bytes"] = std::to_string(arenaBytes);
+  signature->properties["planned_live_peak_bytes"] =
+      std::to_string(livePeakBytes);
+  if (failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
     return 1;
   if (emit == "llvm-mlir")
     return failed(writeText(outputFile,

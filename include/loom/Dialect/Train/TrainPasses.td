@@ -130,4 +130,35 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
+  let summary = "Places a function's temporary buffers in one arena";
+  let description = [{
+    A static memory plan on bufferised IR. Every `memref.alloc` at the top
+    of the function body (static shape, identity layout) whose buffer does
+    not escape becomes a `memref.view` into one arena, allocated once at
+    entry and freed before each return. "Escapes" means returned, passed to
+    a call, stored, or deallocated inside a region.
+
+    A buffer's lifetime runs from its allocation to the last top-level op
+    that uses it or any view of it. Its `memref.dealloc`s are dropped, so
+    deallocations that bufferisation placed late do not stretch it. Offsets
+    come from best fit, largest first: each buffer takes the lowest 64-byte
+    aligned offset that overlaps no buffer live at the same time.
+
+    The function gets two attributes: `loom.arena_bytes`, the plan's size,
+    and `loom.live_peak_bytes`, the most bytes live at once, a lower bound
+    for any plan.
+
+    ```mlir
+    %a = memref.alloc() : memref<64xf32>        %arena = memref.alloc() : memref<512xi8>
+    ...                                          %a = memref.view %arena[%c0][] : ... to memref<64xf32>
+    memref.dealloc %a : memref<64xf32>          %b = memref.view %arena[%c256][] : ...
+    %b = memref.alloc() : memref<64xf32>        ...
+                                                 memref.dealloc %arena : memref<512xi8>
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD
