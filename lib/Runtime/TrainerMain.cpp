@@ -160,8 +160,13 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.seed = integer(i);
     else if (a == "--checkpoint-every")
       o.checkpointEvery = integer(i);
-    else if (a == "--lr")
-      o.lr = std::atof(need(i).c_str());
+    else if (a == "--lr") {
+      std::string text = need(i);
+      char *end = nullptr;
+      o.lr = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end || !(o.lr > 0))
+        fail("--lr expects a positive number, got '" + text + "'");
+    }
     else if (a == "--data")
       o.data = need(i);
     else if (a == "--log")
@@ -189,13 +194,14 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
     fail("--data FILE is required (any text file; bytes are the tokens)");
   if ((o.resume || o.checkpointEvery) && o.checkpoint.empty())
     fail("--resume and --checkpoint-every need --checkpoint DIR");
-  auto compiled = m.properties.find("lr");
-  if (o.lr != 0 && compiled != m.properties.end() &&
-      std::fabs(o.lr - std::atof(compiled->second.c_str())) >
-          1e-12 * std::fabs(o.lr))
-    fail("--lr " + std::to_string(o.lr) + " differs from the learning rate "
-         "compiled into this trainer (" + compiled->second +
-         "); recompile with loomc --lr");
+  if (o.lr == 0) {
+    auto compiled = m.properties.find("lr");
+    o.lr = compiled == m.properties.end()
+               ? 0
+               : std::atof(compiled->second.c_str());
+  }
+  if (!(o.lr > 0))
+    fail("--lr must be positive");
   return o;
 }
 
@@ -406,7 +412,8 @@ int main(int argc, char **argv) {
 
   // Arguments and the results that replace them.
   std::vector<Tensor *> args, results, saved;
-  Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr;
+  Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr,
+         *learningRate = nullptr;
   std::map<std::string, Tensor *> argByKey;
   for (Tensor &t : m.tensors)
     (t.isArgument ? args : results).push_back(&t);
@@ -416,9 +423,13 @@ int main(int argc, char **argv) {
       tokens = t;
     else if (t->role == "input" && t->name == "labels")
       labels = t;
+    else if (t->role == "input" && t->name == "lr" && t->localCount == 1 &&
+             t->dtype == "f32")
+      learningRate = t;
     else if (t->role == "input")
       fail("the step has an input '" + t->name +
-           "' the trainer cannot fill (it fills 'tokens' and 'labels')");
+           "' the trainer cannot fill (it fills 'tokens', 'labels' and "
+           "'lr')");
     else
       saved.push_back(t);
   }
@@ -444,6 +455,11 @@ int main(int argc, char **argv) {
       fail(t->role + " '" + t->name + "' is " + t->dtype +
            "; the trainer handles f32 parameters and state");
 
+  if (learningRate)
+    learningRate->f32()[0] = float(o.lr);
+  else if (o.lr != std::atof(m.properties["lr"].c_str()))
+    fail("this step has the learning rate compiled in; --lr cannot change "
+         "it");
   std::vector<uint8_t> corpus = readCorpus(o.data, seq);
   int64_t first = 0;
   if (o.resume) {

@@ -113,6 +113,12 @@ def equal(work: str) -> None:
 
     want = train("r1", 1)
     check(want[-1] < want[0] - 1.0, f"1 rank: the loss falls ({want[0]:.4f} -> {want[-1]:.4f})")
+    # The learning rate is an input: --lr changes the updates, not step 0.
+    log = os.path.join(work, "r1-lr.jsonl")
+    run(work, "r1", 1, "--steps", "2", "--lr", str(2 * LR), "--log", log)
+    other = losses(log)
+    check(other[0] == want[0] and other[1] != want[1],
+          f"--lr {2 * LR}: step 0 unchanged, step 1 {other[1]:.6f} (default lr: {want[1]:.6f})")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
@@ -238,6 +244,7 @@ def bad_input(work: str) -> None:
          {"env": {"LOOM_TRAINER_STALL": "1:1", "LOOMRT_TIMEOUT_S": "3"}},
          "did not finish in 3 s"),
         ("an unknown flag", ["--stpes", "3"], {}, "unknown flag '--stpes'"),
+        ("a bad learning rate", ["--lr", "fast"], {}, "--lr expects a positive number, got 'fast'"),
     ]
     for what, args, opts, message in cases:
         cmd_args = list(args)

@@ -64,7 +64,9 @@ static cl::opt<unsigned> zeroStage("zero-stage",
                                    cl::init(0));
 static cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"),
                                       cl::init("adamw"));
-static cl::opt<double> lr("lr", cl::desc("learning rate (compiled in)"),
+static cl::opt<double> lr("lr",
+                          cl::desc("the trainer's default learning rate "
+                                   "(its --lr overrides it)"),
                           cl::init(1e-3));
 static cl::opt<double> weightDecay("weight-decay", cl::init(0.0),
                                    cl::desc("AdamW/SGD weight decay"));
@@ -309,7 +311,7 @@ int main(int argc, char **argv) {
   // 1. The training step.
   std::string optimizerPass =
       formatv("train-autodiff, train-optimizer{{kind={0} lr={1} "
-              "weight-decay={2}}",
+              "weight-decay={2} lr-input=true}",
               optimizer, lr, weightDecay)
           .str();
   if (failed(runStage(*module, "training-step", optimizerPass)))

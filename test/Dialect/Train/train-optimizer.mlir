@@ -2,6 +2,8 @@
 // update it computes (numerics against PyTorch are in test/Numerics).
 // RUN: loom-opt %s -split-input-file -train-optimizer="kind=adamw lr=0.01 weight-decay=0.1" | FileCheck %s --check-prefix=ADAMW
 // RUN: loom-opt %s -split-input-file -train-optimizer="kind=sgd lr=0.5" | FileCheck %s --check-prefix=SGD
+// RUN: loom-opt %s -split-input-file -train-optimizer="kind=adamw lr-input=true" | FileCheck %s --check-prefix=LRIN
+// RUN: loom-opt %s -split-input-file -train-optimizer="kind=sgd lr-input=true" | FileCheck %s --check-prefix=SGDLRIN
 
 // ADAMW-LABEL: func.func @step
 // ADAMW-SAME: (%[[W:.+]]: tensor<4xf32> {train.param = "w"},
@@ -28,6 +30,17 @@
 // SGD: %[[NW:.+]] = linalg.generic {{.*}} ins(%[[W]], %{{.+}} : tensor<4xf32>, tensor<4xf32>)
 // SGD: arith.constant 5.000000e-01 : f32
 // SGD: return %{{.+}}, %[[NW]] : tensor<f32>, tensor<4xf32>
+// With lr-input the learning rate is the last argument, a 0-d input, and
+// each update reads it instead of a constant.
+// LRIN-LABEL: func.func @step
+// LRIN-SAME: %{{.+}}: tensor<4xf32> {train.input}, %[[LR:[a-z0-9]+]]: tensor<f32> {train.input = "lr"})
+// LRIN: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LR]] : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<f32>, tensor<f32>, tensor<f32>)
+// LRIN-NOT: arith.constant 0.00999999977 : f32
+// LRIN: return
+// SGDLRIN-LABEL: func.func @step
+// SGDLRIN-SAME: %[[LR:[a-z0-9]+]]: tensor<f32> {train.input = "lr"})
+// SGDLRIN: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}}, %[[LR]] : tensor<4xf32>, tensor<4xf32>, tensor<f32>)
+// SGDLRIN-NOT: arith.constant 5.000000e-01 : f32
 func.func @step(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.input})
     -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad = "w"}) {
   %z = arith.constant 0.0 : f32

@@ -92,6 +92,10 @@ def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
            "AdamW denominator epsilon">,
     Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
            "decoupled weight decay (AdamW) or L2 decay (SGD)">,
+    Option<"lrInput", "lr-input", "bool", /*default=*/"false",
+           "take the learning rate as a 0-d f32 argument tagged "
+           "train.input = \"lr\" (the last one) instead of the constant "
+           "`lr`, so a trainer can set or schedule it at run time">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

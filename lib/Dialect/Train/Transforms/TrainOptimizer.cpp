@@ -41,6 +41,7 @@ Value castTo(OpBuilder &b, Location loc, Value value, Type type) {
 struct OptimizerConfig {
   bool adamw;
   double lr, beta1, beta2, eps, weightDecay;
+  bool lrInput;
 };
 
 /// One parameter of the step: its argument, name and gradient result.
@@ -124,6 +125,18 @@ LogicalResult StepRewriter::run() {
   LinalgBuilder lb(builder, loc);
   Type f32 = builder.getF32Type();
 
+  // With lr-input, the learning rate is a 0-d tensor argument, the last
+  // input, broadcast into each update as one more scalar operand.
+  SmallVector<Value> lrOperand;
+  if (config.lrInput) {
+    NamedAttribute tag(StringAttr::get(ctx, TrainDialect::kInputAttrName),
+                       StringAttr::get(ctx, "lr"));
+    unsigned index = func.getNumArguments();
+    (void)func.insertArgument(index, RankedTensorType::get({}, f32),
+                              DictionaryAttr::get(ctx, tag), loc);
+    lrOperand.push_back(func.getArgument(index));
+  }
+
   // AdamW's step counter and bias corrections, as 0-d f32 tensors.
   Value correction1, correction2;
   if (config.adamw) {
@@ -158,15 +171,24 @@ LogicalResult StepRewriter::run() {
     auto constant = [&](OpBuilder &b, Location l, double v) -> Value {
       return arith::ConstantOp::create(b, l, b.getFloatAttr(elem, v));
     };
+    // The learning rate inside an update body whose scalar operands end at
+    // `lrArg` (used only with lr-input).
+    auto learningRate = [&](OpBuilder &b, Location l, ValueRange args,
+                            unsigned lrArg) -> Value {
+      return config.lrInput ? castTo(b, l, args[lrArg], elem)
+                            : constant(b, l, config.lr);
+    };
     if (!config.adamw) {
+      SmallVector<Value> inputs = {slot.param, grad};
+      inputs.append(lrOperand);
       newParams.push_back(elementwise(
-          type, {slot.param, grad}, 0,
+          type, inputs, lrOperand.size(),
           [&](OpBuilder &b, Location l, ValueRange args) -> Value {
             Value decay = arith::MulFOp::create(
                 b, l, constant(b, l, config.weightDecay), args[0]);
             Value direction = arith::AddFOp::create(b, l, args[1], decay);
             Value stepValue = arith::MulFOp::create(
-                b, l, constant(b, l, config.lr), direction);
+                b, l, learningRate(b, l, args, 2), direction);
             return arith::SubFOp::create(b, l, args[0], stepValue);
           }));
       continue;
@@ -192,8 +214,11 @@ LogicalResult StepRewriter::run() {
               b, l, constant(b, l, 1.0 - config.beta2), square);
           return arith::AddFOp::create(b, l, kept, fresh);
         });
+    SmallVector<Value> inputs = {slot.param, newM, newV, correction1,
+                                 correction2};
+    inputs.append(lrOperand);
     newParams.push_back(elementwise(
-        type, {slot.param, newM, newV, correction1, correction2}, 2,
+        type, inputs, 2 + lrOperand.size(),
         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
           Value c1 = castTo(b, l, args[3], elem);
           Value c2 = castTo(b, l, args[4], elem);
@@ -206,8 +231,8 @@ LogicalResult StepRewriter::run() {
           Value decay = arith::MulFOp::create(
               b, l, constant(b, l, config.weightDecay), args[0]);
           Value direction = arith::AddFOp::create(b, l, update, decay);
-          Value stepValue =
-              arith::MulFOp::create(b, l, constant(b, l, config.lr), direction);
+          Value stepValue = arith::MulFOp::create(
+              b, l, learningRate(b, l, args, 5), direction);
           return arith::SubFOp::create(b, l, args[0], stepValue);
         }));
     newStates.push_back(newM);
@@ -260,7 +285,8 @@ struct TrainOptimizerPass
           << " weight-decay=" << weightDecay;
       return signalPassFailure();
     }
-    OptimizerConfig config{kind == "adamw", lr, beta1, beta2, eps, weightDecay};
+    OptimizerConfig config{kind == "adamw", lr,          beta1,  beta2,
+                           eps,             weightDecay, lrInput};
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
