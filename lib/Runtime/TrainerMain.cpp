@@ -481,9 +481,14 @@ int main(int argc, char **argv) {
                                               : std::string()))
                         .c_str());
 
+  // The step's arguments and results: the memory the trainer owns beside
+  // the step's arena.
   std::vector<void *> buffers;
-  for (Tensor &t : m.tensors)
+  int64_t bufferBytes = 0;
+  for (Tensor &t : m.tensors) {
     buffers.push_back(t.data());
+    bufferBytes += int64_t(t.storage.size() * sizeof(double));
+  }
   for (int64_t step = first; step < first + o.steps; ++step) {
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
     // or stop answering (LOOM_TRAINER_STALL) at that step.
@@ -528,12 +533,13 @@ int main(int argc, char **argv) {
         std::fprintf(log,
                      "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
                      "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
-                     "\"planned_arena_bytes\": %s, \"comm_us\": %.1f, "
-                     "\"exposed_comm_us\": %.1f}\n",
+                     "\"planned_arena_bytes\": %s, \"buffer_bytes\": %lld, "
+                     "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
                      (long long)step, lossValue, tokensPerS,
                      (long long)peakResidentBytes(),
                      property(m, "predicted_peak_bytes"),
-                     property(m, "planned_arena_bytes"), worst[0], worst[1]);
+                     property(m, "planned_arena_bytes"),
+                     (long long)bufferBytes, worst[0], worst[1]);
         std::fflush(log);
       }
     }

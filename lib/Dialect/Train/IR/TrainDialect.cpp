@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -19,11 +20,24 @@ using namespace loom::train;
 #define GET_ATTRDEF_CLASSES
 #include "loom/Dialect/Train/TrainAttributes.cpp.inc"
 
+namespace {
+/// Train ops are pure tensor computations with no regions of their own, so
+/// a call to a function made of them may be inlined anywhere (loomc inlines
+/// the step into its entry point).
+struct TrainInlinerInterface : public DialectInlinerInterface {
+  using DialectInlinerInterface::DialectInlinerInterface;
+  bool isLegalToInline(Operation *, Region *, bool, IRMapping &) const final {
+    return true;
+  }
+};
+} // namespace
+
 void TrainDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "loom/Dialect/Train/TrainOps.cpp.inc"
       >();
+  addInterfaces<TrainInlinerInterface>();
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "loom/Dialect/Train/TrainAttributes.cpp.inc"
