@@ -146,8 +146,9 @@ def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
     A buffer's lifetime runs from its allocation to the last top-level op
     that uses it or any view of it. Its `memref.dealloc`s are dropped, so
     deallocations that bufferisation placed late do not stretch it. Offsets
-    come from best fit, largest first: each buffer takes the lowest 64-byte
-    aligned offset that overlaps no buffer live at the same time.
+    come from first fit: in each of four orders (largest, earliest, longest,
+    largest area first) each buffer takes the lowest 64-byte aligned offset
+    that overlaps no buffer live at the same time; the smallest arena wins.
 
     The function gets two attributes: `loom.arena_bytes`, the plan's size,
     and `loom.live_peak_bytes`, the most bytes live at once, a lower bound

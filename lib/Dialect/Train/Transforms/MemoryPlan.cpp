@@ -5,6 +5,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Interfaces/ViewLikeInterface.h"
+#include <functional>
+#include <tuple>
 
 namespace loom::train {
 #define GEN_PASS_DEF_LOOMMEMORYPLANPASS
@@ -85,17 +87,9 @@ std::optional<Buffer> analyse(memref::AllocOp alloc, Block &block,
   return buffer;
 }
 
-/// Best fit, largest first: each buffer takes the lowest offset where it
-/// overlaps no placed buffer that is live at the same time.
-int64_t assignOffsets(MutableArrayRef<Buffer> buffers) {
-  SmallVector<Buffer *> order;
-  for (Buffer &b : buffers)
-    order.push_back(&b);
-  llvm::sort(order, [](Buffer *a, Buffer *b) {
-    if (a->bytes != b->bytes)
-      return a->bytes > b->bytes;
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
-  });
+/// Places the buffers in `order`, each at the lowest offset where it
+/// overlaps no placed buffer live at the same time. Returns the arena size.
+int64_t placeInOrder(ArrayRef<Buffer *> order) {
   SmallVector<Buffer *> placed;
   int64_t arena = 0;
   for (Buffer *b : order) {
@@ -115,6 +109,46 @@ int64_t assignOffsets(MutableArrayRef<Buffer> buffers) {
     placed.push_back(b);
   }
   return arena;
+}
+
+/// First fit under a few orders (largest first, earliest first, longest
+/// first, largest area first), keeping the smallest arena. Ties in every
+/// order break on position, so the plan is deterministic.
+int64_t assignOffsets(MutableArrayRef<Buffer> buffers) {
+  using Key = std::function<std::tuple<int64_t, int64_t, int64_t>(const Buffer *)>;
+  SmallVector<Key> orders = {
+      [](const Buffer *b) {
+        return std::make_tuple(-b->bytes, int64_t(b->begin), int64_t(b->end));
+      },
+      [](const Buffer *b) {
+        return std::make_tuple(int64_t(b->begin), -b->bytes, int64_t(b->end));
+      },
+      [](const Buffer *b) {
+        return std::make_tuple(int64_t(b->begin) - int64_t(b->end), -b->bytes,
+                               int64_t(b->begin));
+      },
+      [](const Buffer *b) {
+        return std::make_tuple(-b->bytes * (int64_t(b->end - b->begin) + 1),
+                               int64_t(b->begin), int64_t(b->end));
+      }};
+  int64_t best = -1;
+  SmallVector<int64_t> bestOffsets;
+  for (const Key &key : orders) {
+    SmallVector<Buffer *> order;
+    for (Buffer &b : buffers)
+      order.push_back(&b);
+    llvm::sort(order, [&](Buffer *a, Buffer *b) { return key(a) < key(b); });
+    int64_t arena = placeInOrder(order);
+    if (best < 0 || arena < best) {
+      best = arena;
+      bestOffsets.clear();
+      for (Buffer &b : buffers)
+        bestOffsets.push_back(b.offset);
+    }
+  }
+  for (auto [b, offset] : llvm::zip(buffers, bestOffsets))
+    b.offset = offset;
+  return best;
 }
 
 /// The most bytes live at once over the planned lifetimes: no placement
