@@ -1,6 +1,7 @@
 //===- SimulatedWorld.cpp - N ranks as threads, for loom-run --------------===//
 
 #include "SimulatedWorld.h"
+#include "loom/Dialect/Coll/CollLowering.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -222,13 +223,8 @@ loom::run::getSimulatedWorldSymbols(llvm::orc::MangleAndInterner interner) {
 /// Declares (once) `name` with `type` and the C interface.
 static func::FuncOp declare(ModuleOp module, StringRef name,
                             FunctionType type) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-    return existing;
-  OpBuilder builder(module.getBodyRegion());
-  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
-  func.setPrivate();
-  if (name != "loom_sim_rank")
-    func->setAttr("llvm.emit_c_interface", builder.getUnitAttr());
+  func::FuncOp func = declarePrivateFunction(module, name, type);
+  func->setAttr("llvm.emit_c_interface", UnitAttr::get(module.getContext()));
   return func;
 }
 
@@ -236,22 +232,12 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
   module.getContext()
       ->loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
                     func::FuncDialect, memref::MemRefDialect>();
-  SmallVector<Operation *> starts, ranks, releases, worlds;
-  module.walk([&](Operation *op) {
-    if (isa<CollectiveOpInterface>(op))
-      starts.push_back(op);
-    else if (isa<CommRankOp>(op))
-      ranks.push_back(op);
-    else if (isa<ReleaseOp>(op))
-      releases.push_back(op);
-    else if (isa<CommWorldOp>(op))
-      worlds.push_back(op);
-  });
-  for (Operation *op : releases)
+  CollOpsToLower ops = collectCollOps(module);
+  for (Operation *op : ops.releases)
     op->erase();
   OpBuilder builder(module.getContext());
   Type i64 = builder.getI64Type();
-  for (Operation *op : starts) {
+  for (Operation *op : ops.starts) {
     auto start = cast<CollectiveOpInterface>(op);
     auto wait = dyn_cast_or_null<WaitOp>(start.getWait());
     if (!wait)
@@ -308,21 +294,5 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
     wait.erase();
     op->erase();
   }
-  for (Operation *op : ranks) {
-    func::FuncOp callee =
-        declare(module, "loom_sim_rank", builder.getFunctionType({}, {i64}));
-    builder.setInsertionPoint(op);
-    Value rank =
-        func::CallOp::create(builder, op->getLoc(), callee, ValueRange{})
-            .getResult(0);
-    op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
-        builder, op->getLoc(), builder.getIndexType(), rank));
-    op->erase();
-  }
-  for (Operation *op : worlds) {
-    if (!op->use_empty())
-      return op->emitOpError("is still used after lowering collectives");
-    op->erase();
-  }
-  return success();
+  return lowerRanksAndWorlds(module, ops, "loom_sim_rank");
 }

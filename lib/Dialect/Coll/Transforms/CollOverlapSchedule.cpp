@@ -20,6 +20,21 @@ namespace {
 constexpr SimulationOptions kTimesOnly{/*events=*/false, /*memory=*/false};
 constexpr SimulationOptions kNoEvents{/*events=*/false, /*memory=*/true};
 
+/// The waits whose collective frees memory when done (reduce-scatters and
+/// all-reduces: their input, typically a full gradient), with their starts.
+/// Gather and broadcast waits free nothing, so retiming them does not pay.
+SmallVector<std::pair<WaitOp, CollectiveOpInterface>>
+getFreeingWaits(Block &block) {
+  SmallVector<std::pair<WaitOp, CollectiveOpInterface>> waits;
+  for (WaitOp wait : block.getOps<WaitOp>()) {
+    CollectiveOpInterface start = wait.getStart();
+    if (start && start.getKind() != CollectiveKind::AllGather &&
+        start.getKind() != CollectiveKind::Broadcast)
+      waits.push_back({wait, start});
+  }
+  return waits;
+}
+
 /// Moves each reduce-scatter and all-reduce wait up to the first op the
 /// compute stream reaches after the collective is done (never past the
 /// wait's first use, never before its start). Waits are not candidate
@@ -30,12 +45,7 @@ void waitWhenDone(Block &block, const CostModel &model) {
   SimulationResult sim = simulate(block, model, kTimesOnly);
   // Each moved wait and the op it used to precede.
   SmallVector<std::pair<WaitOp, Operation *>> moved;
-  SmallVector<WaitOp> waits(block.getOps<WaitOp>());
-  for (WaitOp wait : waits) {
-    CollectiveOpInterface start = wait.getStart();
-    if (!start || start.getKind() == CollectiveKind::AllGather ||
-        start.getKind() == CollectiveKind::Broadcast)
-      continue;
+  for (auto [wait, start] : getFreeingWaits(block)) {
     double done = sim.times.lookup(start).second;
     for (Operation *op = start->getNextNode(); op && op != wait;
          op = op->getNextNode())
@@ -73,12 +83,7 @@ void sinkStalledWaits(Block &block, const CostModel &model) {
   for (int round = 0; round < 8; ++round) {
     SimulationResult sim = simulate(block, model, kTimesOnly);
     bool changed = false;
-    SmallVector<WaitOp> waits(block.getOps<WaitOp>());
-    for (WaitOp wait : waits) {
-      CollectiveOpInterface start = wait.getStart();
-      if (!start || start.getKind() == CollectiveKind::AllGather ||
-          start.getKind() == CollectiveKind::Broadcast)
-        continue;
+    for (auto [wait, start] : getFreeingWaits(block)) {
       double done = sim.times.lookup(start).second;
       // The ops after the wait were reached `stall` later than they would
       // be without it.

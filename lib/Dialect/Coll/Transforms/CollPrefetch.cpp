@@ -39,7 +39,8 @@ struct CollPrefetchPass
       if (overtake)
         prefetchAllGathersWhereFaster(block, distance, limit, *model);
       else
-        prefetchAllGathers(block, distance, limit, /*overtake=*/false);
+        hoistStarts(block, CollectiveKind::AllGather, distance, limit,
+                    /*overtake=*/false);
     }
   }
 };
@@ -66,20 +67,16 @@ void loom::coll::prefetchAllGathersWhereFaster(Block &block,
                                                const CostModel &model) {
   SmallVector<Operation *> original = getBlockOrder(block);
   SimulationOptions timesOnly{/*events=*/false, /*memory=*/false};
-  if (!prefetchAllGathers(block, distance, limit, /*overtake=*/true))
+  if (!hoistStarts(block, CollectiveKind::AllGather, distance, limit,
+                   /*overtake=*/true))
     return;
   double overtaking = simulate(block, model, timesOnly).makespan;
   SmallVector<Operation *> overtaken = getBlockOrder(block);
   setBlockOrder(block, original);
-  prefetchAllGathers(block, distance, limit, /*overtake=*/false);
+  hoistStarts(block, CollectiveKind::AllGather, distance, limit,
+                    /*overtake=*/false);
   if (overtaking < simulate(block, model, timesOnly).makespan)
     setBlockOrder(block, overtaken);
-}
-
-bool loom::coll::prefetchAllGathers(Block &block, unsigned distance,
-                                    int64_t limit, bool overtake) {
-  return hoistStarts(block, CollectiveKind::AllGather, distance, limit,
-                     overtake);
 }
 
 bool loom::coll::hoistStarts(Block &block, CollectiveKind kind,

@@ -1,5 +1,6 @@
 //===- ConvertCollToLoomrt.cpp - coll ops to loomrt calls -----------------===//
 
+#include "loom/Dialect/Coll/CollLowering.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Runtime/loomrt.h"
@@ -16,15 +17,6 @@ using namespace mlir;
 using namespace loom::coll;
 
 namespace {
-
-func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-    return existing;
-  OpBuilder builder(module.getBodyRegion());
-  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
-  func.setPrivate();
-  return func;
-}
 
 /// The buffer's address as an i64.
 Value addressOf(OpBuilder &builder, Location loc, Value memref) {
@@ -63,37 +55,28 @@ struct ConvertCollToLoomrtPass
           ConvertCollToLoomrtPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<Operation *> starts, ranks, releases, worlds;
-    module.walk([&](Operation *op) {
-      if (isa<CollectiveOpInterface>(op))
-        starts.push_back(op);
-      else if (isa<CommRankOp>(op))
-        ranks.push_back(op);
-      else if (isa<ReleaseOp>(op))
-        releases.push_back(op);
-      else if (isa<CommWorldOp>(op))
-        worlds.push_back(op);
-    });
-    bool failed = false;
-    for (Operation *op : starts)
+    CollOpsToLower ops = collectCollOps(module);
+    bool unlowerable = false;
+    for (Operation *op : ops.starts)
       if (std::string why = checkLowerable(cast<CollectiveOpInterface>(op));
           !why.empty()) {
         op->emitOpError("cannot lower to loomrt: ") << why;
-        failed = true;
+        unlowerable = true;
       }
-    if (failed)
+    if (unlowerable)
       return signalPassFailure();
 
-    for (Operation *op : releases)
+    for (Operation *op : ops.releases)
       op->erase();
     OpBuilder builder(module.getContext());
     Type i64 = builder.getI64Type();
-    func::FuncOp startFn = declare(
+    func::FuncOp startFn = declarePrivateFunction(
         module, "loomrt_coll_start",
         builder.getFunctionType(SmallVector<Type>(8, i64), {i64}));
-    func::FuncOp waitFn = declare(module, "loomrt_coll_wait",
-                                  builder.getFunctionType({i64, i64, i64}, {}));
-    for (Operation *op : starts) {
+    func::FuncOp waitFn = declarePrivateFunction(
+        module, "loomrt_coll_wait",
+        builder.getFunctionType({i64, i64, i64}, {}));
+    for (Operation *op : ops.starts) {
       auto start = cast<CollectiveOpInterface>(op);
       auto wait = cast<WaitOp>(start.getWait());
       RankedTensorType inType = start.getInput().getType();
@@ -147,24 +130,8 @@ struct ConvertCollToLoomrtPass
       wait.erase();
       op->erase();
     }
-    for (Operation *op : ranks) {
-      func::FuncOp callee =
-          declare(module, "loomrt_rank", builder.getFunctionType({}, {i64}));
-      builder.setInsertionPoint(op);
-      Value rank = func::CallOp::create(builder, op->getLoc(), callee,
-                                        ValueRange{})
-                       .getResult(0);
-      op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
-          builder, op->getLoc(), builder.getIndexType(), rank));
-      op->erase();
-    }
-    for (Operation *op : worlds) {
-      if (!op->use_empty()) {
-        op->emitOpError("is still used after lowering the collectives");
-        return signalPassFailure();
-      }
-      op->erase();
-    }
+    if (failed(lowerRanksAndWorlds(module, ops, "loomrt_rank")))
+      return signalPassFailure();
   }
 };
 

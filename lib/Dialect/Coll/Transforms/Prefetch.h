@@ -27,17 +27,9 @@ void setBlockOrder(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> order);
 bool hoistStarts(mlir::Block &block, CollectiveKind kind, unsigned distance,
                  int64_t limitBytes, bool overtake);
 
-/// Moves each all-gather start of `block` up, by at most `distance` ops, but
-/// not above its operands' definitions or the previous collective on its
-/// communicator, and only while every op it passes stays at or under
-/// `limitBytes` live. With `overtake`, a start may move above reduce-scatter
-/// and all-reduce starts on its communicator (gathers and broadcasts keep
-/// their relative order). Returns true if anything moved.
-bool prefetchAllGathers(mlir::Block &block, unsigned distance,
-                        int64_t limitBytes, bool overtake);
-
-/// Prefetches with overtaking, and keeps that order only if its simulated
-/// makespan on `model` is no longer than the order-keeping prefetch's.
+/// Moves all-gather starts up (hoistStarts) with overtaking, and keeps that
+/// order only if its simulated makespan on `model` is shorter than the
+/// order-keeping prefetch's; otherwise the order-keeping one stands.
 /// Overtaking delays the overtaken collectives, which can stall their waits.
 void prefetchAllGathersWhereFaster(mlir::Block &block, unsigned distance,
                                    int64_t limitBytes,
