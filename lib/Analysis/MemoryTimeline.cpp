@@ -3,6 +3,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -40,29 +41,57 @@ static int64_t bytesOf(Value value) {
   return coll::getStaticSizeInBytes(type).value_or(0);
 }
 
-MemoryTimeline::MemoryTimeline(Block &block) {
+Value loom::getTiedInit(OpResult result) {
+  Operation *op = result.getOwner();
+  unsigned index = result.getResultNumber();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
+    return index < dps.getNumDpsInits() ? dps.getDpsInits()[index] : Value();
+  if (auto loop = dyn_cast<scf::ForOp>(op))
+    return loop.getInitArgs()[index];
+  return Value();
+}
+
+MemoryTimeline::MemoryTimeline(Block &block, MemoryTimelineOptions options) {
   SmallVector<Operation *> ops;
   for (Operation &op : block)
     ops.push_back(&op);
-  analyse(block, ops);
+  analyse(block, ops, options);
 }
 
-MemoryTimeline::MemoryTimeline(Block &block, ArrayRef<Operation *> ops) {
-  analyse(block, ops);
+MemoryTimeline::MemoryTimeline(Block &block, ArrayRef<Operation *> ops,
+                               MemoryTimelineOptions options) {
+  analyse(block, ops, options);
 }
 
-void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
+void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
+                             MemoryTimelineOptions options) {
   DenseMap<Operation *, unsigned> position;
   for (auto [index, op] : llvm::enumerate(ops))
     position[op] = index;
   unsigned last = ops.empty() ? 0 : ops.size() - 1;
 
+  // Where each value is last used, by top-level position.
+  DenseMap<Value, unsigned> lastUse;
+  for (auto [index, op] : llvm::enumerate(ops)) {
+    op->walk([&, index = index](Operation *nested) {
+      for (Value operand : nested->getOperands())
+        lastUse[operand] = std::max<unsigned>(lastUse.lookup(operand), index);
+    });
+  }
+
   // Each value maps to the buffer it lives in (views and in-place results
-  // share their source's).
+  // share their source's). `aliasEnd` is the last use so far known of any
+  // value in each buffer, or of a collective reading it.
   DenseMap<Value, unsigned> bufferOf;
+  std::vector<unsigned> aliasEnd;
+  auto bind = [&](Value value, unsigned buffer) {
+    bufferOf[value] = buffer;
+    aliasEnd[buffer] = std::max(aliasEnd[buffer], lastUse.lookup(value));
+  };
   auto newBuffer = [&](Value value, unsigned begin, BufferKind kind) {
-    bufferOf[value] = buffers.size();
     buffers.push_back({value, bytesOf(value), begin, begin, kind});
+    aliasEnd.push_back(begin);
+    bind(value, buffers.size() - 1);
   };
   auto extend = [&](Value value, unsigned at) {
     auto it = bufferOf.find(value);
@@ -88,27 +117,22 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
     buffers.back().end = last;
   }
 
-  // Where each value is last used, by top-level position.
-  DenseMap<Value, unsigned> lastUse;
   for (auto [index, op] : llvm::enumerate(ops)) {
-    op->walk([&, index = index](Operation *nested) {
-      for (Value operand : nested->getOperands())
-        lastUse[operand] = std::max<unsigned>(lastUse.lookup(operand), index);
-    });
-  }
-
-  for (auto [index, op] : llvm::enumerate(ops)) {
+    // A collective reads its input until its wait.
+    if (auto start = dyn_cast<coll::CollectiveOpInterface>(op))
+      if (Operation *wait = start.getWait(); wait && position.count(wait))
+        if (auto it = bufferOf.find(start.getInput()); it != bufferOf.end())
+          aliasEnd[it->second] = std::max(aliasEnd[it->second], position[wait]);
     for (Value result : op->getResults()) {
       if (!isa<RankedTensorType>(result.getType()))
         continue;
       if (isView(op) && bufferOf.count(op->getOperand(0))) {
-        bufferOf[result] = bufferOf[op->getOperand(0)];
+        bind(result, bufferOf[op->getOperand(0)]);
         continue;
       }
       if (isa<tensor::EmptyOp>(op)) {
-        bufferOf[result] = buffers.size();
-        buffers.push_back({result, 0, unsigned(index), unsigned(index),
-                           BufferKind::Activation});
+        newBuffer(result, index, BufferKind::Activation);
+        buffers.back().bytes = 0;
         continue;
       }
       if (auto wait = dyn_cast<coll::WaitOp>(op)) {
@@ -127,16 +151,15 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
         buffers.back().end = index;
         continue;
       }
-      // A destination-style op writes into an init that dies here.
-      if (auto dps = dyn_cast<DestinationStyleOpInterface>(op)) {
-        unsigned resultIndex = cast<OpResult>(result).getResultNumber();
-        Value init = dps.getDpsInits()[resultIndex];
+      // An op writes into its init when no alias of the init's buffer is
+      // used later. Arguments and tensor.empty (0 bytes) are never written
+      // in place.
+      if (Value init = getTiedInit(cast<OpResult>(result))) {
         auto it = bufferOf.find(init);
-        // Arguments and tensor.empty (0 bytes) are never written in place.
-        if (it != bufferOf.end() && lastUse.lookup(init) <= index &&
-            !isa<BlockArgument>(init) &&
+        if (it != bufferOf.end() && aliasEnd[it->second] <= index &&
+            !isa<BlockArgument>(buffers[it->second].value) &&
             buffers[it->second].bytes >= bytesOf(result)) {
-          bufferOf[result] = it->second;
+          bind(result, it->second);
           continue;
         }
       }
@@ -174,14 +197,43 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
             end = std::max(end, position[wait]);
     buffer.end = end;
   }
+  if (options.callerOwnedResults && !ops.empty() &&
+      ops.back()->hasTrait<OpTrait::ReturnLike>()) {
+    for (Value result : ops.back()->getOperands()) {
+      auto it = bufferOf.find(result);
+      if (it == bufferOf.end() || bytesOf(result) == 0)
+        continue;
+      BufferInterval &buffer = buffers[it->second];
+      // Written straight into the caller's buffer: a new buffer whose op's
+      // init is a tensor.empty, returned once.
+      auto produced = dyn_cast<OpResult>(buffer.value);
+      Value init = produced ? getTiedInit(produced) : Value();
+      if (!buffer.callerOwned && init && init.getDefiningOp<tensor::EmptyOp>() &&
+          buffer.bytes == bytesOf(result)) {
+        buffer.callerOwned = true;
+        buffer.begin = 0;
+        buffer.end = last;
+        continue;
+      }
+      // Otherwise copied into it at the end.
+      BufferKind kind = buffer.kind;
+      buffers.push_back({result, bytesOf(result), 0, last, kind, true});
+    }
+  }
 
   // Sweep: +bytes at begin, -bytes after end.
+  auto charged = [&](const BufferInterval &buffer) {
+    if (buffer.callerOwned || isa<BlockArgument>(buffer.value))
+      return buffer.bytes;
+    int64_t align = std::max<int64_t>(1, options.alignment);
+    return (buffer.bytes + align - 1) / align * align;
+  };
   std::vector<int64_t> delta(ops.size() + 1, 0);
   for (const BufferInterval &buffer : buffers) {
     if (buffer.bytes == 0)
       continue;
-    delta[buffer.begin] += buffer.bytes;
-    delta[buffer.end + 1] -= buffer.bytes;
+    delta[buffer.begin] += charged(buffer);
+    delta[buffer.end + 1] -= charged(buffer);
   }
   live.assign(ops.size(), 0);
   int64_t current = 0;
@@ -196,7 +248,7 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops) {
   }
   for (const BufferInterval &buffer : buffers)
     if (buffer.begin <= peakPosition && peakPosition <= buffer.end)
-      peakBreakdown[unsigned(buffer.kind)] += buffer.bytes;
+      peakBreakdown[unsigned(buffer.kind)] += charged(buffer);
 }
 
 //===----------------------------------------------------------------------===//
@@ -251,11 +303,12 @@ MemoryTracker::getReadBuffers(Operation *op) const {
 }
 
 std::optional<unsigned> MemoryTracker::getInPlaceBuffer(Operation *op) const {
-  auto dps = dyn_cast<DestinationStyleOpInterface>(op);
-  if (!dps || op->getNumResults() != 1 ||
+  if (op->getNumResults() != 1 ||
       !isa<RankedTensorType>(op->getResult(0).getType()))
     return std::nullopt;
-  Value init = dps.getDpsInits()[0];
+  Value init = getTiedInit(op->getResult(0));
+  if (!init)
+    return std::nullopt;
   auto it = bufferOf.find(init);
   if (it == bufferOf.end() || isa<BlockArgument>(init))
     return std::nullopt;

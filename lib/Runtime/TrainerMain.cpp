@@ -41,6 +41,8 @@ struct Tensor {
   std::string role, name, dtype;
   std::vector<int64_t> local, full;
   int64_t localCount = 1, fullCount = 1;
+  /// Bytes of this rank's tensor.
+  int64_t bytes = 0;
   /// This rank's storage (local shape), 8-byte aligned.
   std::vector<double> storage;
   void *data() { return storage.data(); }
@@ -121,8 +123,10 @@ Manifest readStepManifest() {
       t.full = parseShape(full);
       t.localCount = product(t.local);
       t.fullCount = product(t.full);
-      size_t bytes = t.dtype == "f64" || t.dtype == "i64" ? 8 : 4;
-      t.storage.assign((t.localCount * bytes + 7) / 8, 0.0);
+      t.bytes = t.localCount * (t.dtype == "f64" || t.dtype == "i64" ? 8
+                                : t.dtype == "bf16"                   ? 2
+                                                                      : 4);
+      t.storage.assign((t.bytes + 7) / 8, 0.0);
       m.tensors.push_back(std::move(t));
     } else {
       std::string value;
@@ -482,12 +486,13 @@ int main(int argc, char **argv) {
                         .c_str());
 
   // The step's arguments and results: the memory the trainer owns beside
-  // the step's arena.
+  // what the step allocates (its arena). Storage rounds each tensor up to 8
+  // bytes; the step touches only `bytes`.
   std::vector<void *> buffers;
   int64_t bufferBytes = 0;
   for (Tensor &t : m.tensors) {
     buffers.push_back(t.data());
-    bufferBytes += int64_t(t.storage.size() * sizeof(double));
+    bufferBytes += t.bytes;
   }
   for (int64_t step = first; step < first + o.steps; ++step) {
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
@@ -506,11 +511,14 @@ int main(int argc, char **argv) {
     }
     fillBatch(corpus, step, tokens, labels, batch, seq);
     loomrt_take_stats();
+    loomrt_host_reset_peak();
     double begin = loomrt_now_us();
     loom_step_packed(buffers.data());
     double end = loomrt_now_us();
     loomrt_trace_span("step", begin, end);
     loomrt_stats stats = loomrt_take_stats();
+    // Measured: the most the step itself had allocated, plus its buffers.
+    int64_t peakBytes = loomrt_host_peak_bytes() + bufferBytes;
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
     for (auto &[arg, result] : replaces)
@@ -533,13 +541,18 @@ int main(int argc, char **argv) {
         std::fprintf(log,
                      "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
                      "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
-                     "\"planned_arena_bytes\": %s, \"buffer_bytes\": %lld, "
+                     "\"planned_peak_bytes\": %s, "
+                     "\"planned_arena_bytes\": %s, "
+                     "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
+                     "\"rss_bytes\": %lld, "
                      "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
                      (long long)step, lossValue, tokensPerS,
-                     (long long)peakResidentBytes(),
+                     (long long)peakBytes,
                      property(m, "predicted_peak_bytes"),
+                     property(m, "planned_peak_bytes"),
                      property(m, "planned_arena_bytes"),
-                     (long long)bufferBytes, worst[0], worst[1]);
+                     property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
+                     (long long)peakResidentBytes(), worst[0], worst[1]);
         std::fflush(log);
       }
     }

@@ -2,7 +2,8 @@
 """Integration tests of compiled trainers, run by ctest (see CMakeLists.txt).
 
     trainers.py build        compile the trainers the other tests share
-    trainers.py equal        1 rank vs 2 and 4 ranks with ZeRO-1/2/3: same losses
+    trainers.py equal        1 rank vs 2 and 4 ranks with ZeRO-1/2/3: same losses;
+                             every trainer's measured peak = plan = timeline
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
@@ -105,12 +106,32 @@ def losses(log: str) -> list[float]:
         return [json.loads(line)["loss"] for line in f]
 
 
+def check_memory(name: str, log: str) -> bool:
+    """The step's measured peak (what it allocated, plus its buffers) equals
+    the static plan. The plan exceeds the memory timeline's peak only by the
+    arena's fragmentation (arena - the most arena bytes live at once), which
+    must stay under 1%. Returns whether the plan equals the timeline."""
+    with open(log) as f:
+        rows = [json.loads(line) for line in f]
+    measured = {r["peak_bytes"] for r in rows}
+    row = rows[-1]
+    predicted, planned = int(row["predicted_peak_bytes"]), int(row["planned_peak_bytes"])
+    arena, bound = int(row["planned_arena_bytes"]), int(row["planned_arena_bound_bytes"])
+    check(measured == {planned} and planned - predicted == arena - bound and
+          arena - bound < bound / 100,
+          f"{name}: measured peak {sorted(measured)} = plan {planned}; timeline {predicted} "
+          f"(+{arena - bound} bytes of arena fragmentation)")
+    return planned == predicted
+
+
 def equal(work: str) -> None:
     def train(name, ranks):
         log = os.path.join(work, f"{name}.jsonl")
         run(work, name, ranks, "--steps", str(STEPS), "--log", log)
+        exact.append(check_memory(name, log))
         return losses(log)
 
+    exact = []
     want = train("r1", 1)
     check(want[-1] < want[0] - 1.0, f"1 rank: the loss falls ({want[0]:.4f} -> {want[-1]:.4f})")
     # The learning rate is an input: --lr changes the updates, not step 0.
@@ -124,6 +145,10 @@ def equal(work: str) -> None:
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
         check(len(got) == STEPS and worst <= 1e-5,
               f"{ranks} ranks, ZeRO-{stage}: {STEPS} losses within {worst:.1e} relative of 1 rank")
+    # The demo's configuration (4 ranks, ZeRO-3) and most others pack to
+    # the bound, so their plan is the timeline's peak to the byte.
+    check(exact[-1] and sum(exact) >= len(exact) - 1,
+          f"plan = timeline exactly for {sum(exact)} of {len(exact)} trainers (r4-z3 included)")
 
 
 def resume(work: str) -> None:

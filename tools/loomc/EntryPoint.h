@@ -31,6 +31,14 @@ struct StepTensor {
   std::string role, name, dtype;
   /// On each rank, and unpartitioned (they differ for ZeRO shards).
   llvm::SmallVector<int64_t> localShape, fullShape;
+
+  /// Bytes of the local tensor.
+  int64_t bytes() const {
+    int64_t count = 1;
+    for (int64_t d : localShape)
+      count *= d;
+    return count * (dtype == "f64" || dtype == "i64" ? 8 : dtype == "bf16" ? 2 : 4);
+  }
 };
 
 struct StepSignature {

@@ -96,16 +96,32 @@ static cl::opt<bool> memoryPlan(
     cl::desc("place temporaries in one arena (loom-memory-plan)"),
     cl::init(true));
 
+/// Bufferisation (results go straight into the caller's buffers where the
+/// plan says so), then loops, BLAS and the LLVM dialect. memref.alloc and
+/// dealloc become the generic allocation functions libloomtrainer counts.
 static std::string loweringPipeline() {
-  return std::string("train-decompose, canonicalize, "
+  return std::string("eliminate-empty-tensors, "
                      "one-shot-bufferize{bufferize-function-boundaries "
                      "function-boundary-type-conversion=identity-layout-map}, "
                      "buffer-deallocation-pipeline, canonicalize, ") +
-         (memoryPlan ? "func.func(loom-memory-plan), " : "") +
+         (memoryPlan ? "func.func(loom-pack-buffers), " : "") +
          "convert-linalg-to-blas, "
          "func.func(convert-linalg-to-loops), expand-strided-metadata, "
          "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
-         "convert-math-to-libm, convert-to-llvm, reconcile-unrealized-casts";
+         "convert-math-to-libm, "
+         "finalize-memref-to-llvm{use-generic-functions=true "
+         "use-aligned-alloc=true}, "
+         "convert-to-llvm, reconcile-unrealized-casts";
+}
+
+/// The sum of an integer attribute over the module's ops.
+static int64_t sumAttr(Operation *root, StringRef name) {
+  int64_t sum = 0;
+  root->walk([&](Operation *op) {
+    if (auto value = op->getAttrOfType<IntegerAttr>(name))
+      sum += value.getInt();
+  });
+  return sum;
 }
 
 namespace {
@@ -338,19 +354,41 @@ int main(int argc, char **argv) {
                            {"optimizer", optimizer},
                            {"lr", formatv("{0}", lr).str()},
                            {"source", sys::path::filename(inputFile).str()}};
-  // The memory timeline's peak of the step each rank runs, for the trainer
-  // to report beside what it measures.
-  signature->properties["predicted_peak_bytes"] = std::to_string(
+  // The peak the scheduler bounded (train ops whole, results from their
+  // definition), for reference.
+  signature->properties["scheduled_peak_bytes"] = std::to_string(
       loom::MemoryTimeline(findStep(*module).getBody().front())
           .getPeakBytes());
   if (emit == "step")
     return failed(writeText(outputFile,
                             [&](raw_ostream &os) { module->print(os); }));
 
-  // 3. Runtime calls and the entry point.
+  // 3. The static memory plan, on the decomposed step: its memory timeline
+  // (results in the trainer's buffers) is the prediction, and every buffer
+  // it allocates is pinned to an arena offset.
+  if (failed(runStage(*module, "memory-plan",
+                      std::string("train-decompose, canonicalize") +
+                          (memoryPlan ? ", func.func(loom-memory-plan{"
+                                        "caller-owned-results=true})"
+                                      : ""))))
+    return 1;
+  int64_t argumentBytes = 0;
+  for (const loom::StepTensor &t : signature->tensors)
+    argumentBytes += t.bytes();
+  int64_t arenaBytes = sumAttr(*module, "loom.arena_bytes");
+  int64_t arenaBoundBytes = sumAttr(*module, "loom.arena_bound_bytes");
+  signature->properties["predicted_peak_bytes"] = std::to_string(
+      memoryPlan
+          ? sumAttr(*module, "loom.timeline_peak_bytes")
+          : loom::MemoryTimeline(findStep(*module).getBody().front(),
+                                 {/*callerOwnedResults=*/true})
+                .getPeakBytes());
+
+  // 4. Runtime calls and the entry point (the step inlined as it is).
   if (failed(runStage(*module, "runtime-calls", "convert-coll-to-loomrt")) ||
       failed(loom::buildEntryFunction(*module, findStep(*module))) ||
-      failed(runStage(*module, "entry", "inline, symbol-dce")))
+      failed(runStage(*module, "entry",
+                      "inline{default-pipeline=}, symbol-dce")))
     return 1;
   SmallVector<MemRefType> buffers;
   for (mlir::Type t : module->lookupSymbol<func::FuncOp>(loom::kEntryName)
@@ -361,27 +399,28 @@ int main(int argc, char **argv) {
     return failed(writeText(outputFile,
                             [&](raw_ostream &os) { module->print(os); }));
 
-  // 4. Lowering to the LLVM dialect.
+  // 5. Lowering to the LLVM dialect.
   if (failed(runStage(*module, "lowering", loweringPipeline())))
     return 1;
-  // What loom-memory-plan placed in arenas, summed over the functions.
-  int64_t arenaBytes = 0, livePeakBytes = 0;
-  module->walk([&](Operation *op) {
-    if (auto arena = op->getAttrOfType<IntegerAttr>("loom.arena_bytes"))
-      arenaBytes += arena.getInt();
-    if (auto live = op->getAttrOfType<IntegerAttr>("loom.live_peak_bytes"))
-      livePeakBytes += live.getInt();
-  });
-  signature->properties["planned_arena_bytes"] = std::to_string(arenaBytes);
-  signature->properties["planned_live_peak_bytes"] =
-      std::to_string(livePeakBytes);
+  // What bufferisation allocated outside the plan (nothing, when the plan
+  // holds), placed by loom-pack-buffers.
+  int64_t packedBytes = sumAttr(*module, "loom.packed_bytes");
+  signature->properties["planned_arena_bytes"] =
+      std::to_string(arenaBytes + packedBytes);
+  signature->properties["unplanned_bytes"] = std::to_string(packedBytes);
+  // No placement of the planned buffers is smaller than this; the plan's
+  // peak is the timeline's when the arena reaches it.
+  signature->properties["planned_arena_bound_bytes"] = std::to_string(
+      arenaBoundBytes + sumAttr(*module, "loom.packed_bound_bytes"));
+  signature->properties["planned_peak_bytes"] =
+      std::to_string(arenaBytes + packedBytes + argumentBytes);
   if (failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
     return 1;
   if (emit == "llvm-mlir")
     return failed(writeText(outputFile,
                             [&](raw_ostream &os) { module->print(os); }));
 
-  // 5. LLVM IR and the object file.
+  // 6. LLVM IR and the object file.
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
   LLVMContext llvmContext;
@@ -402,7 +441,7 @@ int main(int argc, char **argv) {
   if (emit == "obj")
     return 0;
 
-  // 6. Link.
+  // 7. Link.
   LogicalResult linked = link(object, outputFile);
   sys::fs::remove(object);
   return failed(linked) ? 1 : 0;

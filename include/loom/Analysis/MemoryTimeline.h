@@ -11,7 +11,16 @@
 //   * tensor.empty allocates nothing (its consumer's result does);
 //   * a collective's result buffer is live from its start, not its wait;
 //   * a collective's input stays live until its wait (it is read until then);
-//   * coll.release ends a buffer (at the wait, for a collective's input).
+//   * coll.release ends a buffer (at the wait, for a collective's input);
+//   * an op writes in place only if no alias of the buffer (a view, the
+//     source it views, a collective still reading it) is used later;
+//   * scf.for's results live in their init's buffer under the same rule.
+//
+// With `callerOwnedResults` (how a compiled trainer runs a step) each result
+// is a buffer the caller owns for the whole step: the op that produces it
+// writes straight into it when its init is a tensor.empty (as bufferization's
+// empty-tensor elimination does), otherwise the value is copied there at
+// the end.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,15 +54,33 @@ struct BufferInterval {
   int64_t bytes = 0;
   unsigned begin = 0, end = 0;
   BufferKind kind = BufferKind::Activation;
+  /// A result buffer the caller owns (with `callerOwnedResults`).
+  bool callerOwned = false;
+};
+
+/// The init whose buffer `result` is written into when that init dies at
+/// its op: a destination-style op's init, or scf.for's init argument.
+/// Null for any other op.
+mlir::Value getTiedInit(mlir::OpResult result);
+
+struct MemoryTimelineOptions {
+  /// The function's results are caller-owned buffers live for the whole
+  /// step (see the file comment).
+  bool callerOwnedResults = false;
+  /// Buffers the function allocates (not arguments, not caller-owned
+  /// results) take whole multiples of this many bytes, as in a static plan.
+  int64_t alignment = 1;
 };
 
 class MemoryTimeline {
 public:
   /// Analyses `ops`, the top-level ops of one block in execution order (the
   /// terminator included); `block` gives the arguments.
-  MemoryTimeline(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops);
+  MemoryTimeline(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops,
+                 MemoryTimelineOptions options = {});
   /// Analyses a block in its current order.
-  explicit MemoryTimeline(mlir::Block &block);
+  explicit MemoryTimeline(mlir::Block &block,
+                          MemoryTimelineOptions options = {});
 
   /// Bytes live while the op at `position` runs.
   int64_t getLiveBytes(unsigned position) const { return live[position]; }
@@ -69,7 +96,8 @@ public:
   llvm::ArrayRef<BufferInterval> getBuffers() const { return buffers; }
 
 private:
-  void analyse(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops);
+  void analyse(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops,
+               MemoryTimelineOptions options);
 
   std::vector<BufferInterval> buffers;
   std::vector<int64_t> live;

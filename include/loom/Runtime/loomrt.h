@@ -80,6 +80,15 @@ void loomrt_trace_to(const char *path);
 /* Adds a named interval on the compute track of the trace. */
 void loomrt_trace_span(const char *name, double begin_us, double end_us);
 
+/* Host memory the compiled step allocates (its arena, and anything
+ * bufferisation allocated outside the plan): loomc lowers memref.alloc and
+ * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer
+ * defines and counts. Bytes allocated now, and the most since the last
+ * loomrt_host_reset_peak. */
+int64_t loomrt_host_bytes(void);
+int64_t loomrt_host_peak_bytes(void);
+void loomrt_host_reset_peak(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,80 +1,124 @@
-// Tests loom-memory-plan: buffers whose lifetimes do not overlap share
-// arena space, overlapping ones do not, escaping ones keep their own
-// allocation, and an address handed to a call keeps its buffer live.
-// RUN: loom-opt %s -split-input-file -pass-pipeline="builtin.module(func.func(loom-memory-plan))" | FileCheck %s
+// Tests loom-memory-plan: the memory timeline's buffers pinned to arena
+// offsets on tensors, before bufferisation.
+// RUN: loom-opt %s -split-input-file -loom-memory-plan | FileCheck %s
+// RUN: loom-opt %s -split-input-file -loom-memory-plan=caller-owned-results=true | FileCheck %s --check-prefix=OWNED
 
-// %a dies before %b is allocated: both at offset 0. %c overlaps %b: after
-// it, at 256 (64-byte aligned). Deallocations go; the arena is freed.
+#id = affine_map<(d0) -> (d0)>
+
+// %a dies at %b, so %c (live with %b) takes %a's offset 0; %b sits at 256.
+// The arena is the timeline's most live arena bytes (512); the timeline's
+// peak adds the argument (256).
 // CHECK-LABEL: func.func @reuse
-// CHECK-SAME: loom.arena_bytes = 512 : i64, loom.live_peak_bytes = 512 : i64
-// CHECK: %[[ARENA:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512xi8>
+// CHECK-SAME: loom.arena_bound_bytes = 512 : i64, loom.arena_bytes = 512 : i64, loom.timeline_peak_bytes = 768 : i64
+// CHECK: %[[ARENA:.+]] = memref.alloc() {alignment = 64 : i64, loom.arena} : memref<512xi8>
 // CHECK: %[[C0:.+]] = arith.constant 0 : index
-// CHECK: memref.view %[[ARENA]][%[[C0]]][] : memref<512xi8> to memref<64xf32>
+// CHECK: %[[V0:.+]] = memref.view %[[ARENA]][%[[C0]]][] : memref<512xi8> to memref<64xf32>
+// CHECK: %[[S0:.+]] = bufferization.to_tensor %[[V0]] restrict writable
+// CHECK: %[[A:.+]] = linalg.generic {{.*}} outs(%[[S0]] : tensor<64xf32>)
+// CHECK: %[[C256:.+]] = arith.constant 256 : index
+// CHECK: memref.view %[[ARENA]][%[[C256]]][]
+// CHECK: %[[B:.+]] = linalg.generic {{.*}} ins(%[[A]] : tensor<64xf32>)
 // CHECK: %[[C0B:.+]] = arith.constant 0 : index
-// CHECK: memref.view %[[ARENA]][%[[C0B]]][] : memref<512xi8> to memref<64xf32>
-// CHECK: %[[C256:.+]] = arith.constant 256 : index
-// CHECK: memref.view %[[ARENA]][%[[C256]]][] : memref<512xi8> to memref<64xf32>
-// CHECK-NOT: memref.dealloc %{{.+}} : memref<64xf32>
-// CHECK: memref.dealloc %[[ARENA]]
-// CHECK-NEXT: return
-func.func @reuse(%x: memref<64xf32>, %y: memref<64xf32>) {
-  %a = memref.alloc() : memref<64xf32>
-  memref.copy %x, %a : memref<64xf32> to memref<64xf32>
-  memref.copy %a, %y : memref<64xf32> to memref<64xf32>
-  %b = memref.alloc() : memref<64xf32>
-  %c = memref.alloc() : memref<64xf32>
-  memref.copy %x, %b : memref<64xf32> to memref<64xf32>
-  memref.copy %b, %c : memref<64xf32> to memref<64xf32>
-  memref.copy %c, %y : memref<64xf32> to memref<64xf32>
-  memref.dealloc %a : memref<64xf32>
-  memref.dealloc %b : memref<64xf32>
-  memref.dealloc %c : memref<64xf32>
-  return
+// CHECK: memref.view %[[ARENA]][%[[C0B]]][]
+// CHECK: linalg.generic {{.*}} ins(%[[B]], %{{.+}} : tensor<64xf32>, tensor<64xf32>)
+
+// With caller-owned results %c is written straight into the caller's
+// buffer: it keeps its tensor.empty (for empty-tensor elimination), stays
+// out of the arena, and the timeline counts it for the whole call.
+// OWNED-LABEL: func.func @reuse
+// OWNED-SAME: loom.arena_bound_bytes = 512 : i64, loom.arena_bytes = 512 : i64, loom.timeline_peak_bytes = 1024 : i64
+// OWNED: arith.mulf
+// OWNED: %[[E:.+]] = tensor.empty() : tensor<64xf32>
+// OWNED-NEXT: linalg.generic {{.*}} outs(%[[E]] : tensor<64xf32>)
+// OWNED-NEXT: ^bb0
+// OWNED-NEXT: arith.subf
+func.func @reuse(%x: tensor<64xf32>) -> tensor<64xf32> {
+  %e0 = tensor.empty() : tensor<64xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%x : tensor<64xf32>) outs(%e0 : tensor<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.addf %in, %in : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  %e1 = tensor.empty() : tensor<64xf32>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%a : tensor<64xf32>) outs(%e1 : tensor<64xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %s = arith.mulf %in, %in : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  %e2 = tensor.empty() : tensor<64xf32>
+  %c = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%b, %x : tensor<64xf32>, tensor<64xf32>) outs(%e2 : tensor<64xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %s = arith.subf %in, %in2 : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  return %c : tensor<64xf32>
 }
 
 // -----
 
-// A returned buffer escapes and keeps its allocation; a view extends the
-// lifetime of the buffer it views.
-// CHECK-LABEL: func.func @escape_and_views
-// CHECK-SAME: loom.arena_bytes = 256 : i64
-// CHECK: memref.view
-// CHECK: %[[R:.+]] = memref.alloc() : memref<8x8xf32>
-// CHECK: return %[[R]]
-func.func @escape_and_views(%x: memref<64xf32>) -> memref<8x8xf32> {
-  %t = memref.alloc() : memref<64xf32>
-  memref.copy %x, %t : memref<64xf32> to memref<64xf32>
-  %v = memref.expand_shape %t [[0, 1]] output_shape [8, 8] : memref<64xf32> into memref<8x8xf32>
-  %r = memref.alloc() : memref<8x8xf32>
-  memref.copy %v, %r : memref<8x8xf32> to memref<8x8xf32>
-  memref.dealloc %t : memref<64xf32>
-  return %r : memref<8x8xf32>
+// One zero fill (as CSE leaves it) is the accumulator of two matmuls. Kept
+// shared, it would live across both and each matmul would copy it; each
+// matmul gets its own fill instead, and each fill writes into its slot.
+// CHECK-LABEL: func.func @shared_fill
+// CHECK-NOT: linalg.copy
+// CHECK: %[[F1:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<8x8xf32>)
+// CHECK: linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x8xf32>, tensor<8x8xf32>) outs(%[[F1]] : tensor<8x8xf32>)
+// CHECK: bufferization.to_tensor
+// CHECK: %[[F2:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<8x8xf32>)
+// CHECK: linalg.matmul ins(%{{.+}}, %{{.+}} : tensor<8x8xf32>, tensor<8x8xf32>) outs(%[[F2]] : tensor<8x8xf32>)
+func.func @shared_fill(%x: tensor<8x8xf32>, %y: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x8xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m1 = linalg.matmul ins(%x, %y : tensor<8x8xf32>, tensor<8x8xf32>) outs(%f : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m2 = linalg.matmul ins(%m1, %y : tensor<8x8xf32>, tensor<8x8xf32>) outs(%f : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %m2 : tensor<8x8xf32>
 }
 
 // -----
 
-// The runtime reads %in through its address until @wait. CSE has merged
-// the address the wait takes with the one the start took, so only the
-// address's uses show that %in lives until the wait: %late must not reuse
-// its space.
-// CHECK-LABEL: func.func @address_keeps_alive
-// CHECK-SAME: loom.arena_bytes = 512 : i64
-// CHECK: memref.view %{{.+}}[%{{.+}}][] : memref<512xi8> to memref<64xf32>
-// CHECK: %[[C256:.+]] = arith.constant 256 : index
-// CHECK: memref.view %{{.+}}[%[[C256]]][] : memref<512xi8> to memref<64xf32>
-func.func private @start(i64)
-func.func private @wait(i64)
-func.func @address_keeps_alive(%x: memref<64xf32>, %y: memref<64xf32>) {
-  %in = memref.alloc() : memref<64xf32>
-  memref.copy %x, %in : memref<64xf32> to memref<64xf32>
-  %p = memref.extract_aligned_pointer_as_index %in : memref<64xf32> -> index
-  %i = arith.index_cast %p : index to i64
-  call @start(%i) : (i64) -> ()
-  %late = memref.alloc() : memref<64xf32>
-  memref.copy %x, %late : memref<64xf32> to memref<64xf32>
-  memref.copy %late, %y : memref<64xf32> to memref<64xf32>
-  call @wait(%i) : (i64) -> ()
-  memref.dealloc %in : memref<64xf32>
-  memref.dealloc %late : memref<64xf32>
-  return
+// The accumulator %acc is still read after the matmul, so the matmul cannot
+// write into it: its slot gets a copy of %acc first.
+// CHECK-LABEL: func.func @read_init
+// CHECK: %[[ACC:.+]] = linalg.add
+// CHECK: %[[SLOT:.+]] = bufferization.to_tensor %{{.+}} restrict writable : memref<8x8xf32> to tensor<8x8xf32>
+// CHECK: %[[COPY:.+]] = linalg.copy ins(%[[ACC]] : tensor<8x8xf32>) outs(%[[SLOT]] : tensor<8x8xf32>)
+// CHECK: %[[M:.+]] = linalg.matmul {{.*}} outs(%[[COPY]] : tensor<8x8xf32>)
+// CHECK: return %[[M]], %[[ACC]]
+func.func @read_init(%x: tensor<8x8xf32>, %acc0: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
+  %e = tensor.empty() : tensor<8x8xf32>
+  %acc = linalg.add ins(%acc0, %acc0 : tensor<8x8xf32>, tensor<8x8xf32>) outs(%e : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %m = linalg.matmul ins(%x, %x : tensor<8x8xf32>, tensor<8x8xf32>) outs(%acc : tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %m, %acc : tensor<8x8xf32>, tensor<8x8xf32>
+}
+
+// -----
+
+// A collective's result buffer is live from its start to its wait; the plan
+// records its offset on the start for convert-coll-to-loomrt.
+// The gathered buffer is read by the add, so the add's result goes beside it.
+// CHECK-LABEL: func.func @collective
+// CHECK-SAME: loom.arena_bytes = 8192 : i64, loom.timeline_peak_bytes = 9216 : i64
+// CHECK: coll.all_gather_start {{.*}} {loom.arena_offset = 0 : i64}
+// CHECK: %[[C4096:.+]] = arith.constant 4096 : index
+// CHECK: memref.view %{{.+}}[%[[C4096]]][] : memref<8192xi8> to memref<1024xf32>
+func.func @collective(%c: !coll.comm<4>, %shard: tensor<256xf32>) -> tensor<1024xf32> {
+  %f = coll.all_gather_start %shard on %c gather_axis = 0 : (tensor<256xf32>, !coll.comm<4>) -> !coll.future<tensor<1024xf32>>
+  %g = coll.wait %f : !coll.future<tensor<1024xf32>>
+  %e = tensor.empty() : tensor<1024xf32>
+  %r = linalg.add ins(%g, %g : tensor<1024xf32>, tensor<1024xf32>) outs(%e : tensor<1024xf32>) -> tensor<1024xf32>
+  return %r : tensor<1024xf32>
+}
+
+// -----
+
+// tensor.concat (a gradient bucket) becomes insert_slices into one slot.
+// CHECK-LABEL: func.func @bucket
+// CHECK-NOT: tensor.concat
+// CHECK: %[[SLOT:.+]] = bufferization.to_tensor %{{.+}} restrict writable : memref<96xf32> to tensor<96xf32>
+// CHECK: %[[I:.+]] = tensor.insert_slice %{{.+}} into %[[SLOT]][0] [32] [1]
+// CHECK: tensor.insert_slice %{{.+}} into %[[I]][32] [64] [1]
+func.func @bucket(%a: tensor<32xf32>, %b: tensor<64xf32>) -> tensor<96xf32> {
+  %c = tensor.concat dim(0) %a, %b : (tensor<32xf32>, tensor<64xf32>) -> tensor<96xf32>
+  return %c : tensor<96xf32>
 }

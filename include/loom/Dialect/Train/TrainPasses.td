@@ -135,24 +135,69 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
 }
 
 def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
-  let summary = "Places a function's temporary buffers in one arena";
+  let summary = "Places a step's tensors in one arena, from the memory timeline";
   let description = [{
-    A static memory plan on bufferised IR. Every `memref.alloc` at the top
-    of the function body (static shape, identity layout) whose buffer does
-    not escape becomes a `memref.view` into one arena, allocated once at
-    entry and freed before each return. "Escapes" means returned, passed to
-    a call, stored, or deallocated inside a region.
+    The static memory plan, made on tensors before bufferisation so that the
+    executable uses exactly the memory the memory timeline (MemoryTimeline,
+    the analysis the scheduler bounds) predicts. The pass computes the
+    timeline of the function's single block, packs every buffer the timeline
+    allocates into one arena (offsets from the buffers' lifetimes; see
+    ArenaPacker.h), and pins each buffer to its offset:
+
+    * an op whose result starts a buffer writes into its slot: its
+      tensor.empty init (or an init it never reads) is replaced by the slot,
+      otherwise the init is first copied into the slot (`linalg.copy`);
+    * a collective's result buffer is recorded on its start op as
+      `loom.arena_offset`, which `convert-coll-to-loomrt` turns into a view.
+
+    A slot is `bufferization.to_tensor restrict writable` of a `memref.view`
+    into the arena, so one-shot bufferisation writes in place and allocates
+    nothing else. Arguments (and, with `caller-owned-results`, results written
+    straight into the caller's buffers) stay outside the arena.
+
+    ```mlir
+    %e = tensor.empty() : tensor<64xf32>          %arena = memref.alloc() {alignment = 64 : i64, loom.arena} : memref<256xi8>
+    %r = linalg.generic ... outs(%e ...)          %v = memref.view %arena[%c0][] : memref<256xi8> to memref<64xf32>
+                                                  %s = bufferization.to_tensor %v restrict writable ...
+                                                  %r = linalg.generic ... outs(%s ...)
+    ```
+
+    The function gets `loom.timeline_peak_bytes` (the timeline's peak, with
+    arguments and caller-owned results), `loom.arena_bytes` (the arena) and
+    `loom.arena_bound_bytes` (the most arena bytes live at once, which no
+    packing can beat). The plan's peak (arena + arguments + results) equals
+    the timeline's peak exactly when the arena reaches that bound. Buffers
+    made by ops the pass cannot pin are counted in `loom.unplanned_buffers`
+    and left to bufferisation (and `loom-pack-buffers`).
+  }];
+  let options = [
+    Option<"callerOwnedResults", "caller-owned-results", "bool",
+           /*default=*/"false",
+           "results are buffers the caller owns for the whole call">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def LoomPackBuffersPass : Pass<"loom-pack-buffers", "::mlir::func::FuncOp"> {
+  let summary = "Places what bufferisation allocated in one arena";
+  let description = [{
+    The fallback of the static memory plan, on bufferised IR: every
+    `memref.alloc` at the top of the function body (static shape, identity
+    layout, not the planned arena) whose buffer does not escape becomes a
+    `memref.view` into one more arena, allocated once at entry and freed
+    before each return. "Escapes" means returned, passed to a call, stored,
+    or deallocated inside a region. After `loom-memory-plan` nothing is left
+    for it unless bufferisation copied something the timeline did not
+    predict.
 
     A buffer's lifetime runs from its allocation to the last top-level op
-    that uses it or any view of it. Its `memref.dealloc`s are dropped, so
-    deallocations that bufferisation placed late do not stretch it. Offsets
-    come from first fit: in each of four orders (largest, earliest, longest,
-    largest area first) each buffer takes the lowest 64-byte aligned offset
-    that overlaps no buffer live at the same time; the smallest arena wins.
-
-    The function gets two attributes: `loom.arena_bytes`, the plan's size,
-    and `loom.live_peak_bytes`, the most bytes live at once, a lower bound
-    for any plan.
+    that uses it, any view of it, or its address (a runtime call reads it
+    through the address). Its `memref.dealloc`s are dropped. Offsets come
+    from ArenaPacker. The function gets `loom.packed_bytes` and
+    `loom.packed_bound_bytes` (the most bytes live at once).
 
     ```mlir
     %a = memref.alloc() : memref<64xf32>        %arena = memref.alloc() : memref<512xi8>

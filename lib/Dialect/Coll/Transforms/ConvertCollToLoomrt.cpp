@@ -18,6 +18,15 @@ using namespace loom::coll;
 
 namespace {
 
+/// The arena loom-memory-plan allocated in `op`'s function, if any.
+Value findArena(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  for (auto alloc : func.getBody().getOps<memref::AllocOp>())
+    if (alloc->hasAttr("loom.arena"))
+      return alloc.getResult();
+  return Value();
+}
+
 /// The buffer's address as an i64.
 Value addressOf(OpBuilder &builder, Location loc, Value memref) {
   Value index =
@@ -95,8 +104,23 @@ struct ConvertCollToLoomrtPass
       builder.setInsertionPoint(op);
       Location loc = op->getLoc();
       Value in = bufferOf(loc, start.getInput());
-      Value out = memref::AllocOp::create(
-          builder, loc, MemRefType::get(outType.getShape(), element));
+      // loom-memory-plan may have placed the result in the arena.
+      auto outMemRef = MemRefType::get(outType.getShape(), element);
+      Value out;
+      auto offset = op->getAttrOfType<IntegerAttr>("loom.arena_offset");
+      Value arena = offset ? findArena(op) : Value();
+      if (offset && !arena) {
+        op->emitOpError("has loom.arena_offset but its function has no "
+                        "loom.arena allocation");
+        return signalPassFailure();
+      }
+      if (arena)
+        out = memref::ViewOp::create(
+            builder, loc, outMemRef, arena,
+            arith::ConstantIndexOp::create(builder, loc, offset.getInt()),
+            ValueRange{});
+      else
+        out = memref::AllocOp::create(builder, loc, outMemRef);
       int64_t reduction = 0, arg = 0;
       if (std::optional<ReductionKind> kind = start.getReductionKind())
         reduction = int64_t(*kind);

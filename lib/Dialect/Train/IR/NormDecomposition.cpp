@@ -133,7 +133,12 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
   };
   Value outFirst = rotate(first, second, /*subtract=*/true);
   Value outSecond = rotate(second, first, /*subtract=*/false);
-  Value result = tensor::ConcatOp::create(builder, loc, /*dim=*/3,
-                                          ValueRange{outFirst, outSecond});
+  // The halves side by side (what tensor.concat means, as the destination
+  // style ops the memory plan places).
+  Value result = lb.empty(shape, elementType);
+  result = tensor::InsertSliceOp::create(builder, loc, outFirst, result,
+                                         offsets(0), sizes, strides);
+  result = tensor::InsertSliceOp::create(builder, loc, outSecond, result,
+                                         offsets(half), sizes, strides);
   return SmallVector<Value>{result};
 }

@@ -1,0 +1,289 @@
+//===- ArenaPacker.cpp - offsets for buffers with known lifetimes ---------===//
+
+#include "loom/Analysis/ArenaPacker.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <tuple>
+
+using namespace loom;
+
+namespace {
+
+struct Packer {
+  llvm::ArrayRef<PackItem> items;
+  std::vector<int64_t> sizes;
+  /// For each item, the items whose lifetimes overlap it.
+  std::vector<llvm::SmallVector<unsigned>> overlaps;
+
+  Packer(llvm::ArrayRef<PackItem> items, int64_t alignment) : items(items) {
+    for (const PackItem &item : items)
+      sizes.push_back((item.bytes + alignment - 1) / alignment * alignment);
+    overlaps.resize(items.size());
+    // Sweep by begin: each item overlaps the earlier-begun items still live.
+    std::vector<unsigned> byBegin(items.size());
+    std::iota(byBegin.begin(), byBegin.end(), 0);
+    llvm::sort(byBegin, [&](unsigned a, unsigned b) {
+      return std::make_pair(items[a].begin, a) < std::make_pair(items[b].begin, b);
+    });
+    std::vector<unsigned> active;
+    for (unsigned i : byBegin) {
+      llvm::erase_if(active, [&](unsigned a) { return items[a].end < items[i].begin; });
+      for (unsigned a : active) {
+        overlaps[a].push_back(i);
+        overlaps[i].push_back(a);
+      }
+      active.push_back(i);
+    }
+  }
+
+  int64_t lowerBound() const {
+    unsigned last = 0;
+    for (const PackItem &item : items)
+      last = std::max(last, item.end);
+    std::vector<int64_t> delta(last + 2, 0);
+    for (auto [item, size] : llvm::zip(items, sizes)) {
+      delta[item.begin] += size;
+      delta[item.end + 1] -= size;
+    }
+    int64_t live = 0, peak = 0;
+    for (int64_t d : delta)
+      peak = std::max(peak, live += d);
+    return peak;
+  }
+
+  /// Places items in `order`, each at the first (or the tightest) gap among
+  /// the placed items it overlaps. Returns the arena size.
+  int64_t place(llvm::ArrayRef<unsigned> order, bool bestFit,
+                std::vector<int64_t> &offsets) const {
+    offsets.assign(items.size(), -1);
+    int64_t arena = 0;
+    llvm::SmallVector<std::pair<int64_t, int64_t>> taken;
+    for (unsigned i : order) {
+      taken.clear();
+      for (unsigned o : overlaps[i])
+        if (offsets[o] >= 0)
+          taken.push_back({offsets[o], offsets[o] + sizes[o]});
+      llvm::sort(taken);
+      int64_t size = sizes[i], cursor = 0, chosen = -1, chosenGap = 0;
+      for (auto [lo, hi] : taken) {
+        if (lo - cursor >= size &&
+            (chosen < 0 || (bestFit && lo - cursor < chosenGap))) {
+          chosen = cursor;
+          chosenGap = lo - cursor;
+          if (!bestFit)
+            break;
+        }
+        cursor = std::max(cursor, hi);
+      }
+      if (chosen < 0)
+        chosen = cursor;
+      offsets[i] = chosen;
+      arena = std::max(arena, chosen + size);
+    }
+    return arena;
+  }
+
+  /// Greedy by breadth: the positions with the most live bytes first, and
+  /// at each the unplaced buffers live there in `key` order. `dynamic`
+  /// recounts the live bytes of the unplaced buffers after each position.
+  template <typename Key>
+  std::vector<unsigned> breadthOrder(Key key, bool dynamic) const {
+    unsigned last = 0;
+    for (const PackItem &item : items)
+      last = std::max(last, item.end);
+    std::vector<int64_t> live(last + 1, 0);
+    for (auto [index, item] : llvm::enumerate(items))
+      for (unsigned p = item.begin; p <= item.end; ++p)
+        live[p] += sizes[index];
+    std::vector<unsigned> order;
+    std::vector<bool> seen(items.size(), false);
+    std::vector<unsigned> positions(last + 1);
+    std::iota(positions.begin(), positions.end(), 0);
+    llvm::stable_sort(positions,
+                      [&](unsigned a, unsigned b) { return live[a] > live[b]; });
+    for (size_t next = 0; order.size() < items.size();) {
+      unsigned p;
+      if (dynamic) {
+        p = unsigned(std::max_element(live.begin(), live.end()) - live.begin());
+      } else {
+        p = positions[next++];
+      }
+      llvm::SmallVector<unsigned> here;
+      for (unsigned i = 0; i < items.size(); ++i)
+        if (!seen[i] && items[i].begin <= p && p <= items[i].end)
+          here.push_back(i);
+      llvm::stable_sort(here, [&](unsigned a, unsigned b) { return key(a) < key(b); });
+      for (unsigned i : here) {
+        seen[i] = true;
+        order.push_back(i);
+        if (dynamic)
+          for (unsigned q = items[i].begin; q <= items[i].end; ++q)
+            live[q] -= sizes[i];
+      }
+      if (dynamic && here.empty())
+        live[p] = -1;
+    }
+    return order;
+  }
+
+  /// The buffers live at the peak first (earliest begun first, so they sit
+  /// contiguously), then the rest, largest first.
+  std::vector<unsigned> peakFirstOrder() const {
+    unsigned last = 0;
+    for (const PackItem &item : items)
+      last = std::max(last, item.end);
+    std::vector<int64_t> delta(last + 2, 0);
+    for (auto [item, size] : llvm::zip(items, sizes)) {
+      delta[item.begin] += size;
+      delta[item.end + 1] -= size;
+    }
+    unsigned peak = 0;
+    int64_t live = 0, most = -1;
+    for (unsigned p = 0; p <= last; ++p)
+      if ((live += delta[p]) > most) {
+        most = live;
+        peak = p;
+      }
+    auto atPeak = [&](unsigned i) {
+      return items[i].begin <= peak && peak <= items[i].end;
+    };
+    return orderBy([&](unsigned i) {
+      return std::make_tuple(!atPeak(i), atPeak(i) ? int64_t(items[i].begin) : 0,
+                             -sizes[i], i);
+    });
+  }
+
+  template <typename Key> std::vector<unsigned> orderBy(Key key) const {
+    std::vector<unsigned> order(items.size());
+    std::iota(order.begin(), order.end(), 0);
+    llvm::stable_sort(order, [&](unsigned a, unsigned b) { return key(a) < key(b); });
+    return order;
+  }
+};
+
+} // namespace
+
+Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
+  Packing result;
+  if (items.empty())
+    return result;
+  Packer packer(items, alignment);
+  result.lowerBound = packer.lowerBound();
+
+  std::vector<int64_t> offsets;
+  // Every constructive candidate: (arena, index into orders, best fit).
+  std::vector<std::tuple<int64_t, unsigned, bool>> candidates;
+  auto tryOrder = [&](const std::vector<unsigned> &order, bool bestFit) {
+    int64_t arena = packer.place(order, bestFit, offsets);
+    ++result.tries;
+    candidates.push_back({arena, unsigned(candidates.size() / 2), bestFit});
+    if (result.offsets.empty() || arena < result.arenaBytes) {
+      result.arenaBytes = arena;
+      result.offsets = offsets;
+    }
+    return arena == result.lowerBound;
+  };
+
+  auto size = [&](unsigned i) { return -packer.sizes[i]; };
+  auto begin = [&](unsigned i) { return int64_t(items[i].begin); };
+  auto length = [&](unsigned i) {
+    return int64_t(items[i].begin) - int64_t(items[i].end);
+  };
+  auto area = [&](unsigned i) {
+    return -packer.sizes[i] * (int64_t(items[i].end - items[i].begin) + 1);
+  };
+  std::vector<std::vector<unsigned>> orders = {
+      packer.peakFirstOrder(),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(size(i), i); }, false),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(size(i), i); }, true),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(begin(i), size(i)); }, false),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(-int64_t(items[i].end), size(i)); }, false),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(-int64_t(items[i].end), size(i)); }, true),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(length(i), size(i)); }, false),
+      packer.breadthOrder([&](unsigned i) { return std::make_pair(length(i), size(i)); }, true),
+      packer.orderBy([&](unsigned i) { return std::make_pair(size(i), begin(i)); }),
+      packer.orderBy([&](unsigned i) { return std::make_pair(begin(i), size(i)); }),
+      packer.orderBy([&](unsigned i) { return std::make_pair(length(i), size(i)); }),
+      packer.orderBy([&](unsigned i) { return std::make_pair(area(i), begin(i)); })};
+  for (const std::vector<unsigned> &order : orders)
+    for (bool bestFit : {false, true})
+      if (tryOrder(order, bestFit))
+        return result;
+
+  // Local search from the best order: move a buffer that sticks out above
+  // the bound (or, now and then, any buffer) earlier. A move is kept when
+  // the arena, then the bytes sticking out above the bound, do not grow, so
+  // the search walks plateaus. Deterministic: a fixed seed and a budget of
+  // tries scaled to the problem (about 2e8 overlap visits), ending early
+  // after 2000 tries without progress; from the four best constructive
+  // orders in turn.
+  auto overflow = [&](const std::vector<int64_t> &placed) {
+    int64_t bytes = 0;
+    for (auto [offset, size] : llvm::zip(placed, packer.sizes))
+      bytes += std::max<int64_t>(0, offset + size - result.lowerBound);
+    return bytes;
+  };
+  size_t pairs = 0;
+  for (const auto &o : packer.overlaps)
+    pairs += o.size();
+  unsigned budget = unsigned(std::min<size_t>(
+      40000, 200'000'000 / std::max<size_t>(1, pairs + items.size())));
+  std::mt19937_64 rng(0x4c6f6f6d); // "Loom"
+  std::vector<unsigned> sticking, order;
+  // Local search from one start; the global best lives in `result`.
+  auto search = [&](std::vector<unsigned> current, bool bestFit,
+                    unsigned tries) {
+    int64_t currentArena = packer.place(current, bestFit, offsets);
+    std::vector<int64_t> currentOffsets = offsets;
+    int64_t currentOverflow = overflow(offsets);
+    for (unsigned attempt = 0, stale = 0; attempt < tries && stale < 2000;
+         ++attempt, ++stale) {
+      sticking.clear();
+      for (unsigned i = 0; i < items.size(); ++i)
+        if (currentOffsets[i] + packer.sizes[i] > result.lowerBound)
+          sticking.push_back(i);
+      order = current;
+      for (unsigned m = 0, moves = 1 + rng() % 3; m < moves; ++m) {
+        unsigned item = !sticking.empty() && rng() % 10 < 7
+                            ? sticking[rng() % sticking.size()]
+                            : order[rng() % order.size()];
+        size_t from = llvm::find(order, item) - order.begin();
+        size_t to = rng() % (from + 1);
+        std::rotate(order.begin() + to, order.begin() + from,
+                    order.begin() + from + 1);
+      }
+      int64_t arena = packer.place(order, bestFit, offsets);
+      ++result.tries;
+      int64_t over = overflow(offsets);
+      if (std::make_pair(arena, over) >
+          std::make_pair(currentArena, currentOverflow))
+        continue;
+      if (arena < currentArena || over < currentOverflow)
+        stale = 0;
+      current = order;
+      currentArena = arena;
+      currentOffsets = offsets;
+      currentOverflow = over;
+      if (arena < result.arenaBytes) {
+        result.arenaBytes = arena;
+        result.offsets = offsets;
+      }
+      if (arena == result.lowerBound)
+        return true;
+    }
+    return false;
+  };
+  // From the four best starts, each with a quarter of the budget.
+  llvm::stable_sort(candidates, [](const auto &a, const auto &b) {
+    return std::get<0>(a) < std::get<0>(b);
+  });
+  for (unsigned k = 0; k < std::min<size_t>(4, candidates.size()); ++k) {
+    auto [arena, index, bestFit] = candidates[k];
+    if (search(orders[index], bestFit, budget / 4))
+      break;
+  }
+  return result;
+}
