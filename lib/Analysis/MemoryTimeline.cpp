@@ -41,14 +41,15 @@ static int64_t bytesOf(Value value) {
   return coll::getStaticSizeInBytes(type).value_or(0);
 }
 
-Value loom::getTiedInit(OpResult result) {
+OpOperand *loom::getTiedInit(OpResult result) {
   Operation *op = result.getOwner();
   unsigned index = result.getResultNumber();
   if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
-    return index < dps.getNumDpsInits() ? dps.getDpsInits()[index] : Value();
+    return index < dps.getNumDpsInits() ? dps.getDpsInitOperand(index)
+                                        : nullptr;
   if (auto loop = dyn_cast<scf::ForOp>(op))
-    return loop.getInitArgs()[index];
-  return Value();
+    return &loop.getInitArgsMutable()[index];
+  return nullptr;
 }
 
 MemoryTimeline::MemoryTimeline(Block &block, MemoryTimelineOptions options) {
@@ -154,8 +155,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
       // An op writes into its init when no alias of the init's buffer is
       // used later. Arguments and tensor.empty (0 bytes) are never written
       // in place.
-      if (Value init = getTiedInit(cast<OpResult>(result))) {
-        auto it = bufferOf.find(init);
+      if (OpOperand *tied = getTiedInit(cast<OpResult>(result))) {
+        auto it = bufferOf.find(tied->get());
         if (it != bufferOf.end() && aliasEnd[it->second] <= index &&
             !isa<BlockArgument>(buffers[it->second].value) &&
             buffers[it->second].bytes >= bytesOf(result)) {
@@ -207,8 +208,9 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
       // Written straight into the caller's buffer: a new buffer whose op's
       // init is a tensor.empty, returned once.
       auto produced = dyn_cast<OpResult>(buffer.value);
-      Value init = produced ? getTiedInit(produced) : Value();
-      if (!buffer.callerOwned && init && init.getDefiningOp<tensor::EmptyOp>() &&
+      OpOperand *init = produced ? getTiedInit(produced) : nullptr;
+      if (!buffer.callerOwned && init &&
+          init->get().getDefiningOp<tensor::EmptyOp>() &&
           buffer.bytes == bytesOf(result)) {
         buffer.callerOwned = true;
         buffer.begin = 0;
@@ -306,9 +308,10 @@ std::optional<unsigned> MemoryTracker::getInPlaceBuffer(Operation *op) const {
   if (op->getNumResults() != 1 ||
       !isa<RankedTensorType>(op->getResult(0).getType()))
     return std::nullopt;
-  Value init = getTiedInit(op->getResult(0));
-  if (!init)
+  OpOperand *tied = getTiedInit(op->getResult(0));
+  if (!tied)
     return std::nullopt;
+  Value init = tied->get();
   auto it = bufferOf.find(init);
   if (it == bufferOf.end() || isa<BlockArgument>(init))
     return std::nullopt;

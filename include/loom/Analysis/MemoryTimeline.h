@@ -58,10 +58,10 @@ struct BufferInterval {
   bool callerOwned = false;
 };
 
-/// The init whose buffer `result` is written into when that init dies at
-/// its op: a destination-style op's init, or scf.for's init argument.
-/// Null for any other op.
-mlir::Value getTiedInit(mlir::OpResult result);
+/// The operand whose buffer `result` is written into when that operand's
+/// value dies at its op: a destination-style op's init, or scf.for's init
+/// argument. Null for any other op.
+mlir::OpOperand *getTiedInit(mlir::OpResult result);
 
 struct MemoryTimelineOptions {
   /// The function's results are caller-owned buffers live for the whole

@@ -16,7 +16,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
-#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -31,18 +30,6 @@ using namespace mlir;
 namespace {
 
 constexpr int64_t kAlignment = 64;
-
-/// The operand `result` is tied to (see loom::getTiedInit).
-OpOperand *getTiedOperand(OpResult result) {
-  Operation *op = result.getOwner();
-  unsigned index = result.getResultNumber();
-  if (auto dps = dyn_cast<DestinationStyleOpInterface>(op))
-    return index < dps.getNumDpsInits() ? dps.getDpsInitOperand(index)
-                                        : nullptr;
-  if (auto loop = dyn_cast<scf::ForOp>(op))
-    return &loop.getInitArgsMutable()[index];
-  return nullptr;
-}
 
 /// Whether `op` reads the value of its init `operand` (a linalg op whose
 /// payload ignores it does not).
@@ -110,7 +97,8 @@ struct LoomMemoryPlanPass
           isa<BlockArgument>(buffer.value))
         continue;
       auto result = cast<OpResult>(buffer.value);
-      if (!isa<loom::coll::WaitOp>(result.getOwner()) && !getTiedOperand(result)) {
+      if (!isa<loom::coll::WaitOp>(result.getOwner()) &&
+          !loom::getTiedInit(result)) {
         ++unplanned;
         continue;
       }
@@ -163,7 +151,7 @@ struct LoomMemoryPlanPass
                          builder.getI64IntegerAttr(offset));
         continue;
       }
-      OpOperand *init = getTiedOperand(result);
+      OpOperand *init = loom::getTiedInit(result);
       auto type = cast<RankedTensorType>(result.getType());
       Value pinned = slot(op, type, offset);
       if (!init->get().getDefiningOp<tensor::EmptyOp>() && readsInit(*init))
