@@ -17,6 +17,8 @@ struct Packer {
   std::vector<int64_t> sizes;
   /// For each item, the items whose lifetimes overlap it.
   std::vector<llvm::SmallVector<unsigned>> overlaps;
+  /// Aligned bytes live at each position.
+  std::vector<int64_t> live;
 
   Packer(llvm::ArrayRef<PackItem> items, int64_t alignment) : items(items) {
     for (const PackItem &item : items)
@@ -37,9 +39,6 @@ struct Packer {
       }
       active.push_back(i);
     }
-  }
-
-  int64_t lowerBound() const {
     unsigned last = 0;
     for (const PackItem &item : items)
       last = std::max(last, item.end);
@@ -48,10 +47,14 @@ struct Packer {
       delta[item.begin] += size;
       delta[item.end + 1] -= size;
     }
-    int64_t live = 0, peak = 0;
-    for (int64_t d : delta)
-      peak = std::max(peak, live += d);
-    return peak;
+    live.resize(last + 1);
+    int64_t bytes = 0;
+    for (unsigned p = 0; p <= last; ++p)
+      live[p] = bytes += delta[p];
+  }
+
+  int64_t lowerBound() const {
+    return live.empty() ? 0 : *std::max_element(live.begin(), live.end());
   }
 
   /// Places items in `order`, each at the first (or the tightest) gap among
@@ -91,13 +94,8 @@ struct Packer {
   /// recounts the live bytes of the unplaced buffers after each position.
   template <typename Key>
   std::vector<unsigned> breadthOrder(Key key, bool dynamic) const {
-    unsigned last = 0;
-    for (const PackItem &item : items)
-      last = std::max(last, item.end);
-    std::vector<int64_t> live(last + 1, 0);
-    for (auto [index, item] : llvm::enumerate(items))
-      for (unsigned p = item.begin; p <= item.end; ++p)
-        live[p] += sizes[index];
+    std::vector<int64_t> live = this->live;
+    unsigned last = live.size() - 1;
     std::vector<unsigned> order;
     std::vector<bool> seen(items.size(), false);
     std::vector<unsigned> positions(last + 1);
@@ -132,21 +130,8 @@ struct Packer {
   /// The buffers live at the peak first (earliest begun first, so they sit
   /// contiguously), then the rest, largest first.
   std::vector<unsigned> peakFirstOrder() const {
-    unsigned last = 0;
-    for (const PackItem &item : items)
-      last = std::max(last, item.end);
-    std::vector<int64_t> delta(last + 2, 0);
-    for (auto [item, size] : llvm::zip(items, sizes)) {
-      delta[item.begin] += size;
-      delta[item.end + 1] -= size;
-    }
-    unsigned peak = 0;
-    int64_t live = 0, most = -1;
-    for (unsigned p = 0; p <= last; ++p)
-      if ((live += delta[p]) > most) {
-        most = live;
-        peak = p;
-      }
+    unsigned peak =
+        unsigned(std::max_element(live.begin(), live.end()) - live.begin());
     auto atPeak = [&](unsigned i) {
       return items[i].begin <= peak && peak <= items[i].end;
     };
