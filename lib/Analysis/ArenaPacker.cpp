@@ -153,8 +153,10 @@ struct Packer {
 
 Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   Packing result;
+  result.optimal = true;
   if (items.empty())
     return result;
+  result.optimal = false;
   Packer packer(items, alignment);
   result.lowerBound = packer.lowerBound();
 
@@ -169,7 +171,8 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
       result.arenaBytes = arena;
       result.offsets = offsets;
     }
-    return arena == result.lowerBound;
+    result.optimal = arena == result.lowerBound;
+    return result.optimal;
   };
 
   auto size = [&](unsigned i) { return -packer.sizes[i]; };
@@ -197,6 +200,20 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
     for (bool bestFit : {false, true})
       if (tryOrder(order, bestFit))
         return result;
+
+  // An exact search for a placement at the bound, with a budget of about
+  // 2e8 steps (a node costs a pass over the buffers and the sections).
+  uint64_t nodeBudget = std::max<uint64_t>(
+      1000, 200'000'000 / (4 * items.size() + packer.live.size() + 1));
+  CapacityFit atBound =
+      packAtCapacity(items, alignment, result.lowerBound, nodeBudget);
+  result.searchNodes += atBound.nodes;
+  if (atBound.status == CapacityFit::Fits) {
+    result.offsets = std::move(atBound.offsets);
+    result.arenaBytes = result.lowerBound;
+    result.optimal = true;
+    return result;
+  }
 
   // Local search from the best order: move a buffer that sticks out above
   // the bound (or, now and then, any buffer) earlier. A move is kept when
@@ -270,5 +287,30 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
     if (search(orders[index], bestFit, budget / 4))
       break;
   }
+  if (result.arenaBytes == result.lowerBound) {
+    result.optimal = true;
+    return result;
+  }
+
+  // The bound is out of reach: bisect between the largest capacity known
+  // infeasible and the best arena, each probe with the exact search.
+  if (atBound.status != CapacityFit::Infeasible)
+    return result;
+  int64_t infeasible = result.lowerBound;
+  while (infeasible + alignment < result.arenaBytes) {
+    int64_t units = (result.arenaBytes - infeasible) / alignment;
+    int64_t capacity = infeasible + units / 2 * alignment;
+    CapacityFit fit = packAtCapacity(items, alignment, capacity, nodeBudget);
+    result.searchNodes += fit.nodes;
+    if (fit.status == CapacityFit::GaveUp)
+      return result;
+    if (fit.status == CapacityFit::Infeasible) {
+      infeasible = capacity;
+      continue;
+    }
+    result.offsets = std::move(fit.offsets);
+    result.arenaBytes = capacity;
+  }
+  result.optimal = true;
   return result;
 }

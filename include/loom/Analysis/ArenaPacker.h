@@ -10,10 +10,16 @@
 //      buffers live at the peak first (earliest begun first, so they sit
 //      side by side), greedy by breadth (the positions with the most live
 //      bytes first), and largest, earliest, longest, largest-area first;
-//   2. while above the bound, a local search from the best order: a buffer
+//   2. while above the bound, an exact branch-and-bound search for a
+//      placement at the bound (packAtCapacity, within a node budget);
+//   3. if that fails, a local search from the best order: a buffer
 //      that sticks out above the bound moves earlier, kept when neither the
 //      arena nor the bytes above the bound grow (a fixed seed, a budget of
 //      tries scaled to the problem).
+//
+//   4. if the exact search proved the bound unreachable, a bisection with
+//      it between the bound and the best arena found, which ends with a
+//      proven optimum unless the budget runs out.
 //
 // The smallest arena found wins; ties keep the earlier candidate, so the
 // plan is deterministic.
@@ -25,6 +31,7 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace loom {
@@ -40,12 +47,33 @@ struct Packing {
   int64_t arenaBytes = 0;
   /// The most (aligned) bytes live at once: no packing is smaller.
   int64_t lowerBound = 0;
-  /// Placements tried.
+  /// Placements tried by the constructive orders and the local search.
   unsigned tries = 0;
+  /// Nodes the exact search visited.
+  uint64_t searchNodes = 0;
+  /// True when no smaller arena exists: it is the bound, or the exact
+  /// search proved one alignment unit less infeasible.
+  bool optimal = false;
 };
 
 /// Packs `items` into one arena; sizes are rounded up to `alignment`.
 Packing packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment = 64);
+
+/// What the exact search found at one capacity.
+struct CapacityFit {
+  enum Status { Fits, Infeasible, GaveUp } status = GaveUp;
+  /// One offset per item when the status is Fits.
+  std::vector<int64_t> offsets;
+  /// Nodes visited.
+  uint64_t nodes = 0;
+};
+
+/// Offsets that fit `items` in `capacity` bytes (sizes rounded up to
+/// `alignment`), by an exact branch-and-bound search after MiniMalloc
+/// (ArenaSearch.cpp): Fits with offsets, Infeasible when it has proven that
+/// no placement fits, or GaveUp after `nodeBudget` nodes. Deterministic.
+CapacityFit packAtCapacity(llvm::ArrayRef<PackItem> items, int64_t alignment,
+                           int64_t capacity, uint64_t nodeBudget);
 
 } // namespace loom
 
