@@ -96,6 +96,12 @@ static cl::opt<bool> memoryPlan(
     cl::desc("place temporaries in one arena (loom-memory-plan)"),
     cl::init(true));
 
+static cl::opt<bool> vectorize(
+    "vectorize",
+    cl::desc("tile and vectorise the linalg ops BLAS does not take "
+             "(loom-vectorize)"),
+    cl::init(true));
+
 /// Bufferisation (results go straight into the caller's buffers where the
 /// plan says so), then loops, BLAS and the LLVM dialect. memref.alloc and
 /// dealloc become the generic allocation functions libloomtrainer counts.
@@ -105,9 +111,11 @@ static std::string loweringPipeline() {
                      "function-boundary-type-conversion=identity-layout-map}, "
                      "buffer-deallocation-pipeline, canonicalize, ") +
          (memoryPlan ? "func.func(loom-pack-buffers), " : "") +
-         "convert-linalg-to-blas, "
+         "convert-linalg-to-blas, " +
+         (vectorize ? "func.func(loom-vectorize), canonicalize, " : "") +
          "func.func(convert-linalg-to-loops), expand-strided-metadata, "
-         "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
+         "lower-affine, convert-scf-to-cf, convert-vector-to-llvm, "
+         "convert-math-to-llvm, "
          "convert-math-to-libm, "
          "finalize-memref-to-llvm{use-generic-functions=true "
          "use-aligned-alloc=true}, "
