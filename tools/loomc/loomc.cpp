@@ -50,57 +50,63 @@
 using namespace mlir;
 using namespace llvm;
 
+static cl::OptionCategory loomcCategory("loomc options");
+
 static cl::opt<std::string> inputFile(cl::Positional,
-                                      cl::desc("<forward.mlir>"),
-                                      cl::Required);
+                                      cl::desc("<forward.mlir>"), cl::Required,
+                                      cl::cat(loomcCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file"),
-                                       cl::Required);
+                                       cl::Required, cl::cat(loomcCategory));
 static cl::opt<std::string> target("target", cl::desc("cpu (cuda: later)"),
-                                   cl::init("cpu"));
-static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"),
-                                  cl::init(1));
+                                   cl::init("cpu"), cl::cat(loomcCategory));
+static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
+                                  cl::cat(loomcCategory));
 static cl::opt<unsigned> zeroStage("zero-stage",
                                    cl::desc("ZeRO stage 0, 1, 2 or 3"),
-                                   cl::init(0));
+                                   cl::init(0), cl::cat(loomcCategory));
 static cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"),
-                                      cl::init("adamw"));
+                                      cl::init("adamw"),
+                                      cl::cat(loomcCategory));
 static cl::opt<double> lr("lr",
                           cl::desc("the trainer's default learning rate "
                                    "(its --lr overrides it)"),
-                          cl::init(1e-3));
+                          cl::init(1e-3), cl::cat(loomcCategory));
 static cl::opt<double> weightDecay("weight-decay", cl::init(0.0),
-                                   cl::desc("AdamW/SGD weight decay"));
+                                   cl::desc("AdamW/SGD weight decay"),
+                                   cl::cat(loomcCategory));
 static cl::opt<double> memoryLimitMb(
     "memory-limit-mb",
     cl::desc("scheduler memory limit, MiB (0: the partitioned step's peak)"),
-    cl::init(0));
+    cl::init(0), cl::cat(loomcCategory));
 static cl::opt<std::string> device("device",
                                    cl::desc("device description for the "
                                             "scheduler's cost model"),
-                                   cl::init("cpu"));
+                                   cl::init("cpu"), cl::cat(loomcCategory));
 static cl::opt<std::string>
     emit("emit",
          cl::desc("step (the training step), mlir (with runtime calls), "
                   "llvm-mlir (LLVM dialect), llvm (LLVM IR), obj, exe"),
-         cl::init("exe"));
-static cl::opt<std::string> runtimeDir(
-    "runtime-dir",
-    cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
-    cl::init(LOOM_RUNTIME_DIR));
-static cl::opt<bool> verbose("v", cl::desc("print the link command"));
+         cl::init("exe"), cl::cat(loomcCategory));
+static cl::opt<std::string>
+    runtimeDir("runtime-dir",
+               cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
+               cl::init(LOOM_RUNTIME_DIR), cl::cat(loomcCategory));
+static cl::opt<bool> verbose("v", cl::desc("print the link command"),
+                             cl::cat(loomcCategory));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
-                                  cl::init(2), cl::Prefix);
+                                  cl::init(2), cl::Prefix,
+                                  cl::cat(loomcCategory));
 
-static cl::opt<bool> memoryPlan(
-    "memory-plan",
-    cl::desc("place temporaries in one arena (loom-memory-plan)"),
-    cl::init(true));
+static cl::opt<bool>
+    memoryPlan("memory-plan",
+               cl::desc("place temporaries in one arena (loom-memory-plan)"),
+               cl::init(true), cl::cat(loomcCategory));
 
-static cl::opt<bool> vectorize(
-    "vectorize",
-    cl::desc("tile and vectorise the linalg ops BLAS does not take "
-             "(loom-vectorize)"),
-    cl::init(true));
+static cl::opt<bool>
+    vectorize("vectorize",
+              cl::desc("tile and vectorise the linalg ops BLAS does not take "
+                       "(loom-vectorize)"),
+              cl::init(true), cl::cat(loomcCategory));
 
 /// Bufferisation (results go straight into the caller's buffers where the
 /// plan says so), then loops, BLAS and the LLVM dialect. memref.alloc and
@@ -277,6 +283,7 @@ LogicalResult link(StringRef object, StringRef exe) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(argc, argv, "Loom: forward -> trainer\n");
   static const llvm::StringSet<> emits = {"step", "mlir", "llvm-mlir",
                                     "llvm", "obj",  "exe"};
