@@ -158,3 +158,35 @@ func.func @cross_entropy_float_labels(%l: tensor<8x16xf32>, %y: tensor<8xf32>) {
   %loss = "train.cross_entropy"(%l, %y) {ignore_index = -100 : i64, reduction = #train.reduction<sum>, label_smoothing = 0.0 : f64, z_loss = 0.0 : f64} : (tensor<8x16xf32>, tensor<8xf32>) -> tensor<f32>
   return
 }
+
+// -----
+
+func.func @linear_cross_entropy_hidden_size(%h: tensor<8x16xf32>, %w: tensor<32x12xf32>, %y: tensor<8xi32>) {
+  // expected-error @+1 {{expected the weight's hidden size (dimension 1) to be 16, got 12}}
+  %loss, %lse = train.linear_cross_entropy %h, %w, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xf32>, tensor<32x12xf32>, tensor<8xi32> -> tensor<f32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_bf16_loss(%h: tensor<8x16xbf16>, %w: tensor<32x16xbf16>, %y: tensor<8xi32>) {
+  // expected-error @+1 {{expected loss type 'tensor<f32>' for reduction mean, got 'tensor<bf16>'}}
+  %loss, %lse = train.linear_cross_entropy %h, %w, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xbf16>, tensor<32x16xbf16>, tensor<8xi32> -> tensor<bf16>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_chunk(%h: tensor<8x16xf32>, %w: tensor<32x16xf32>, %y: tensor<8xi32>) {
+  // expected-error @+1 {{attribute 'chunk_tokens' failed to satisfy constraint}}
+  %loss, %lse = train.linear_cross_entropy %h, %w, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 0 : tensor<8x16xf32>, tensor<32x16xf32>, tensor<8xi32> -> tensor<f32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @linear_cross_entropy_grad_none(%h: tensor<8x16xf32>, %w: tensor<32x16xf32>, %y: tensor<8xi32>, %lse: tensor<8xf32>, %dl: tensor<f32>) {
+  // expected-error @+1 {{expected loss_grad type 'tensor<8xf32>' for reduction none, got 'tensor<f32>'}}
+  %dh, %dw = train.linear_cross_entropy_grad %h, %w, %y, %lse, %dl ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xf32>, tensor<32x16xf32>, tensor<8xi32>, tensor<8xf32>, tensor<f32>
+  return
+}

@@ -49,3 +49,13 @@ func.func @cross_entropy(%logits: tensor<128x256xf32>, %labels: tensor<128xi32>,
   %g2 = train.cross_entropy_grad %logits, %labels, %dv ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 : tensor<128x256xf32>, tensor<128xi32>, tensor<128xf32>
   return %mean, %sum, %none, %g, %g2 : tensor<f32>, tensor<f32>, tensor<128xf32>, tensor<128x256xf32>, tensor<128x256xf32>
 }
+
+// CHECK-LABEL: func.func @linear_cross_entropy
+func.func @linear_cross_entropy(%h: tensor<128x64xbf16>, %w: tensor<256x64xbf16>, %labels: tensor<128xi32>, %dl: tensor<f32>)
+    -> (tensor<f32>, tensor<128xf32>, tensor<128x64xbf16>, tensor<256x64xbf16>) {
+  // CHECK: %[[LOSS:.+]], %[[LSE:.+]] = train.linear_cross_entropy %{{.+}}, %{{.+}}, %{{.+}} ignore_index = -100 reduction = <mean> label_smoothing = 1.000000e-01 z_loss = 1.000000e-04 softcap = 3.000000e+01 chunk_tokens = 32 : tensor<128x64xbf16>, tensor<256x64xbf16>, tensor<128xi32> -> tensor<f32>, tensor<128xf32>
+  %loss, %lse = train.linear_cross_entropy %h, %w, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.1 z_loss = 1.0e-4 softcap = 30.0 chunk_tokens = 32 : tensor<128x64xbf16>, tensor<256x64xbf16>, tensor<128xi32> -> tensor<f32>, tensor<128xf32>
+  // CHECK: train.linear_cross_entropy_grad %{{.+}}, %{{.+}}, %{{.+}}, %[[LSE]], %{{.+}} ignore_index = -100 reduction = <mean> {{.*}} chunk_tokens = 32 : tensor<128x64xbf16>, tensor<256x64xbf16>, tensor<128xi32>, tensor<128xf32>, tensor<f32>
+  %dh, %dw = train.linear_cross_entropy_grad %h, %w, %labels, %lse, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.1 z_loss = 1.0e-4 softcap = 30.0 chunk_tokens = 32 : tensor<128x64xbf16>, tensor<256x64xbf16>, tensor<128xi32>, tensor<128xf32>, tensor<f32>
+  return %loss, %lse, %dh, %dw : tensor<f32>, tensor<128xf32>, tensor<128x64xbf16>, tensor<256x64xbf16>
+}

@@ -77,6 +77,20 @@ func.func @train_ops(%table: tensor<16x8xf32> {train.param = "embed"}, %ids: ten
   return %loss : tensor<f32>
 }
 
+// The fused loss: one linear_cross_entropy_grad of its operands and the
+// saved log-sum-exp (nothing tokens x vocab is saved).
+// CHECK-LABEL: func.func @fused_loss
+// CHECK-SAME: (%[[H:.+]]: tensor<8x4xf32> {train.param = "h"}, %[[W:.+]]: tensor<16x4xf32> {train.param = "w"}, %[[Y:.+]]: tensor<8xi32>
+func.func @fused_loss(%h: tensor<8x4xf32> {train.param = "h"}, %w: tensor<16x4xf32> {train.param = "w"},
+                      %labels: tensor<8xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}) {
+  // CHECK: %[[LOSS:.+]], %[[LSE:.+]] = train.linear_cross_entropy %[[H]], %[[W]], %[[Y]]
+  %loss, %lse = train.linear_cross_entropy %h, %w, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0
+      z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x4xf32>, tensor<16x4xf32>, tensor<8xi32> -> tensor<f32>, tensor<8xf32>
+  // CHECK: %[[DH:.+]], %[[DW:.+]] = train.linear_cross_entropy_grad %[[H]], %[[W]], %[[Y]], %[[LSE]], %{{.+}} ignore_index = -100 reduction = <mean> {{.*}} chunk_tokens = 4
+  // CHECK: return %[[LOSS]], %[[DH]], %[[DW]]
+  return %loss : tensor<f32>
+}
+
 // CHECK-LABEL: func.func @no_loss
 // CHECK-SAME: -> tensor<4xf32>
 // CHECK-NOT: train.grad

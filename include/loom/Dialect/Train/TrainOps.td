@@ -278,4 +278,101 @@ def Train_CrossEntropyGradOp : Train_DecomposableOp<"cross_entropy_grad",
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Fused linear + cross-entropy
+//===----------------------------------------------------------------------===//
+
+def Train_PositiveI64Attr : ConfinedAttr<I64Attr, [IntPositive]>;
+
+def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
+  let summary = "cross-entropy of a linear projection, without its logits";
+  let description = [{
+    `hidden` is `[tokens, hidden]`, `weight` is `[vocab, hidden]` (PyTorch's
+    `nn.Linear` layout) and `labels` is `[tokens]`. The op computes what
+    `train.cross_entropy` computes on `logits = hidden @ weightᵀ`, optionally
+    soft-capped (`softcap > 0`: `logits = softcap * tanh(logits / softcap)`,
+    Gemma 2's), without ever holding `[tokens, vocab]` logits: its
+    decomposition loops over chunks of `chunk_tokens` tokens, and holds one
+    `[chunk_tokens, vocab]` block at a time. The second result is the
+    log-sum-exp of each token's logits, which the gradient reads instead of
+    the logits. Math is f32 for f16/bf16 operands (the results are f32).
+
+    ```mlir
+    %loss, %lse = train.linear_cross_entropy %h, %w, %labels
+        ignore_index = -100 reduction = <mean> label_smoothing = 0.0
+        z_loss = 0.0 softcap = 0.0 chunk_tokens = 64
+        : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>
+        -> tensor<f32>, tensor<128xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$hidden, Train_FloatTensor:$weight,
+                       Train_IntTensor:$labels,
+                       I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
+                       Train_UnitIntervalF64Attr:$label_smoothing,
+                       Train_NonNegativeF64Attr:$z_loss,
+                       Train_NonNegativeF64Attr:$softcap,
+                       Train_PositiveI64Attr:$chunk_tokens);
+  let results = (outs Train_FloatTensor:$loss, Train_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels `ignore_index` `=` $ignore_index
+    `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
+    `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
+    attr-dict `:` type($hidden) `,` type($weight) `,` type($labels)
+    `->` type($loss) `,` type($lse)
+  }];
+}
+
+def Train_LinearCrossEntropyGradOp
+    : Train_DecomposableOp<"linear_cross_entropy_grad",
+        [AllTypesMatch<["hidden", "hidden_grad"]>,
+         AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "gradients of train.linear_cross_entropy";
+  let description = [{
+    Given the forward's operands, its log-sum-exp and the gradient of the
+    loss, returns the gradients of `hidden` and `weight`. The decomposition
+    recomputes each chunk's logits, forms their gradient (as
+    `train.cross_entropy_grad` does, times the soft-cap's derivative) and
+    accumulates `dhidden = dlogits @ weight` and `dweight += dlogitsᵀ @ hidden`
+    chunk by chunk: nothing of size `[tokens, vocab]`.
+
+    ```mlir
+    %dh, %dw = train.linear_cross_entropy_grad %h, %w, %labels, %lse, %dloss
+        ignore_index = -100 reduction = <mean> label_smoothing = 0.0
+        z_loss = 0.0 softcap = 0.0 chunk_tokens = 64
+        : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>,
+          tensor<128xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$hidden, Train_FloatTensor:$weight,
+                       Train_IntTensor:$labels, Train_FloatTensor:$lse,
+                       Train_FloatTensor:$loss_grad,
+                       I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
+                       Train_UnitIntervalF64Attr:$label_smoothing,
+                       Train_NonNegativeF64Attr:$z_loss,
+                       Train_NonNegativeF64Attr:$softcap,
+                       Train_PositiveI64Attr:$chunk_tokens);
+  let results = (outs Train_FloatTensor:$hidden_grad,
+                      Train_FloatTensor:$weight_grad);
+  let assemblyFormat = [{
+    $hidden `,` $weight `,` $labels `,` $lse `,` $loss_grad
+    `ignore_index` `=` $ignore_index
+    `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
+    `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
+    attr-dict `:` type($hidden) `,` type($weight) `,` type($labels) `,`
+    type($lse) `,` type($loss_grad)
+  }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Value":$hidden, "::mlir::Value":$weight,
+                   "::mlir::Value":$labels, "::mlir::Value":$lse,
+                   "::mlir::Value":$loss_grad, "LinearCrossEntropyOp":$forward), [{
+      build($_builder, $_state,
+            ::mlir::TypeRange{hidden.getType(), weight.getType()}, hidden,
+            weight, labels, lse, loss_grad, forward.getIgnoreIndexAttr(),
+            forward.getReductionAttr(), forward.getLabelSmoothingAttr(),
+            forward.getZLossAttr(), forward.getSoftcapAttr(),
+            forward.getChunkTokensAttr());
+    }]>
+  ];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINOPS_TD

@@ -1,7 +1,6 @@
 //===- CrossEntropyDecomposition.cpp - cross-entropy in linalg ------------===//
 
-#include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Utils/LinalgBuilder.h"
+#include "CrossEntropyParts.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -10,83 +9,53 @@
 using namespace mlir;
 using namespace loom;
 using namespace loom::train;
+using namespace loom::train::detail;
 
-namespace {
-
-/// The pieces both directions need, for `[tokens, vocab]` logits.
-struct CrossEntropyParts {
-  Value logits, labels;
-  int64_t tokens, vocab;
-  Type type;
-  int64_t ignoreIndex;
-
-  /// `labels[i] != ignore_index` for a label scalar.
-  Value isValid(OpBuilder &b, Location loc, Value label) const {
-    Value ignore = arith::ConstantOp::create(
-        b, loc, b.getIntegerAttr(label.getType(), ignoreIndex));
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, label,
-                                 ignore);
-  }
-
-  /// Row-wise log-sum-exp, stabilised by the row maximum: `[tokens]`.
-  Value logSumExp(LinalgBuilder &lb) const {
-    Value rowMax = lb.max(logits, {0});
-    Value sumExp =
-        lb.generic(lb.filled({tokens}, type, 0.0), {logits, rowMax},
-                   {lb.identity(2), lb.map(2, {0}), lb.map(2, {0})},
-                   [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                     Value shifted =
-                         arith::SubFOp::create(b, l, args[0], args[1]);
-                     Value e = math::ExpOp::create(b, l, shifted);
-                     return arith::AddFOp::create(b, l, args[2], e);
-                   });
-    return lb.generic(lb.empty({tokens}, type), {rowMax, sumExp},
-                      {lb.identity(1), lb.identity(1), lb.identity(1)},
-                      [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                        Value log = math::LogOp::create(b, l, args[1]);
-                        return arith::AddFOp::create(b, l, args[0], log);
-                      });
-  }
-
-  /// The number of labels not ignored, as a 0-d float tensor.
-  Value validCount(LinalgBuilder &lb) const {
-    Value one = lb.floatConstant(type, 1.0);
-    Value zero = lb.floatConstant(type, 0.0);
-    return lb.generic(
-        lb.filled({}, type, 0.0), labels, {lb.map(1, {0}), lb.map(1, {})},
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value valid = isValid(b, l, args[0]);
-          Value inc = arith::SelectOp::create(b, l, valid, one, zero);
-          return arith::AddFOp::create(b, l, args[1], inc);
-        });
-  }
-};
-
-template <typename OpTy> CrossEntropyParts getParts(OpTy op) {
-  RankedTensorType type = op.getLogits().getType();
-  return {op.getLogits(),        op.getLabels(),
-          type.getDimSize(0),    type.getDimSize(1),
-          type.getElementType(), op.getIgnoreIndexAttr().getInt()};
+Value CrossEntropyParts::isValid(OpBuilder &b, Location loc,
+                                 Value label) const {
+  Value ignore = arith::ConstantOp::create(
+      b, loc, b.getIntegerAttr(label.getType(), ignoreIndex));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, label, ignore);
 }
 
-} // namespace
+Value CrossEntropyParts::logSumExp(LinalgBuilder &lb) const {
+  Value rowMax = lb.max(logits, {0});
+  Value sumExp =
+      lb.generic(lb.filled({tokens}, type, 0.0), {logits, rowMax},
+                 {lb.identity(2), lb.map(2, {0}), lb.map(2, {0})},
+                 [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                   Value shifted = arith::SubFOp::create(b, l, args[0], args[1]);
+                   Value e = math::ExpOp::create(b, l, shifted);
+                   return arith::AddFOp::create(b, l, args[2], e);
+                 });
+  return lb.generic(lb.empty({tokens}, type), {rowMax, sumExp},
+                    {lb.identity(1), lb.identity(1), lb.identity(1)},
+                    [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      Value log = math::LogOp::create(b, l, args[1]);
+                      return arith::AddFOp::create(b, l, args[0], log);
+                    });
+}
 
-FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
-  LinalgBuilder lb(builder, getLoc());
-  CrossEntropyParts parts = getParts(*this);
-  if (!getLogits().getType().hasStaticShape())
-    return emitOpError("decomposition needs static shapes");
-  Type type = parts.type;
-  Value logits = getLogits();
-  Value lse = parts.logSumExp(lb);
+Value CrossEntropyParts::validCount(LinalgBuilder &lb) const {
+  Value one = lb.floatConstant(type, 1.0);
+  Value zero = lb.floatConstant(type, 0.0);
+  return lb.generic(lb.filled({}, type, 0.0), labels,
+                    {lb.map(1, {0}), lb.map(1, {})},
+                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      Value valid = isValid(b, l, args[0]);
+                      Value inc = arith::SelectOp::create(b, l, valid, one, zero);
+                      return arith::AddFOp::create(b, l, args[1], inc);
+                    });
+}
 
+Value CrossEntropyParts::perTokenLoss(LinalgBuilder &lb, Value lse,
+                                      double smoothing, double zLoss) const {
   // logits[i, labels[i]], reading column 0 for ignored tokens so the read is
   // always in bounds.
   Value target = lb.generic(
-      lb.empty({parts.tokens}, type), getLabels(),
-      {lb.identity(1), lb.identity(1)},
+      lb.empty({tokens}, type), labels, {lb.identity(1), lb.identity(1)},
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-        Value valid = parts.isValid(b, l, args[0]);
+        Value valid = isValid(b, l, args[0]);
         Value zeroLabel = arith::ConstantOp::create(
             b, l, b.getIntegerAttr(args[0].getType(), 0));
         Value label = arith::SelectOp::create(b, l, valid, args[0], zeroLabel);
@@ -95,19 +64,17 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
         return tensor::ExtractOp::create(b, l, logits, ValueRange{row, col});
       });
 
-  double smoothing = getLabelSmoothing().convertToDouble();
-  double zLoss = getZLoss().convertToDouble();
-  SmallVector<Value> inputs = {lse, target, getLabels()};
+  SmallVector<Value> inputs = {lse, target, labels};
   if (smoothing > 0.0)
     inputs.push_back(lb.sum(logits, {0}));
   SmallVector<AffineMap> maps(inputs.size() + 1, lb.identity(1));
   Value keep = lb.floatConstant(type, 1.0 - smoothing);
   Value smooth = lb.floatConstant(type, smoothing);
-  Value invVocab = lb.floatConstant(type, 1.0 / double(parts.vocab));
+  Value invVocab = lb.floatConstant(type, 1.0 / double(vocab));
   Value z = lb.floatConstant(type, zLoss);
   Value zero = lb.floatConstant(type, 0.0);
-  Value perToken = lb.generic(
-      lb.empty({parts.tokens}, type), inputs, maps,
+  return lb.generic(
+      lb.empty({tokens}, type), inputs, maps,
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
         Value nll = arith::SubFOp::create(b, l, args[0], args[1]);
         Value loss = arith::MulFOp::create(b, l, keep, nll);
@@ -122,74 +89,68 @@ FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
           Value term = arith::MulFOp::create(b, l, z, square);
           loss = arith::AddFOp::create(b, l, loss, term);
         }
-        return arith::SelectOp::create(b, l, parts.isValid(b, l, args[2]), loss,
+        return arith::SelectOp::create(b, l, isValid(b, l, args[2]), loss,
                                        zero);
       });
-
-  if (getReduction() == LossReduction::None)
-    return SmallVector<Value>{perToken};
-  Value total = lb.sum(perToken, {});
-  if (getReduction() == LossReduction::Sum)
-    return SmallVector<Value>{total};
-  Value count = parts.validCount(lb);
-  Value one = lb.floatConstant(type, 1.0);
-  Value mean =
-      lb.generic(lb.empty({}, type), {total, count},
-                 {lb.map(0, {}), lb.map(0, {}), lb.map(0, {})},
-                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                   // Every loss is 0 when every token is ignored: divide by 1,
-                   // not 0.
-                   Value denominator =
-                       arith::MaximumFOp::create(b, l, args[1], one);
-                   return arith::DivFOp::create(b, l, args[0], denominator);
-                 });
-  return SmallVector<Value>{mean};
 }
 
-FailureOr<SmallVector<Value>>
-CrossEntropyGradOp::decompose(OpBuilder &builder) {
-  LinalgBuilder lb(builder, getLoc());
-  CrossEntropyParts parts = getParts(*this);
-  if (!getLogits().getType().hasStaticShape())
-    return emitOpError("decomposition needs static shapes");
-  Type type = parts.type;
-  Value lse = parts.logSumExp(lb);
+Value CrossEntropyParts::reduce(LinalgBuilder &lb, Value perToken,
+                                LossReduction reduction) const {
+  if (reduction == LossReduction::None)
+    return perToken;
+  Value total = lb.sum(perToken, {});
+  if (reduction == LossReduction::Sum)
+    return total;
+  Value count = validCount(lb);
+  Value one = lb.floatConstant(type, 1.0);
+  return lb.generic(lb.empty({}, type), {total, count},
+                    {lb.map(0, {}), lb.map(0, {}), lb.map(0, {})},
+                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      // Every loss is 0 when every token is ignored: divide
+                      // by 1, not 0.
+                      Value denominator =
+                          arith::MaximumFOp::create(b, l, args[1], one);
+                      return arith::DivFOp::create(b, l, args[0], denominator);
+                    });
+}
+
+Value CrossEntropyParts::tokenWeights(LinalgBuilder &lb, Value lossGrad,
+                                      LossReduction reduction) const {
   Value zero = lb.floatConstant(type, 0.0);
   Value one = lb.floatConstant(type, 1.0);
-
-  // Per-token weight: the incoming gradient, times 1/count for the mean,
-  // and 0 for ignored tokens.
-  bool perTokenGrad = getReduction() == LossReduction::None;
-  SmallVector<Value> weightInputs = {getLabels(), getLossGrad()};
-  SmallVector<AffineMap> weightMaps = {
+  bool perTokenGrad = reduction == LossReduction::None;
+  SmallVector<Value> inputs = {labels, lossGrad};
+  SmallVector<AffineMap> maps = {
       lb.map(1, {0}), perTokenGrad ? lb.map(1, {0}) : lb.map(1, {})};
-  bool isMean = getReduction() == LossReduction::Mean;
+  bool isMean = reduction == LossReduction::Mean;
   if (isMean) {
-    weightInputs.push_back(parts.validCount(lb));
-    weightMaps.push_back(lb.map(1, {}));
+    inputs.push_back(validCount(lb));
+    maps.push_back(lb.map(1, {}));
   }
-  weightMaps.push_back(lb.identity(1));
-  Value weight = lb.generic(
-      lb.empty({parts.tokens}, type), weightInputs, weightMaps,
+  maps.push_back(lb.identity(1));
+  return lb.generic(
+      lb.empty({tokens}, type), inputs, maps,
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
         Value w = args[1];
         if (isMean) {
           Value denominator = arith::MaximumFOp::create(b, l, args[2], one);
           w = arith::DivFOp::create(b, l, w, denominator);
         }
-        return arith::SelectOp::create(b, l, parts.isValid(b, l, args[0]), w,
-                                       zero);
+        return arith::SelectOp::create(b, l, isValid(b, l, args[0]), w, zero);
       });
+}
 
-  // d[i, j] = w[i] * (p (1 + 2 z lse) - (1 - ls) [j == label] - ls / vocab)
-  double smoothing = getLabelSmoothing().convertToDouble();
+Value CrossEntropyParts::logitsGrad(LinalgBuilder &lb, Value lse,
+                                    Value weights, double smoothing,
+                                    double zLoss) const {
+  Value zero = lb.floatConstant(type, 0.0);
+  Value one = lb.floatConstant(type, 1.0);
   Value keep = lb.floatConstant(type, 1.0 - smoothing);
-  Value uniform = lb.floatConstant(type, smoothing / double(parts.vocab));
-  Value twiceZ = lb.floatConstant(type, 2.0 * getZLoss().convertToDouble());
+  Value uniform = lb.floatConstant(type, smoothing / double(vocab));
+  Value twiceZ = lb.floatConstant(type, 2.0 * zLoss);
   AffineMap rowMap = lb.map(2, {0});
-  Value result = lb.generic(
-      lb.empty({parts.tokens, parts.vocab}, type),
-      {getLogits(), lse, weight, getLabels()},
+  return lb.generic(
+      lb.empty({tokens, vocab}, type), {logits, lse, weights, labels},
       {lb.identity(2), rowMap, rowMap, rowMap, lb.identity(2)},
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
         Value shifted = arith::SubFOp::create(b, l, args[0], args[1]);
@@ -207,5 +168,40 @@ CrossEntropyGradOp::decompose(OpBuilder &builder) {
         g = arith::SubFOp::create(b, l, g, uniform);
         return arith::MulFOp::create(b, l, args[2], g);
       });
-  return SmallVector<Value>{result};
+}
+
+namespace {
+
+template <typename OpTy> CrossEntropyParts getParts(OpTy op) {
+  RankedTensorType type = op.getLogits().getType();
+  return {op.getLogits(),        op.getLabels(),
+          type.getDimSize(0),    type.getDimSize(1),
+          type.getElementType(), op.getIgnoreIndexAttr().getInt()};
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>> CrossEntropyOp::decompose(OpBuilder &builder) {
+  LinalgBuilder lb(builder, getLoc());
+  if (!getLogits().getType().hasStaticShape())
+    return emitOpError("decomposition needs static shapes");
+  CrossEntropyParts parts = getParts(*this);
+  Value lse = parts.logSumExp(lb);
+  Value perToken =
+      parts.perTokenLoss(lb, lse, getLabelSmoothing().convertToDouble(),
+                         getZLoss().convertToDouble());
+  return SmallVector<Value>{parts.reduce(lb, perToken, getReduction())};
+}
+
+FailureOr<SmallVector<Value>>
+CrossEntropyGradOp::decompose(OpBuilder &builder) {
+  LinalgBuilder lb(builder, getLoc());
+  if (!getLogits().getType().hasStaticShape())
+    return emitOpError("decomposition needs static shapes");
+  CrossEntropyParts parts = getParts(*this);
+  Value lse = parts.logSumExp(lb);
+  Value weights = parts.tokenWeights(lb, getLossGrad(), getReduction());
+  return SmallVector<Value>{
+      parts.logitsGrad(lb, lse, weights, getLabelSmoothing().convertToDouble(),
+                       getZLoss().convertToDouble())};
 }

@@ -203,3 +203,70 @@ LogicalResult CrossEntropyGradOp::verify() {
                          << getLossGrad().getType();
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Fused linear + cross-entropy
+//===----------------------------------------------------------------------===//
+
+/// Checks `[tokens, hidden]` hidden states, a `[vocab, hidden]` weight of
+/// the same element type and `[tokens]` labels. Returns the loss type the
+/// reduction gives (f32 for narrower floats) and sets `lseType`, or null
+/// after an error.
+static RankedTensorType verifyLinearCrossEntropyOperands(
+    Operation *op, RankedTensorType hidden, RankedTensorType weight,
+    RankedTensorType labels, LossReduction reduction,
+    RankedTensorType &lseType) {
+  if (failed(verifyRank(op, hidden, 2, "[tokens, hidden] hidden states")) ||
+      failed(verifyRank(op, weight, 2, "[vocab, hidden] weight")) ||
+      failed(verifyRank(op, labels, 1, "[tokens] labels")) ||
+      failed(verifyDim(op, hidden.getDimSize(1), weight.getDimSize(1),
+                       "the weight's hidden size (dimension 1)")) ||
+      failed(verifyDim(op, hidden.getDimSize(0), labels.getDimSize(0),
+                       "the number of labels (the hidden states' tokens)")) ||
+      failed(verifySameElementType(op, hidden.getElementType(),
+                                   weight.getElementType(), "weight")))
+    return {};
+  Type element = hidden.getElementType();
+  if (element.getIntOrFloatBitWidth() < 32)
+    element = Float32Type::get(op->getContext());
+  lseType = RankedTensorType::get({hidden.getDimSize(0)}, element);
+  if (reduction == LossReduction::None)
+    return lseType;
+  return RankedTensorType::get({}, element);
+}
+
+LogicalResult LinearCrossEntropyOp::verify() {
+  RankedTensorType lseType;
+  RankedTensorType expected = verifyLinearCrossEntropyOperands(
+      *this, getHidden().getType(), getWeight().getType(),
+      getLabels().getType(), getReduction(), lseType);
+  if (!expected)
+    return failure();
+  if (getLoss().getType() != expected)
+    return emitOpError() << "expected loss type " << expected
+                         << " for reduction "
+                         << stringifyLossReduction(getReduction()) << ", got "
+                         << getLoss().getType();
+  if (getLse().getType() != lseType)
+    return emitOpError() << "expected lse type " << lseType << ", got "
+                         << getLse().getType();
+  return success();
+}
+
+LogicalResult LinearCrossEntropyGradOp::verify() {
+  RankedTensorType lseType;
+  RankedTensorType expected = verifyLinearCrossEntropyOperands(
+      *this, getHidden().getType(), getWeight().getType(),
+      getLabels().getType(), getReduction(), lseType);
+  if (!expected)
+    return failure();
+  if (getLossGrad().getType() != expected)
+    return emitOpError() << "expected loss_grad type " << expected
+                         << " for reduction "
+                         << stringifyLossReduction(getReduction()) << ", got "
+                         << getLossGrad().getType();
+  if (getLse().getType() != lseType)
+    return emitOpError() << "expected lse type " << lseType << ", got "
+                         << getLse().getType();
+  return success();
+}

@@ -89,6 +89,20 @@ LogicalResult loom::train::differentiateTrainOp(ReverseMode &rm,
                           o.getZLossAttr()));
         return success();
       })
+      .Case([&](LinearCrossEntropyOp o) -> LogicalResult {
+        if (rm.getAdjoint(o.getLse()))
+          return o.emitOpError("differentiating through the log-sum-exp "
+                               "result is not supported");
+        Value g = rm.getAdjoint(o.getLoss());
+        if (!g)
+          return success();
+        auto grads = LinearCrossEntropyGradOp::create(
+            b, loc, o.getHidden(), o.getWeight(), o.getLabels(), o.getLse(), g,
+            o);
+        rm.accumulate(o.getHidden(), grads.getHiddenGrad());
+        rm.accumulate(o.getWeight(), grads.getWeightGrad());
+        return success();
+      })
       .Case<RMSNormOp, RoPEOp>([&](Operation *o) {
         return differentiateByDecomposition(rm,
                                             cast<DecomposableOpInterface>(o));

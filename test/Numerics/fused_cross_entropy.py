@@ -1,0 +1,163 @@
+# Tests train.linear_cross_entropy and its gradient, decomposed into token
+# chunks and run by loom-run, against NumPy's unfused linear + cross-entropy
+# in f64 (and f32): every reduction, ignore_index (with an all-ignored
+# batch), label smoothing, z-loss, logit soft-capping, chunks that do and do
+# not divide the tokens, and bf16 operands with f32 math.
+# RUN: %python %s | FileCheck %s
+# CHECK-NOT: FAIL
+# CHECK: fused linear cross-entropy matches
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from loom.testing import run_function  # noqa: E402
+
+rng = np.random.default_rng(7)
+failures = 0
+IGNORE = -100
+
+
+def check(name, got, want, rtol, atol):
+    global failures
+    ok = got.shape == np.shape(want) and np.allclose(got, want, rtol=rtol, atol=atol)
+    err = float(np.max(np.abs(got - want))) if got.shape == np.shape(want) else float("inf")
+    print(f"{'ok' if ok else 'FAIL'} {name}: max abs error {err:.3g}")
+    failures += not ok
+
+
+def reference(h, w, labels, reduction, smoothing, z_loss, softcap):
+    """Unfused: logits, then cross-entropy; loss, lse, dh and dw for a
+    loss gradient of 1 (ones for reduction none), in f64."""
+    h, w = h.astype(np.float64), w.astype(np.float64)
+    z = h @ w.T
+    t = np.tanh(z / softcap) if softcap > 0 else None
+    logits = softcap * t if softcap > 0 else z
+    m = logits.max(-1, keepdims=True)
+    lse = np.log(np.exp(logits - m).sum(-1)) + m[:, 0]
+    valid = labels != IGNORE
+    safe = np.where(valid, labels, 0)
+    target = logits[np.arange(len(labels)), safe]
+    per = (1 - smoothing) * (lse - target) + smoothing * (lse - logits.mean(-1)) + z_loss * lse**2
+    per = np.where(valid, per, 0.0)
+    count = max(valid.sum(), 1)
+    loss = {"none": per, "sum": per.sum(), "mean": per.sum() / count}[reduction]
+    scale = 1.0 / count if reduction == "mean" else 1.0
+    p = np.exp(logits - lse[:, None])
+    onehot = np.zeros_like(logits)
+    onehot[np.arange(len(labels)), safe] = 1.0
+    g = p * (1 + 2 * z_loss * lse[:, None]) - (1 - smoothing) * onehot - smoothing / logits.shape[1]
+    g *= np.where(valid, scale, 0.0)[:, None]
+    if softcap > 0:
+        g *= 1 - t * t
+    return np.asarray(loss), lse, g @ w, g.T @ h
+
+
+def cast(result, source, from_t, to_t, op):
+    """An elementwise `op` (arith.truncf or arith.extf) between two 2-D
+    tensor types, as a linalg.generic (tensor-level arith casts do not
+    bufferise)."""
+    elem_from, elem_to = from_t[from_t.rindex("x") + 1:-1], to_t[to_t.rindex("x") + 1:-1]
+    ident = "affine_map<(i, j) -> (i, j)>"
+    return (f"  {result}_e = tensor.empty() : {to_t}\n"
+            f"  {result} = linalg.generic {{indexing_maps = [{ident}, {ident}], "
+            f"iterator_types = [\"parallel\", \"parallel\"]}} ins({source} : {from_t}) "
+            f"outs({result}_e : {to_t}) {{\n"
+            f"  ^bb0(%x: {elem_from}, %o: {elem_to}):\n"
+            f"    %c = {op} %x : {elem_from} to {elem_to}\n"
+            f"    linalg.yield %c : {elem_to}\n  }} -> {to_t}\n")
+
+
+def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
+    tokens, dim = h.shape
+    vocab = w.shape[0]
+    ct = "f32" if elem == "bf16" else elem
+    loss_t = f"tensor<{tokens}x{ct}>" if reduction == "none" else f"tensor<{ct}>"
+    attrs = (f"ignore_index = {IGNORE} reduction = <{reduction}> label_smoothing = {smoothing} "
+             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}")
+    ht, wt, lt = f"tensor<{tokens}x{dim}x{elem}>", f"tensor<{vocab}x{dim}x{elem}>", f"tensor<{tokens}xi32>"
+    lse_t = f"tensor<{tokens}x{ct}>"
+    # bf16 arrays cannot cross loom-run's boundary: pass f32, truncate inside.
+    at = lambda t: t.replace("bf16", "f32")
+    trunc = ""
+    hv, wv = "%h", "%w"
+    if elem == "bf16":
+        trunc = (cast("%hb", "%h", at(ht), ht, "arith.truncf") +
+                 cast("%wb", "%w", at(wt), wt, "arith.truncf"))
+        hv, wv = "%hb", "%wb"
+    ones = f"  %one = arith.constant dense<1.0> : {loss_t}\n"
+    ext = ""
+    dh, dw = "%dh", "%dw"
+    if elem == "bf16":
+        ext = (cast("%dhx", "%dh", ht, at(ht), "arith.extf") +
+               cast("%dwx", "%dw", wt, at(wt), "arith.extf"))
+        dh, dw = "%dhx", "%dwx"
+    source = (
+        f"func.func @f(%h: {at(ht)}, %w: {at(wt)}, %l: {lt}) -> ({loss_t}, {lse_t}, {at(ht)}, {at(wt)}) {{\n"
+        + trunc + ones +
+        f"  %loss, %lse = train.linear_cross_entropy {hv}, {wv}, %l {attrs}"
+        f" : {ht}, {wt}, {lt} -> {loss_t}, {lse_t}\n"
+        f"  %dh, %dw = train.linear_cross_entropy_grad {hv}, {wv}, %l, %lse, %one {attrs}"
+        f" : {ht}, {wt}, {lt}, {lse_t}, {loss_t}\n"
+        + ext +
+        f"  return %loss, %lse, {dh}, {dw} : {loss_t}, {lse_t}, {at(ht)}, {at(wt)}\n}}\n")
+    dtype = np.float64 if elem == "f64" else np.float32
+    return run_function(source, "f", [h.astype(dtype), w.astype(dtype), labels])
+
+
+def bf16(x):
+    """Rounds f32 to the nearest bf16 (ties to even), kept as f32."""
+    bits = x.astype(np.float32).view(np.uint32)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.view(np.float32)
+
+
+tokens, dim, vocab = 24, 16, 40
+cases = [
+    # reduction, smoothing, z_loss, softcap, chunk
+    ("mean", 0.0, 0.0, 0.0, 8),
+    ("sum", 0.0, 0.0, 0.0, 24),
+    ("none", 0.0, 0.0, 0.0, 5),      # 5 does not divide 24: chunks of 4
+    ("mean", 0.1, 0.0, 0.0, 8),
+    ("mean", 0.0, 1e-3, 0.0, 8),
+    ("mean", 0.0, 0.0, 3.0, 8),
+    ("sum", 0.1, 1e-3, 3.0, 6),
+]
+for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
+    for reduction, smoothing, z_loss, softcap, chunk in cases:
+        h = rng.standard_normal((tokens, dim))
+        w = rng.standard_normal((vocab, dim)) * 0.5
+        labels = rng.integers(0, vocab, tokens).astype(np.int32)
+        labels[[3, 10]] = IGNORE
+        want = reference(h, w, labels, reduction, smoothing, z_loss, softcap)
+        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem)
+        tag = f"[{elem} {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
+        for name, g, r in zip(("loss", "lse", "dhidden", "dweight"), got, want):
+            check(f"{name} {tag}", g, r, rtol, atol)
+
+# Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.
+h, w = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim))
+labels = np.full(tokens, IGNORE, np.int32)
+got = run(h, w, labels, "mean", 0.0, 0.0, 0.0, 8, "f64")
+check("loss [all ignored]", got[0], np.asarray(0.0), 0, 0)
+check("dhidden [all ignored]", got[2], np.zeros((tokens, dim)), 0, 0)
+
+# bf16 operands, f32 math: against the f64 reference on the bf16-rounded
+# operands (CCE's rule: no worse than the low-precision reference, plus a
+# small tolerance for the bf16 gradients' rounding).
+h = bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
+w = bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
+labels = rng.integers(0, vocab, tokens).astype(np.int32)
+want = reference(h, w, labels, "mean", 0.0, 0.0, 0.0)
+got = run(h, w, labels, "mean", 0.0, 0.0, 0.0, 8, "bf16")
+check("loss [bf16, f32 math]", got[0], want[0], 1e-5, 1e-6)
+check("lse [bf16, f32 math]", got[1], want[1], 1e-5, 1e-5)
+check("dhidden [bf16]", got[2], bf16(want[2].astype(np.float32)), 1e-2, 1e-4)
+check("dweight [bf16]", got[3], bf16(want[3].astype(np.float32)), 1e-2, 1e-4)
+
+if failures:
+    print(f"{failures} FAILED")
+    sys.exit(1)
+print("fused linear cross-entropy matches")
