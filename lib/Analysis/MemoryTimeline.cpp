@@ -100,12 +100,28 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
       buffers[it->second].end = std::max(buffers[it->second].end, at);
   };
 
-  // Arguments are live for the whole function.
+  // Arguments are live for the whole function. A nested block's arguments
+  // (a loop's induction variable and carried values) and the values it
+  // reads from outside are owned outside: external.
   auto func = dyn_cast<FunctionOpInterface>(block.getParentOp());
-  ArrayAttr argAttrs = func && &func.getFunctionBody().front() == &block
-                           ? func.getAllArgAttrs()
-                           : ArrayAttr();
+  bool functionBody = func && &func.getFunctionBody().front() == &block;
+  ArrayAttr argAttrs = functionBody ? func.getAllArgAttrs() : ArrayAttr();
+  auto external = [&](Value value) {
+    newBuffer(value, 0, BufferKind::Input);
+    buffers.back().end = last;
+    buffers.back().external = true;
+  };
+  if (!functionBody) {
+    for (BlockArgument arg : block.getArguments())
+      external(arg);
+    for (Operation *op : ops)
+      for (Value operand : op->getOperands())
+        if (operand.getParentBlock() != &block && !bufferOf.count(operand))
+          external(operand);
+  }
   for (BlockArgument arg : block.getArguments()) {
+    if (!functionBody)
+      break;
     BufferKind kind = BufferKind::Input;
     auto attrs = argAttrs ? dyn_cast<DictionaryAttr>(
                                 argAttrs[arg.getArgNumber()])
@@ -153,12 +169,19 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         continue;
       }
       // An op writes into its init when no alias of the init's buffer is
-      // used later. Arguments and tensor.empty (0 bytes) are never written
-      // in place.
+      // used later. Function arguments, values from outside a loop body
+      // and tensor.empty (0 bytes) are never written in place; a loop's
+      // carried arguments are.
       if (OpOperand *tied = getTiedInit(cast<OpResult>(result))) {
         auto it = bufferOf.find(tied->get());
+        auto writable = [&](const BufferInterval &buffer) {
+          if (buffer.external)
+            return isa<BlockArgument>(buffer.value) &&
+                   cast<BlockArgument>(buffer.value).getOwner() == &block;
+          return !isa<BlockArgument>(buffer.value);
+        };
         if (it != bufferOf.end() && aliasEnd[it->second] <= index &&
-            !isa<BlockArgument>(buffers[it->second].value) &&
+            writable(buffers[it->second]) &&
             buffers[it->second].bytes >= bytesOf(result)) {
           bind(result, it->second);
           continue;
@@ -223,8 +246,18 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     }
   }
 
+  // A loop body's own peak is live while the loop runs.
+  transient.assign(ops.size(), 0);
+  for (auto [index, op] : llvm::enumerate(ops))
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      transient[index] =
+          MemoryTimeline(*loop.getBody(), {false, options.alignment})
+              .getPeakBytes();
+
   // Sweep: +bytes at begin, -bytes after end.
-  auto charged = [&](const BufferInterval &buffer) {
+  auto charged = [&](const BufferInterval &buffer) -> int64_t {
+    if (buffer.external)
+      return 0;
     if (buffer.callerOwned || isa<BlockArgument>(buffer.value))
       return buffer.bytes;
     int64_t align = std::max<int64_t>(1, options.alignment);
@@ -241,9 +274,9 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
   int64_t current = 0;
   for (unsigned i = 0; i < ops.size(); ++i) {
     current += delta[i];
-    live[i] = current;
-    if (current > peakBytes) {
-      peakBytes = current;
+    live[i] = current + transient[i];
+    if (live[i] > peakBytes) {
+      peakBytes = live[i];
       peakPosition = i;
       peakOp = ops[i];
     }
@@ -251,6 +284,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
   for (const BufferInterval &buffer : buffers)
     if (buffer.begin <= peakPosition && peakPosition <= buffer.end)
       peakBreakdown[unsigned(buffer.kind)] += charged(buffer);
+  if (!ops.empty())
+    peakBreakdown[unsigned(BufferKind::Activation)] += transient[peakPosition];
 }
 
 //===----------------------------------------------------------------------===//

@@ -5,7 +5,8 @@
 //         [--emit=step|mlir|llvm-mlir|llvm|obj|exe] -o trainer
 //
 // Stages, each named in its diagnostics:
-//   1. training step: train-autodiff, train-optimizer;
+//   1. training step: train-fuse-linear-cross-entropy (with
+//      --fuse-cross-entropy), train-autodiff, train-optimizer;
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
 //   4. lowering: decompositions, bufferisation, matmuls to BLAS, loops,
@@ -97,6 +98,12 @@ static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
                                   cl::init(2), cl::Prefix,
                                   cl::cat(loomcCategory));
 
+static cl::opt<int64_t> fuseChunk(
+    "fuse-cross-entropy",
+    cl::desc("fuse the output projection into the loss, holding this many "
+             "tokens' logits at a time (train-fuse-linear-cross-entropy; "
+             "0: keep the logits)"),
+    cl::init(0), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
@@ -341,6 +348,11 @@ int main(int argc, char **argv) {
 
   // 1. The training step.
   std::string optimizerPass =
+      (fuseChunk > 0 ? formatv("func.func(train-fuse-linear-cross-entropy{{"
+                               "chunk-tokens={0}}), ",
+                               fuseChunk.getValue())
+                           .str()
+                     : std::string()) +
       formatv("train-autodiff, train-optimizer{{kind={0} lr={1} "
               "weight-decay={2} lr-input=true}",
               optimizer, lr, weightDecay)

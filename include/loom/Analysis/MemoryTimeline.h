@@ -14,7 +14,11 @@
 //   * coll.release ends a buffer (at the wait, for a collective's input);
 //   * an op writes in place only if no alias of the buffer (a view, the
 //     source it views, a collective still reading it) is used later;
-//   * scf.for's results live in their init's buffer under the same rule.
+//   * scf.for's results live in their init's buffer under the same rule;
+//   * an scf.for's body is a timeline of its own (its arguments and the
+//     values it reads from outside are external: charged 0, and an op may
+//     write in place into a loop-carried argument), whose peak is live at
+//     the loop's position on top of everything else (the loop's transient).
 //
 // With `callerOwnedResults` (how a compiled trainer runs a step) each result
 // is a buffer the caller owns for the whole step: the op that produces it
@@ -56,6 +60,9 @@ struct BufferInterval {
   BufferKind kind = BufferKind::Activation;
   /// A result buffer the caller owns (with `callerOwnedResults`).
   bool callerOwned = false;
+  /// Owned outside the analysed block (a loop body's arguments and the
+  /// values it reads from outside): charged 0 bytes.
+  bool external = false;
 };
 
 /// The operand whose buffer `result` is written into when that operand's
@@ -94,13 +101,18 @@ public:
     return peakBreakdown;
   }
   llvm::ArrayRef<BufferInterval> getBuffers() const { return buffers; }
+  /// Bytes an op's nested block needs while it runs (an scf.for body's
+  /// peak), at each position; 0 for ops without one.
+  int64_t getTransientBytes(unsigned position) const {
+    return transient[position];
+  }
 
 private:
   void analyse(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> ops,
                MemoryTimelineOptions options);
 
   std::vector<BufferInterval> buffers;
-  std::vector<int64_t> live;
+  std::vector<int64_t> live, transient;
   int64_t peakBytes = 0;
   unsigned peakPosition = 0;
   mlir::Operation *peakOp = nullptr;
@@ -108,7 +120,7 @@ private:
 };
 
 /// Live bytes while ops are placed one at a time, as a list scheduler sees
-/// them. Applies MemoryTimeline's rules incrementally: each placement costs
+/// them (steps with train ops whole: loop transients are not modelled). Applies MemoryTimeline's rules incrementally: each placement costs
 /// O(operands + results). Placing every op of a block in some order gives,
 /// op by op, exactly MemoryTimeline's live bytes for that order.
 class MemoryTracker {

@@ -134,6 +134,56 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
                            "::mlir::memref::MemRefDialect"];
 }
 
+def TrainFuseLinearCrossEntropyPass
+    : Pass<"train-fuse-linear-cross-entropy", "::mlir::func::FuncOp"> {
+  let summary = "Fuses the output projection into the cross-entropy";
+  let description = [{
+    Finds `train.cross_entropy` whose logits are a `linalg.matmul` of
+    `[tokens, hidden]` hidden states with a `[vocab, hidden]` weight
+    (`logits = hidden @ weightᵀ`, accumulated into zeros) and used by
+    nothing else, and replaces the pair by `train.linear_cross_entropy`,
+    so that no `[tokens, vocab]` logits exist. In a training step (after
+    `train-autodiff`) it also replaces the backward's chain: the
+    `train.cross_entropy_grad` of those logits and the two contractions of
+    its result (`dhidden = dlogits @ weight`, `dweight = dlogitsᵀ @ hidden`)
+    become one `train.linear_cross_entropy_grad`, which reads the forward's
+    log-sum-exp; a contraction that accumulated into an earlier gradient
+    (a tied embedding) becomes an add.
+
+    ```mlir
+    %z = linalg.fill ins(%zero : f32) outs(%e : tensor<128x256xf32>) -> tensor<128x256xf32>
+    %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>,
+                                             affine_map<(m, n, k) -> (n, k)>,
+                                             affine_map<(m, n, k) -> (m, n)>]
+        ins(%h, %w : tensor<128x64xf32>, tensor<256x64xf32>)
+        outs(%z : tensor<128x256xf32>) -> tensor<128x256xf32>
+    %loss = train.cross_entropy %logits, %labels ignore_index = -100
+        reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
+        : tensor<128x256xf32>, tensor<128xi32> -> tensor<f32>
+    // becomes
+    %loss, %lse = train.linear_cross_entropy %h, %w, %labels
+        ignore_index = -100 reduction = <mean> label_smoothing = 0.0
+        z_loss = 0.0 softcap = 0.0 chunk_tokens = 1024
+        : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>
+        -> tensor<f32>, tensor<128xf32>
+    ```
+
+    With `remarks`, every cross-entropy left unfused gets a remark with the
+    reason (logits not a projection, used elsewhere, a weight not in
+    `[vocab, hidden]` layout, a backward that is not the expected chain).
+  }];
+  let options = [
+    Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"1024",
+           "Tokens per chunk of the fused op's loop (each holds a "
+           "[chunk, vocab] block of logits)">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "Say why each cross-entropy left alone was not fused">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::loom::train::TrainDialect"];
+}
+
 def LoomVectorizePass : Pass<"loom-vectorize", "::mlir::func::FuncOp"> {
   let summary = "Tiles and vectorises linalg ops on buffers into vector loops";
   let description = [{

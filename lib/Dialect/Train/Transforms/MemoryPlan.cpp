@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
@@ -71,6 +72,61 @@ void cloneSharedFills(Block &block) {
   }
 }
 
+/// A block's buffers placed in one region of the arena: each pinned result
+/// with its offset from the region's start (a loop body's buffers are
+/// placed in a region of their own, which is one buffer of the enclosing
+/// block, live while the loop runs).
+struct BlockPlan {
+  SmallVector<std::pair<OpResult, int64_t>> pins;
+  int64_t bytes = 0, bound = 0, peak = 0;
+  unsigned unplanned = 0;
+};
+
+BlockPlan planBlock(Block &block, bool callerOwnedResults) {
+  cloneSharedFills(block);
+  loom::MemoryTimeline timeline(block, {callerOwnedResults, kAlignment});
+  BlockPlan plan;
+  plan.peak = timeline.getPeakBytes();
+  SmallVector<loom::PackItem> items;
+  SmallVector<OpResult> direct;
+  for (const loom::BufferInterval &buffer : timeline.getBuffers()) {
+    if (buffer.bytes == 0 || buffer.callerOwned || buffer.external ||
+        isa<BlockArgument>(buffer.value))
+      continue;
+    auto result = cast<OpResult>(buffer.value);
+    if (!isa<loom::coll::WaitOp>(result.getOwner()) &&
+        !loom::getTiedInit(result)) {
+      ++plan.unplanned;
+      continue;
+    }
+    direct.push_back(result);
+    items.push_back({buffer.bytes, buffer.begin, buffer.end});
+  }
+  // Each loop body's region, live at the loop's position.
+  SmallVector<BlockPlan> nested;
+  for (auto [index, op] : llvm::enumerate(block)) {
+    auto loop = dyn_cast<scf::ForOp>(op);
+    if (!loop)
+      continue;
+    BlockPlan body = planBlock(*loop.getBody(), /*callerOwnedResults=*/false);
+    plan.unplanned += body.unplanned;
+    if (body.bytes == 0)
+      continue;
+    items.push_back({body.bytes, unsigned(index), unsigned(index)});
+    nested.push_back(std::move(body));
+  }
+  loom::Packing packing = loom::packIntervals(items, kAlignment);
+  plan.bytes = packing.arenaBytes;
+  plan.bound = packing.lowerBound;
+  for (auto [result, offset] : llvm::zip(direct, packing.offsets))
+    plan.pins.push_back({result, offset});
+  for (auto [body, offset] :
+       llvm::zip(nested, ArrayRef(packing.offsets).drop_front(direct.size())))
+    for (auto [result, inner] : body.pins)
+      plan.pins.push_back({result, offset + inner});
+  return plan;
+}
+
 struct LoomMemoryPlanPass
     : public loom::train::impl::LoomMemoryPlanPassBase<LoomMemoryPlanPass> {
   using LoomMemoryPlanPassBase::LoomMemoryPlanPassBase;
@@ -85,46 +141,24 @@ struct LoomMemoryPlanPass
     RewritePatternSet patterns(&getContext());
     tensor::populateDecomposeTensorConcatPatterns(patterns);
     walkAndApplyPatterns(func, std::move(patterns));
-    cloneSharedFills(block);
-    loom::MemoryTimeline timeline(block, {callerOwnedResults, kAlignment});
-
-    // The buffers the timeline allocates, and how each is pinned.
-    SmallVector<const loom::BufferInterval *> planned;
-    SmallVector<loom::PackItem> items;
-    int64_t unplanned = 0;
-    for (const loom::BufferInterval &buffer : timeline.getBuffers()) {
-      if (buffer.bytes == 0 || buffer.callerOwned ||
-          isa<BlockArgument>(buffer.value))
-        continue;
-      auto result = cast<OpResult>(buffer.value);
-      if (!isa<loom::coll::WaitOp>(result.getOwner()) &&
-          !loom::getTiedInit(result)) {
-        ++unplanned;
-        continue;
-      }
-      planned.push_back(&buffer);
-      items.push_back({buffer.bytes, buffer.begin, buffer.end});
-    }
-    loom::Packing packing = loom::packIntervals(items, kAlignment);
+    BlockPlan plan = planBlock(block, callerOwnedResults);
 
     OpBuilder builder(func.getContext());
     func->setAttr("loom.timeline_peak_bytes",
-                  builder.getI64IntegerAttr(timeline.getPeakBytes()));
-    func->setAttr("loom.arena_bytes",
-                  builder.getI64IntegerAttr(packing.arenaBytes));
+                  builder.getI64IntegerAttr(plan.peak));
+    func->setAttr("loom.arena_bytes", builder.getI64IntegerAttr(plan.bytes));
     func->setAttr("loom.arena_bound_bytes",
-                  builder.getI64IntegerAttr(packing.lowerBound));
-    if (unplanned)
+                  builder.getI64IntegerAttr(plan.bound));
+    if (plan.unplanned)
       func->setAttr("loom.unplanned_buffers",
-                    builder.getI64IntegerAttr(unplanned));
-    if (planned.empty())
+                    builder.getI64IntegerAttr(plan.unplanned));
+    if (plan.pins.empty())
       return;
 
     Location loc = func.getLoc();
     builder.setInsertionPointToStart(&block);
     auto arena = memref::AllocOp::create(
-        builder, loc,
-        MemRefType::get({packing.arenaBytes}, builder.getI8Type()),
+        builder, loc, MemRefType::get({plan.bytes}, builder.getI8Type()),
         builder.getI64IntegerAttr(kAlignment));
     arena->setAttr("loom.arena", builder.getUnitAttr());
 
@@ -142,8 +176,7 @@ struct LoomMemoryPlanPass
                                                /*writable=*/true);
     };
 
-    for (auto [buffer, offset] : llvm::zip(planned, packing.offsets)) {
-      auto result = cast<OpResult>(buffer->value);
+    for (auto [result, offset] : plan.pins) {
       Operation *op = result.getOwner();
       if (auto wait = dyn_cast<loom::coll::WaitOp>(op)) {
         if (Operation *start = wait.getStart())

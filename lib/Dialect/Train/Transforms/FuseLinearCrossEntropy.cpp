@@ -1,0 +1,209 @@
+//===- FuseLinearCrossEntropy.cpp - projection + loss, without logits -----===//
+//
+// Matches `linalg.matmul(hidden, weightᵀ) -> train.cross_entropy` and, in a
+// training step, the backward chain of those logits, and rewrites them to
+// train.linear_cross_entropy and its gradient (see the pass description).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Dialect/Train/TrainPasses.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
+
+namespace loom::train {
+#define GEN_PASS_DEF_TRAINFUSELINEARCROSSENTROPYPASS
+#include "loom/Dialect/Train/TrainPasses.h.inc"
+} // namespace loom::train
+
+using namespace mlir;
+using namespace loom::train;
+
+namespace {
+
+/// Whether `value` is a tensor filled with zeros (a linalg.fill of 0).
+bool isZeroFill(Value value) {
+  auto fill = value.getDefiningOp<linalg::FillOp>();
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
+}
+
+/// The loop dimension result `i` of a projected-permutation map reads.
+unsigned dimAt(AffineMap map, unsigned i) { return map.getDimPosition(i); }
+
+enum class Role { HiddenGrad, WeightGrad };
+
+/// Whether `op` is `dhidden(m, k) += dlogits(m, n) weight(n, k)` or
+/// `dweight(n, k) += dlogits(m, n) hidden(m, k)`.
+std::optional<Role> classify(Operation *user, Value dlogits, Value hidden,
+                             Value weight) {
+  auto op = dyn_cast<linalg::LinalgOp>(user);
+  if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
+      !linalg::isaContractionOpInterface(op))
+    return std::nullopt;
+  OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1);
+  if (b->get() == dlogits)
+    std::swap(a, b);
+  if (a->get() != dlogits || b->get() == dlogits)
+    return std::nullopt;
+  AffineMap mapA = op.getMatchingIndexingMap(a);
+  AffineMap mapB = op.getMatchingIndexingMap(b);
+  AffineMap mapC = op.getMatchingIndexingMap(op.getDpsInitOperand(0));
+  for (AffineMap map : {mapA, mapB, mapC})
+    if (map.getNumResults() != 2 || !map.isProjectedPermutation())
+      return std::nullopt;
+  // The reduction is the dimension the output does not read.
+  if (b->get() == weight && dimAt(mapA, 0) == dimAt(mapC, 0) &&
+      dimAt(mapA, 1) == dimAt(mapB, 0) && dimAt(mapB, 1) == dimAt(mapC, 1))
+    return Role::HiddenGrad;
+  if (b->get() == hidden && dimAt(mapA, 1) == dimAt(mapC, 0) &&
+      dimAt(mapA, 0) == dimAt(mapB, 0) && dimAt(mapB, 1) == dimAt(mapC, 1))
+    return Role::WeightGrad;
+  return std::nullopt;
+}
+
+/// One fusable projection + loss, with its backward if it has one.
+struct Match {
+  linalg::MatmulOp matmul;
+  CrossEntropyOp loss;
+  CrossEntropyGradOp grad;
+  SmallVector<std::pair<linalg::LinalgOp, Role>> contractions;
+};
+
+/// Matches `loss`, or returns why it cannot be fused.
+FailureOr<Match> match(CrossEntropyOp loss, std::string &why) {
+  Match m;
+  m.loss = loss;
+  m.matmul = loss.getLogits().getDefiningOp<linalg::MatmulOp>();
+  if (!m.matmul || !m.matmul.hasPureTensorSemantics()) {
+    why = "the logits are not a linalg.matmul on tensors";
+    return failure();
+  }
+  MLIRContext *ctx = loss.getContext();
+  AffineExpr mm, n, k;
+  bindDims(ctx, mm, n, k);
+  SmallVector<AffineMap> transposedB = {
+      AffineMap::get(3, 0, {mm, k}, ctx), AffineMap::get(3, 0, {n, k}, ctx),
+      AffineMap::get(3, 0, {mm, n}, ctx)};
+  if (m.matmul.getIndexingMapsArray() != transposedB) {
+    why = "the projection's weight is not [vocab, hidden] (the matmul is "
+          "not hidden @ weightᵀ)";
+    return failure();
+  }
+  if (!isZeroFill(m.matmul.getDpsInits()[0])) {
+    why = "the projection accumulates into something other than zeros";
+    return failure();
+  }
+  Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
+  Type element = loss.getLogits().getType().getElementType();
+  if (!element.isF32() && !element.isF64()) {
+    why = "the logits are not f32 or f64 (the fused loss computes in f32 "
+          "and would change the loss type)";
+    return failure();
+  }
+  if (cast<RankedTensorType>(hidden.getType()).getElementType() != element ||
+      cast<RankedTensorType>(weight.getType()).getElementType() != element) {
+    why = "the projection mixes element types";
+    return failure();
+  }
+  for (Operation *user : loss.getLogits().getUsers()) {
+    if (user == loss)
+      continue;
+    auto grad = dyn_cast<CrossEntropyGradOp>(user);
+    if (!grad || m.grad || grad.getLabels() != loss.getLabels() ||
+        grad.getIgnoreIndexAttr() != loss.getIgnoreIndexAttr() ||
+        grad.getReductionAttr() != loss.getReductionAttr() ||
+        grad.getLabelSmoothingAttr() != loss.getLabelSmoothingAttr() ||
+        grad.getZLossAttr() != loss.getZLossAttr()) {
+      why = "the logits have another use than the loss and its gradient";
+      return failure();
+    }
+    m.grad = grad;
+  }
+  if (!m.grad)
+    return m;
+  bool seen[2] = {false, false};
+  for (Operation *user : m.grad.getResult().getUsers()) {
+    std::optional<Role> role =
+        classify(user, m.grad.getResult(), hidden, weight);
+    if (!role || seen[int(*role)]) {
+      why = "the logits' gradient is used by something other than the "
+            "dhidden and dweight contractions";
+      return failure();
+    }
+    seen[int(*role)] = true;
+    m.contractions.push_back({cast<linalg::LinalgOp>(user), *role});
+  }
+  return m;
+}
+
+void rewrite(Match &m, int64_t chunkTokens) {
+  OpBuilder b(m.loss);
+  Location loc = m.loss.getLoc();
+  Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
+  auto hiddenType = cast<RankedTensorType>(hidden.getType());
+  auto lseType = RankedTensorType::get({hiddenType.getDimSize(0)},
+                                       hiddenType.getElementType());
+  auto fused = LinearCrossEntropyOp::create(
+      b, loc, m.loss.getType(), lseType, hidden, weight, m.loss.getLabels(),
+      m.loss.getIgnoreIndexAttr(), m.loss.getReductionAttr(),
+      m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
+      b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens));
+  m.loss.getResult().replaceAllUsesWith(fused.getLoss());
+  m.loss.erase();
+  if (m.grad) {
+    b.setInsertionPoint(m.grad);
+    auto grads = LinearCrossEntropyGradOp::create(
+        b, m.grad.getLoc(), hidden, weight, m.grad.getLabels(), fused.getLse(),
+        m.grad.getLossGrad(), fused);
+    for (auto [op, role] : m.contractions) {
+      Value value = role == Role::HiddenGrad ? grads.getHiddenGrad()
+                                             : grads.getWeightGrad();
+      Value init = op.getDpsInits()[0];
+      if (!isZeroFill(init)) {
+        // The contraction accumulated into an earlier gradient.
+        b.setInsertionPoint(op);
+        auto type = cast<RankedTensorType>(init.getType());
+        Value empty = tensor::EmptyOp::create(b, op.getLoc(), type.getShape(),
+                                              type.getElementType());
+        value = linalg::AddOp::create(b, op.getLoc(), ValueRange{init, value},
+                                      ValueRange{empty})
+                    .getResult(0);
+      }
+      op->getResult(0).replaceAllUsesWith(value);
+      op->erase();
+    }
+    m.grad.erase();
+  }
+  m.matmul.erase();
+}
+
+struct TrainFuseLinearCrossEntropyPass
+    : loom::train::impl::TrainFuseLinearCrossEntropyPassBase<
+          TrainFuseLinearCrossEntropyPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (chunkTokens <= 0) {
+      getOperation().emitError("chunk-tokens must be positive");
+      return signalPassFailure();
+    }
+    SmallVector<CrossEntropyOp> losses;
+    getOperation().walk([&](CrossEntropyOp loss) { losses.push_back(loss); });
+    for (CrossEntropyOp loss : losses) {
+      std::string why;
+      FailureOr<Match> m = match(loss, why);
+      if (failed(m)) {
+        if (remarks)
+          loss.emitRemark("not fused: ") << why;
+        continue;
+      }
+      rewrite(*m, chunkTokens);
+    }
+  }
+};
+
+} // namespace
