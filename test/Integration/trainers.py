@@ -4,7 +4,8 @@
     trainers.py build        compile the trainers the other tests share
     trainers.py equal        1 rank vs 2 and 4 ranks with ZeRO-1/2/3: same losses;
                              every trainer's measured peak = plan = timeline;
-                             vector loops give the scalar loops' bits
+                             vector loops give the scalar loops' bits; the
+                             fused loss gives the unfused losses
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
@@ -39,8 +40,11 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
             ("r2-z1", 2, 1, "adamw"), ("r2-z2", 2, 2, "adamw"), ("r2-z3", 2, 3, "adamw"),
             ("r4-z1", 4, 1, "adamw"), ("r4-z2", 4, 2, "adamw"), ("r4-z3", 4, 3, "adamw")]
 # The 1-rank trainer again with scalar loops (loomc --vectorize=false):
-# loom-vectorize must not change a bit.
+# loom-vectorize must not change a bit. And with the fused loss, in chunks
+# of 32 of its 128 tokens: the same losses within 1e-5.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
+FUSED = ("r1-fused", 1, 0, "adamw")
+EXTRA_FLAGS = {SCALAR: ["--vectorize=false"], FUSED: ["--fuse-cross-entropy=32"]}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
 failures = 0
@@ -73,8 +77,7 @@ def build(work: str) -> None:
         lr = 1.0 if optimizer == "sgd" else LR
         cmd = [loomc, forward, "--world-size", str(ranks), "--zero-stage", str(stage),
                "--optimizer", optimizer, "--lr", str(lr), "-O1", "-o", exe]
-        if spec == SCALAR:
-            cmd.append("--vectorize=false")
+        cmd += EXTRA_FLAGS.get(spec, [])
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         return name, proc, time.perf_counter() - start
@@ -84,7 +87,7 @@ def build(work: str) -> None:
         with open(os.path.join(work, f"tiny-b{batch}.mlir"), "w") as f:
             f.write(build_forward(cfg))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        for name, proc, seconds in pool.map(one, TRAINERS + [SCALAR]):
+        for name, proc, seconds in pool.map(one, TRAINERS + list(EXTRA_FLAGS)):
             check(proc.returncode == 0, f"loomc {name} ({seconds:.1f} s)")
             if proc.returncode:
                 print(proc.stderr)
@@ -144,6 +147,10 @@ def equal(work: str) -> None:
           f"--lr {2 * LR}: step 0 unchanged, step 1 {other[1]:.6f} (default lr: {want[1]:.6f})")
     scalar = train(SCALAR[0], 1)
     check(scalar == want, f"vector loops = scalar loops bit for bit ({len(want)} losses)")
+    fused = train(FUSED[0], 1)
+    worst = max(abs(g - w) / abs(w) for g, w in zip(fused, want))
+    check(len(fused) == STEPS and worst <= 1e-5,
+          f"fused loss: {STEPS} losses within {worst:.1e} relative of the unfused")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))

@@ -142,7 +142,7 @@ Value CrossEntropyParts::tokenWeights(LinalgBuilder &lb, Value lossGrad,
 
 Value CrossEntropyParts::logitsGrad(LinalgBuilder &lb, Value lse,
                                     Value weights, double smoothing,
-                                    double zLoss) const {
+                                    double zLoss, Value init) const {
   Value zero = lb.floatConstant(type, 0.0);
   Value one = lb.floatConstant(type, 1.0);
   Value keep = lb.floatConstant(type, 1.0 - smoothing);
@@ -150,7 +150,8 @@ Value CrossEntropyParts::logitsGrad(LinalgBuilder &lb, Value lse,
   Value twiceZ = lb.floatConstant(type, 2.0 * zLoss);
   AffineMap rowMap = lb.map(2, {0});
   return lb.generic(
-      lb.empty({tokens, vocab}, type), {logits, lse, weights, labels},
+      init ? init : lb.empty({tokens, vocab}, type),
+      {logits, lse, weights, labels},
       {lb.identity(2), rowMap, rowMap, rowMap, lb.identity(2)},
       [&](OpBuilder &b, Location l, ValueRange args) -> Value {
         Value shifted = arith::SubFOp::create(b, l, args[0], args[1]);

@@ -40,10 +40,12 @@ struct CrossEntropyParts {
   mlir::Value tokenWeights(LinalgBuilder &lb, mlir::Value lossGrad,
                            LossReduction reduction) const;
   /// The gradient of the logits from the log-sum-exp and token weights:
-  /// `w[i] * (p (1 + 2 z lse) - (1 - ls) [j == label] - ls / vocab)`.
+  /// `w[i] * (p (1 + 2 z lse) - (1 - ls) [j == label] - ls / vocab)`,
+  /// written into `init` (a fresh tensor when null; the logits themselves
+  /// to compute in place).
   mlir::Value logitsGrad(LinalgBuilder &lb, mlir::Value lse,
-                         mlir::Value weights, double smoothing,
-                         double zLoss) const;
+                         mlir::Value weights, double smoothing, double zLoss,
+                         mlir::Value init = {}) const;
 };
 
 } // namespace loom::train::detail

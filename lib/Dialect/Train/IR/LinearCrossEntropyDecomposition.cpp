@@ -86,30 +86,31 @@ Value insertRows(OpBuilder &b, Location l, Value chunk, Value into,
 }
 
 /// One chunk's logits, `hidden_c @ weightᵀ`, soft-capped when `softcap > 0`.
-/// Also returns `tanh(z / softcap)` (null without a cap) for the backward.
+/// With `keepTanh` also returns `tanh(z / softcap)` for the backward (null
+/// without a cap). Each step writes in place into the block before it
+/// (only the backward's tanh needs a second block).
 std::pair<Value, Value> chunkLogits(LinalgBuilder &lb, Value hidden,
                                     Value weight, int64_t chunk, int64_t vocab,
-                                    Type type, double softcap) {
+                                    Type type, double softcap, bool keepTanh) {
   Value z = contract(lb, lb.filled({chunk, vocab}, type, 0.0), hidden, weight,
                      {lb.map(3, {0, 2}), lb.map(3, {1, 2}), lb.map(3, {0, 1})});
   if (softcap <= 0.0)
     return {z, Value()};
   Value inverse = lb.floatConstant(type, 1.0 / softcap);
-  Value tanh = lb.generic(lb.empty({chunk, vocab}, type), z,
-                          {lb.identity(2), lb.identity(2)},
+  Value tanh = lb.generic(z, z, {lb.identity(2), lb.identity(2)},
                           [&](OpBuilder &b, Location l, ValueRange args) {
                             Value s = arith::MulFOp::create(b, l, args[0],
                                                             inverse);
                             return math::TanhOp::create(b, l, s).getResult();
                           });
   Value cap = lb.floatConstant(type, softcap);
-  Value capped = lb.generic(lb.empty({chunk, vocab}, type), tanh,
-                            {lb.identity(2), lb.identity(2)},
+  Value capped = lb.generic(keepTanh ? lb.empty({chunk, vocab}, type) : tanh,
+                            tanh, {lb.identity(2), lb.identity(2)},
                             [&](OpBuilder &b, Location l, ValueRange args) {
                               return arith::MulFOp::create(b, l, args[0], cap)
                                   .getResult();
                             });
-  return {capped, tanh};
+  return {capped, keepTanh ? tanh : Value()};
 }
 
 /// Casts a compute-type tensor back to `elementType` if they differ.
@@ -154,7 +155,7 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
         Value hidden = rows(b, l, getHidden(), i, chunk);
         Value labels = rows(b, l, getLabels(), i, chunk);
         Value logits = chunkLogits(clb, hidden, getWeight(), chunk, vocab,
-                                   type, softcap)
+                                   type, softcap, /*keepTanh=*/false)
                            .first;
         CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
         Value lse = parts.logSumExp(clb);
@@ -201,14 +202,16 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
         Value lse = rows(b, l, getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
         auto [logits, tanh] = chunkLogits(clb, hidden, getWeight(), chunk,
-                                          vocab, type, softcap);
+                                          vocab, type, softcap,
+                                          /*keepTanh=*/true);
         CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
-        Value grad = parts.logitsGrad(clb, lse, w, smoothing, zLoss);
+        // In place: the logits die here.
+        Value grad = parts.logitsGrad(clb, lse, w, smoothing, zLoss, logits);
         if (tanh) {
           // d(cap * tanh(z / cap)) / dz = 1 - tanh².
           Value one = clb.floatConstant(type, 1.0);
           grad = clb.generic(
-              clb.empty({chunk, vocab}, type), {grad, tanh},
+              grad, {grad, tanh},
               {clb.identity(2), clb.identity(2), clb.identity(2)},
               [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
                 Value square = arith::MulFOp::create(ob, ol, args[1], args[1]);

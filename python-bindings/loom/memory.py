@@ -1,0 +1,68 @@
+"""The static memory analysis of a step, as loomc computes it.
+
+:func:`step_memory` runs the passes loomc runs before bufferisation
+(optionally fusing the loss first), then ``loom-memory-plan``, and returns
+what the plan reports: the memory timeline's peak (loop bodies included, as
+the trainer runs them), the arena and its live bound, all in bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from loom.opt import run_opt
+
+_ATTRS = {"timeline": "loom.timeline_peak_bytes", "arena": "loom.arena_bytes",
+          "bound": "loom.arena_bound_bytes"}
+
+
+def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adamw") -> dict[str, int]:
+    """Differentiates ``forward`` (after fusing its loss into chunks of
+    ``fuse_chunk`` tokens when positive), appends ``optimizer`` unless None,
+    decomposes the train ops and plans the step; returns the plan's figures."""
+    passes = []
+    if fuse_chunk > 0:
+        passes.append(f"func.func(train-fuse-linear-cross-entropy{{chunk-tokens={fuse_chunk}}})")
+    passes.append("train-autodiff")
+    if optimizer:
+        passes.append(f"train-optimizer{{kind={optimizer}}}")
+    passes += ["train-decompose", "canonicalize", "func.func(loom-memory-plan)"]
+    out = run_opt(forward, [f"--pass-pipeline=builtin.module({', '.join(passes)})"])
+    figures = {}
+    for key, attr in _ATTRS.items():
+        match = re.search(re.escape(attr) + r" = (\d+)", out)
+        if not match:
+            raise ValueError(f"loom-memory-plan did not report {attr}")
+        figures[key] = int(match.group(1))
+    return figures
+
+
+def loss_layer(tokens: int, hidden: int, vocab: int) -> str:
+    """A forward that is only a model's loss layer: f32 hidden states and an
+    output weight (both parameters, so the step returns their gradients),
+    projected to the vocabulary and scored by mean cross-entropy."""
+    h, w, y = f"tensor<{tokens}x{hidden}xf32>", f"tensor<{vocab}x{hidden}xf32>", f"tensor<{tokens}xi32>"
+    logits = f"tensor<{tokens}x{vocab}xf32>"
+    return f"""func.func @loss_layer(%h: {h} {{train.param = "hidden"}}, %w: {w} {{train.param = "output"}},
+                       %labels: {y} {{train.input = "labels"}}) -> (tensor<f32> {{train.loss}}) {{
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : {logits}
+  %z = linalg.fill ins(%zero : f32) outs(%e : {logits}) -> {logits}
+  %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>,
+                                           affine_map<(m, n, k) -> (m, n)>]
+      ins(%h, %w : {h}, {w}) outs(%z : {logits}) -> {logits}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0
+      z_loss = 0.0 : {logits}, {y} -> tensor<f32>
+  return %loss : tensor<f32>
+}}
+"""
+
+
+def loss_layer_extra(tokens: int, hidden: int, vocab: int, fuse_chunk: int = 0) -> dict[str, int]:
+    """The loss layer's training step (forward and backward, no optimizer):
+    its timeline peak, and the bytes above its arguments and the gradients
+    it returns (the layer's working memory)."""
+    figures = step_memory(loss_layer(tokens, hidden, vocab), fuse_chunk, optimizer=None)
+    fixed = 2 * 4 * (tokens * hidden + vocab * hidden) + 4 * tokens + 4
+    figures["extra"] = figures["timeline"] - fixed
+    return figures

@@ -1,0 +1,151 @@
+// Tests train-fuse-linear-cross-entropy: the projection + loss pair becomes
+// train.linear_cross_entropy in a forward and in a training step (where the
+// backward's logits chain becomes one gradient op); anything else is left
+// alone, with a remark saying why.
+// RUN: loom-opt %s -split-input-file -verify-diagnostics -train-fuse-linear-cross-entropy="chunk-tokens=16 remarks=true" | FileCheck %s
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// The forward form.
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[H:.+]]: tensor<32x8xf32>, %[[W:.+]]: tensor<64x8xf32>, %[[Y:.+]]: tensor<32xi32>)
+// CHECK: %[[LOSS:.+]], %{{.+}} = train.linear_cross_entropy %[[H]], %[[W]], %[[Y]] ignore_index = -100 reduction = <mean> label_smoothing = 1.000000e-01 z_loss = 1.000000e-04 softcap = 0.000000e+00 chunk_tokens = 16 : tensor<32x8xf32>, tensor<64x8xf32>, tensor<32xi32> -> tensor<f32>, tensor<32xf32>
+// CHECK-NOT: linalg.matmul
+// CHECK-NOT: train.cross_entropy
+// CHECK: return %[[LOSS]]
+func.func @forward(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.1 z_loss = 1.0e-4 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// The training-step form (as train-autodiff emits it): the loss gradient and
+// the two contractions of its result become one linear_cross_entropy_grad
+// reading the forward's log-sum-exp. The weight gradient accumulated into
+// an earlier one (a tied embedding's) becomes an add.
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%[[H:.+]]: tensor<32x8xf32>, %[[W:.+]]: tensor<64x8xf32>, %[[Y:.+]]: tensor<32xi32>, %[[DE:.+]]: tensor<64x8xf32>)
+// CHECK: %[[LOSS:.+]], %[[LSE:.+]] = train.linear_cross_entropy %[[H]], %[[W]], %[[Y]]
+// CHECK: %[[DH:.+]], %[[DW:.+]] = train.linear_cross_entropy_grad %[[H]], %[[W]], %[[Y]], %[[LSE]], %{{.+}} ignore_index = -100 reduction = <sum>
+// CHECK: %[[SUM:.+]] = linalg.add ins(%[[DE]], %[[DW]] : tensor<64x8xf32>, tensor<64x8xf32>)
+// CHECK-NOT: train.cross_entropy
+// CHECK: return %[[LOSS]], %[[DH]], %[[SUM]]
+func.func @step(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi32>, %dembed: tensor<64x8xf32>)
+    -> (tensor<f32>, tensor<32x8xf32>, tensor<64x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <sum> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  %e0 = tensor.empty() : tensor<f32>
+  %dl = linalg.fill ins(%one : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %dlogits = train.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 reduction = <sum> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32>, tensor<f32>
+  %eh = tensor.empty() : tensor<32x8xf32>
+  %zh = linalg.fill ins(%zero : f32) outs(%eh : tensor<32x8xf32>) -> tensor<32x8xf32>
+  %dh = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, n)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, k)>],
+                        iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dlogits, %w : tensor<32x64xf32>, tensor<64x8xf32>) outs(%zh : tensor<32x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<32x8xf32>
+  %dw = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, n)>, affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>],
+                        iterator_types = ["reduction", "parallel", "parallel"]}
+      ins(%dlogits, %h : tensor<32x64xf32>, tensor<32x8xf32>) outs(%dembed : tensor<64x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<64x8xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<32x8xf32>, tensor<64x8xf32>
+}
+
+// -----
+
+// No match: each case keeps its cross-entropy, with the reason.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+
+// CHECK-LABEL: func.func @logits_argument
+// CHECK: train.cross_entropy
+func.func @logits_argument(%logits: tensor<32x64xf32>, %labels: tensor<32xi32>) -> tensor<f32> {
+  // expected-remark @+1 {{not fused: the logits are not a linalg.matmul on tensors}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @weight_hidden_by_vocab
+// CHECK: linalg.matmul
+// CHECK: train.cross_entropy
+func.func @weight_hidden_by_vocab(%h: tensor<32x8xf32>, %w: tensor<8x64xf32>, %labels: tensor<32xi32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul ins(%h, %w : tensor<32x8xf32>, tensor<8x64xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  // expected-remark @+1 {{not fused: the projection's weight is not [vocab, hidden]}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @logits_returned
+// CHECK: train.cross_entropy
+func.func @logits_returned(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi32>) -> (tensor<f32>, tensor<32x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  // expected-remark @+1 {{not fused: the logits have another use than the loss and its gradient}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss, %logits : tensor<f32>, tensor<32x64xf32>
+}
+
+// CHECK-LABEL: func.func @accumulating_projection
+// CHECK: train.cross_entropy
+func.func @accumulating_projection(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %bias: tensor<32x64xf32>, %labels: tensor<32xi32>) -> tensor<f32> {
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%bias : tensor<32x64xf32>) -> tensor<32x64xf32>
+  // expected-remark @+1 {{not fused: the projection accumulates into something other than zeros}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// CHECK-LABEL: func.func @bf16_logits
+// CHECK: train.cross_entropy
+func.func @bf16_logits(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: tensor<32xi32>) -> tensor<bf16> {
+  %zero = arith.constant 0.0 : bf16
+  %e = tensor.empty() : tensor<32x64xbf16>
+  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<32x64xbf16>) -> tensor<32x64xbf16>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xbf16>, tensor<64x8xbf16>) outs(%z : tensor<32x64xbf16>) -> tensor<32x64xbf16>
+  // expected-remark @+1 {{not fused: the logits are not f32 or f64}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xbf16>, tensor<32xi32> -> tensor<bf16>
+  return %loss : tensor<bf16>
+}
+
+// A backward that is not the expected chain: the logits' gradient is also
+// returned.
+// CHECK-LABEL: func.func @gradient_returned
+// CHECK: train.cross_entropy_grad
+func.func @gradient_returned(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi32>, %dl: tensor<f32>) -> (tensor<f32>, tensor<32x64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  // expected-remark @+1 {{not fused: the logits' gradient is used by something other than the dhidden and dweight contractions}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  %g = train.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32>, tensor<f32>
+  return %loss, %g : tensor<f32>, tensor<32x64xf32>
+}
