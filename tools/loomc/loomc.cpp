@@ -5,8 +5,8 @@
 //         [--emit=step|mlir|llvm-mlir|llvm|obj|exe] -o trainer
 //
 // Stages, each named in its diagnostics:
-//   1. training step: train-fuse-linear-cross-entropy (with
-//      --fuse-cross-entropy), train-autodiff, train-optimizer;
+//   1. training step: train-fuse-linear-cross-entropy (unless
+//      --fuse-cross-entropy=0), train-autodiff, train-optimizer;
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
 //   4. lowering: decompositions, bufferisation, matmuls to BLAS, loops,
@@ -103,7 +103,7 @@ static cl::opt<int64_t> fuseChunk(
     cl::desc("fuse the output projection into the loss, holding this many "
              "tokens' logits at a time (train-fuse-linear-cross-entropy; "
              "0: keep the logits)"),
-    cl::init(0), cl::cat(loomcCategory));
+    cl::init(256), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
