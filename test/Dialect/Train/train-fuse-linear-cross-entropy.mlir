@@ -135,6 +135,18 @@ func.func @bf16_logits(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: te
   return %loss : tensor<bf16>
 }
 
+// CHECK-LABEL: func.func @one_chunk
+// CHECK: train.cross_entropy
+func.func @one_chunk(%h: tensor<16x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<16xi32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<16x64xf32>) -> tensor<16x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<16x8xf32>, tensor<64x8xf32>) outs(%z : tensor<16x64xf32>) -> tensor<16x64xf32>
+  // expected-remark @+1 {{not fused: one chunk of 16 tokens would hold all the logits (nothing to save)}}
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<16x64xf32>, tensor<16xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
 // A backward that is not the expected chain: the logits' gradient is also
 // returned.
 // CHECK-LABEL: func.func @gradient_returned

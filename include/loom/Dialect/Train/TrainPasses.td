@@ -168,9 +168,12 @@ def TrainFuseLinearCrossEntropyPass
         -> tensor<f32>, tensor<128xf32>
     ```
 
-    With `remarks`, every cross-entropy left unfused gets a remark with the
-    reason (logits not a projection, used elsewhere, a weight not in
-    `[vocab, hidden]` layout, a backward that is not the expected chain).
+    A step whose tokens fit in one chunk is left alone: one chunk would
+    hold all the logits, and the backward follows the loss at once, so
+    fusing would save nothing. With `remarks`, every cross-entropy left
+    unfused gets a remark with the reason (logits not a projection, used
+    elsewhere, a weight not in `[vocab, hidden]` layout, a backward that is
+    not the expected chain, one chunk).
   }];
   let options = [
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"1024",

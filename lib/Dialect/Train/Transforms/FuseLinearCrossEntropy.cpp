@@ -74,7 +74,8 @@ struct Match {
 };
 
 /// Matches `loss`, or returns why it cannot be fused.
-FailureOr<Match> match(CrossEntropyOp loss, std::string &why) {
+FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
+                       std::string &why) {
   Match m;
   m.loss = loss;
   m.matmul = loss.getLogits().getDefiningOp<linalg::MatmulOp>();
@@ -98,6 +99,12 @@ FailureOr<Match> match(CrossEntropyOp loss, std::string &why) {
     return failure();
   }
   Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
+  int64_t tokens = loss.getLogits().getType().getDimSize(0);
+  if (ShapedType::isDynamic(tokens) || chunkTokens >= tokens) {
+    why = "one chunk of " + std::to_string(chunkTokens) +
+          " tokens would hold all the logits (nothing to save)";
+    return failure();
+  }
   Type element = loss.getLogits().getType().getElementType();
   if (!element.isF32() && !element.isF64()) {
     why = "the logits are not f32 or f64 (the fused loss computes in f32 "
@@ -195,7 +202,7 @@ struct TrainFuseLinearCrossEntropyPass
     getOperation().walk([&](CrossEntropyOp loss) { losses.push_back(loss); });
     for (CrossEntropyOp loss : losses) {
       std::string why;
-      FailureOr<Match> m = match(loss, why);
+      FailureOr<Match> m = match(loss, chunkTokens, why);
       if (failed(m)) {
         if (remarks)
           loss.emitRemark("not fused: ") << why;
