@@ -1,5 +1,6 @@
 # Tests train.linear_cross_entropy and its gradient, decomposed into token
-# chunks and run by loom-run, against NumPy's unfused linear + cross-entropy
+# chunks and run by loom-run, against an unfused NumPy linear +
+# cross-entropy and against PyTorch (F.linear + F.cross_entropy, autograd)
 # in f64 (and f32): every reduction, ignore_index (with an all-ignored
 # batch), label smoothing, z-loss, logit soft-capping, chunks that do and do
 # not divide the tokens, and bf16 operands with f32 math.
@@ -11,6 +12,8 @@ import os
 import sys
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from loom.testing import run_function  # noqa: E402
@@ -68,6 +71,25 @@ def cast(result, source, from_t, to_t, op):
             f"  ^bb0(%x: {elem_from}, %o: {elem_to}):\n"
             f"    %c = {op} %x : {elem_from} to {elem_to}\n"
             f"    linalg.yield %c : {elem_to}\n  }} -> {to_t}\n")
+
+
+def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap):
+    """PyTorch's unfused loss and its autograd gradients, in f64. z-loss and
+    the soft-cap are not in F.cross_entropy: added as PaLM and Gemma 2 do."""
+    th = torch.tensor(h, dtype=torch.float64, requires_grad=True)
+    tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    y = torch.tensor(labels, dtype=torch.int64)
+    logits = F.linear(th, tw)
+    if softcap > 0:
+        logits = softcap * torch.tanh(logits / softcap)
+    loss = F.cross_entropy(logits, y, ignore_index=IGNORE, reduction=reduction,
+                           label_smoothing=smoothing)
+    if z_loss > 0:
+        valid = (y != IGNORE).double()
+        z = z_loss * torch.logsumexp(logits, -1) ** 2 * valid
+        loss = loss + {"none": z, "sum": z.sum(), "mean": z.sum() / valid.sum().clamp(min=1)}[reduction]
+    loss.backward(torch.ones_like(loss))
+    return loss.detach().numpy(), th.grad.numpy(), tw.grad.numpy()
 
 
 def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
@@ -136,6 +158,9 @@ for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
         tag = f"[{elem} {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
         for name, g, r in zip(("loss", "lse", "dhidden", "dweight"), got, want):
             check(f"{name} {tag}", g, r, rtol, atol)
+        for name, g, r in zip(("loss", "dhidden", "dweight"), [got[0], got[2], got[3]],
+                              torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap)):
+            check(f"{name} vs PyTorch {tag}", g, r, rtol, atol)
 
 # Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.
 h, w = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim))
