@@ -2,8 +2,8 @@
 # chunks and run by loom-run, against an unfused NumPy linear +
 # cross-entropy and against PyTorch (F.linear + F.cross_entropy, autograd)
 # in f64 (and f32): every reduction, ignore_index (with an all-ignored
-# batch), label smoothing, z-loss, logit soft-capping, chunks that do and do
-# not divide the tokens, and bf16 operands with f32 math.
+# batch), label smoothing, z-loss, logit soft-capping, a bias, chunks that
+# do and do not divide the tokens, and bf16 operands with f32 math.
 # RUN: %python %s | FileCheck %s
 # CHECK-NOT: FAIL
 # CHECK: fused linear cross-entropy matches
@@ -31,11 +31,13 @@ def check(name, got, want, rtol, atol):
     failures += not ok
 
 
-def reference(h, w, labels, reduction, smoothing, z_loss, softcap):
-    """Unfused: logits, then cross-entropy; loss, lse, dh and dw for a
-    loss gradient of 1 (ones for reduction none), in f64."""
+def reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=None):
+    """Unfused: logits, then cross-entropy; loss, lse, dh, dw (and db with a
+    bias) for a loss gradient of 1 (ones for reduction none), in f64."""
     h, w = h.astype(np.float64), w.astype(np.float64)
     z = h @ w.T
+    if bias is not None:
+        z = z + bias.astype(np.float64)
     t = np.tanh(z / softcap) if softcap > 0 else None
     logits = softcap * t if softcap > 0 else z
     m = logits.max(-1, keepdims=True)
@@ -55,7 +57,8 @@ def reference(h, w, labels, reduction, smoothing, z_loss, softcap):
     g *= np.where(valid, scale, 0.0)[:, None]
     if softcap > 0:
         g *= 1 - t * t
-    return np.asarray(loss), lse, g @ w, g.T @ h
+    grads = [g @ w, g.T @ h] + ([g.sum(0)] if bias is not None else [])
+    return [np.asarray(loss), lse, *grads]
 
 
 def cast(result, source, from_t, to_t, op):
@@ -73,13 +76,14 @@ def cast(result, source, from_t, to_t, op):
             f"    linalg.yield %c : {elem_to}\n  }} -> {to_t}\n")
 
 
-def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap):
+def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=None):
     """PyTorch's unfused loss and its autograd gradients, in f64. z-loss and
     the soft-cap are not in F.cross_entropy: added as PaLM and Gemma 2 do."""
     th = torch.tensor(h, dtype=torch.float64, requires_grad=True)
     tw = torch.tensor(w, dtype=torch.float64, requires_grad=True)
+    tb = None if bias is None else torch.tensor(bias, dtype=torch.float64, requires_grad=True)
     y = torch.tensor(labels, dtype=torch.int64)
-    logits = F.linear(th, tw)
+    logits = F.linear(th, tw, tb)
     if softcap > 0:
         logits = softcap * torch.tanh(logits / softcap)
     loss = F.cross_entropy(logits, y, ignore_index=IGNORE, reduction=reduction,
@@ -89,12 +93,17 @@ def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap):
         z = z_loss * torch.logsumexp(logits, -1) ** 2 * valid
         loss = loss + {"none": z, "sum": z.sum(), "mean": z.sum() / valid.sum().clamp(min=1)}[reduction]
     loss.backward(torch.ones_like(loss))
-    return loss.detach().numpy(), th.grad.numpy(), tw.grad.numpy()
+    grads = [th.grad.numpy(), tw.grad.numpy()] + ([tb.grad.numpy()] if tb is not None else [])
+    return [loss.detach().numpy(), *grads]
 
 
-def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
+def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=None):
+    """The fused op and its gradient through loom-run: loss, lse, dh, dw
+    (and db with a bias)."""
     tokens, dim = h.shape
     vocab = w.shape[0]
+    if bias is not None:
+        return run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem)
     ct = "f32" if elem == "bf16" else elem
     loss_t = f"tensor<{tokens}x{ct}>" if reduction == "none" else f"tensor<{ct}>"
     attrs = (f"ignore_index = {IGNORE} reduction = <{reduction}> label_smoothing = {smoothing} "
@@ -129,6 +138,26 @@ def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
     return run_function(source, "f", [h.astype(dtype), w.astype(dtype), labels])
 
 
+def run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
+    tokens, dim = h.shape
+    vocab = w.shape[0]
+    loss_t = f"tensor<{tokens}x{elem}>" if reduction == "none" else f"tensor<{elem}>"
+    attrs = (f"ignore_index = {IGNORE} reduction = <{reduction}> label_smoothing = {smoothing} "
+             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}")
+    ht, wt, bt = f"tensor<{tokens}x{dim}x{elem}>", f"tensor<{vocab}x{dim}x{elem}>", f"tensor<{vocab}x{elem}>"
+    lt, lse_t = f"tensor<{tokens}xi32>", f"tensor<{tokens}x{elem}>"
+    source = (
+        f"func.func @f(%h: {ht}, %w: {wt}, %b: {bt}, %l: {lt}) -> ({loss_t}, {lse_t}, {ht}, {wt}, {bt}) {{\n"
+        f"  %one = arith.constant dense<1.0> : {loss_t}\n"
+        f"  %loss, %lse = train.linear_cross_entropy %h, %w bias %b, %l {attrs}"
+        f" : {ht}, {wt}, {lt}, {bt} -> {loss_t}, {lse_t}\n"
+        f"  %dh, %dw, %db = train.linear_cross_entropy_grad %h, %w bias %b, %l, %lse, %one {attrs}"
+        f" : {ht}, {wt}, {lt}, {lse_t}, {loss_t}, {bt} -> {bt}\n"
+        f"  return %loss, %lse, %dh, %dw, %db : {loss_t}, {lse_t}, {ht}, {wt}, {bt}\n}}\n")
+    dtype = np.float64 if elem == "f64" else np.float32
+    return run_function(source, "f", [h.astype(dtype), w.astype(dtype), bias.astype(dtype), labels])
+
+
 def bf16(x):
     """Rounds f32 to the nearest bf16 (ties to even), kept as f32."""
     bits = x.astype(np.float32).view(np.uint32)
@@ -158,8 +187,26 @@ for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
         tag = f"[{elem} {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
         for name, g, r in zip(("loss", "lse", "dhidden", "dweight"), got, want):
             check(f"{name} {tag}", g, r, rtol, atol)
-        for name, g, r in zip(("loss", "dhidden", "dweight"), [got[0], got[2], got[3]],
+        for name, g, r in zip(("loss", "dhidden", "dweight"), [got[0], *got[2:]],
                               torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap)):
+            check(f"{name} vs PyTorch {tag}", g, r, rtol, atol)
+
+# A bias: logits = h @ wᵀ + b, and its gradient (the logits' gradient
+# summed over tokens).
+for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
+    for reduction, smoothing, z_loss, softcap, chunk in [("mean", 0.1, 1e-3, 3.0, 8), ("none", 0.0, 0.0, 0.0, 6)]:
+        h = rng.standard_normal((tokens, dim))
+        w = rng.standard_normal((vocab, dim)) * 0.5
+        b = rng.standard_normal(vocab)
+        labels = rng.integers(0, vocab, tokens).astype(np.int32)
+        labels[5] = IGNORE
+        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=b)
+        want = reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=b)
+        tag = f"[{elem} bias {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
+        for name, g, r in zip(("loss", "lse", "dhidden", "dweight", "dbias"), got, want):
+            check(f"{name} {tag}", g, r, rtol, atol)
+        theirs = torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=b)
+        for name, g, r in zip(("loss", "dhidden", "dweight", "dbias"), [got[0], *got[2:]], theirs):
             check(f"{name} vs PyTorch {tag}", g, r, rtol, atol)
 
 # Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.

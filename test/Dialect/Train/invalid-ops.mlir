@@ -190,3 +190,11 @@ func.func @linear_cross_entropy_grad_none(%h: tensor<8x16xf32>, %w: tensor<32x16
   %dh, %dw = train.linear_cross_entropy_grad %h, %w, %y, %lse, %dl ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xf32>, tensor<32x16xf32>, tensor<8xi32>, tensor<8xf32>, tensor<f32>
   return
 }
+
+// -----
+
+func.func @linear_cross_entropy_bias_size(%h: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<30xf32>, %y: tensor<8xi32>) {
+  // expected-error @+1 {{expected the bias size (the weight's vocabulary) to be 32, got 30}}
+  %loss, %lse = train.linear_cross_entropy %h, %w bias %b, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xf32>, tensor<32x16xf32>, tensor<8xi32>, tensor<30xf32> -> tensor<f32>, tensor<8xf32>
+  return
+}

@@ -288,8 +288,9 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
   let summary = "cross-entropy of a linear projection, without its logits";
   let description = [{
     `hidden` is `[tokens, hidden]`, `weight` is `[vocab, hidden]` (PyTorch's
-    `nn.Linear` layout) and `labels` is `[tokens]`. The op computes what
-    `train.cross_entropy` computes on `logits = hidden @ weightᵀ`, optionally
+    `nn.Linear` layout), the optional `bias` is `[vocab]` and `labels` is
+    `[tokens]`. The op computes what `train.cross_entropy` computes on
+    `logits = hidden @ weightᵀ (+ bias)`, optionally
     soft-capped (`softcap > 0`: `logits = softcap * tanh(logits / softcap)`,
     Gemma 2's), without ever holding `[tokens, vocab]` logits: its
     decomposition loops over chunks of `chunk_tokens` tokens, and holds one
@@ -306,6 +307,7 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
     ```
   }];
   let arguments = (ins Train_FloatTensor:$hidden, Train_FloatTensor:$weight,
+                       Optional<Train_FloatTensor>:$bias,
                        Train_IntTensor:$labels,
                        I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
                        Train_UnitIntervalF64Attr:$label_smoothing,
@@ -314,11 +316,11 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
                        Train_PositiveI64Attr:$chunk_tokens);
   let results = (outs Train_FloatTensor:$loss, Train_FloatTensor:$lse);
   let assemblyFormat = [{
-    $hidden `,` $weight `,` $labels `ignore_index` `=` $ignore_index
+    $hidden `,` $weight (`bias` $bias^)? `,` $labels `ignore_index` `=` $ignore_index
     `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
     `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
     attr-dict `:` type($hidden) `,` type($weight) `,` type($labels)
-    `->` type($loss) `,` type($lse)
+    (`,` type($bias)^)? `->` type($loss) `,` type($lse)
   }];
 }
 
@@ -329,7 +331,8 @@ def Train_LinearCrossEntropyGradOp
   let summary = "gradients of train.linear_cross_entropy";
   let description = [{
     Given the forward's operands, its log-sum-exp and the gradient of the
-    loss, returns the gradients of `hidden` and `weight`. The decomposition
+    loss, returns the gradients of `hidden`, `weight` and (with a bias) of
+    `bias`. The decomposition
     recomputes each chunk's logits, forms their gradient (as
     `train.cross_entropy_grad` does, times the soft-cap's derivative) and
     accumulates `dhidden = dlogits @ weight` and `dweight += dlogitsᵀ @ hidden`
@@ -344,6 +347,7 @@ def Train_LinearCrossEntropyGradOp
     ```
   }];
   let arguments = (ins Train_FloatTensor:$hidden, Train_FloatTensor:$weight,
+                       Optional<Train_FloatTensor>:$bias,
                        Train_IntTensor:$labels, Train_FloatTensor:$lse,
                        Train_FloatTensor:$loss_grad,
                        I64Attr:$ignore_index, Train_LossReductionAttr:$reduction,
@@ -352,22 +356,27 @@ def Train_LinearCrossEntropyGradOp
                        Train_NonNegativeF64Attr:$softcap,
                        Train_PositiveI64Attr:$chunk_tokens);
   let results = (outs Train_FloatTensor:$hidden_grad,
-                      Train_FloatTensor:$weight_grad);
+                      Train_FloatTensor:$weight_grad,
+                      Optional<Train_FloatTensor>:$bias_grad);
   let assemblyFormat = [{
-    $hidden `,` $weight `,` $labels `,` $lse `,` $loss_grad
+    $hidden `,` $weight (`bias` $bias^)? `,` $labels `,` $lse `,` $loss_grad
     `ignore_index` `=` $ignore_index
     `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
     `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
     attr-dict `:` type($hidden) `,` type($weight) `,` type($labels) `,`
-    type($lse) `,` type($loss_grad)
+    type($lse) `,` type($loss_grad) (`,` type($bias)^)?
+    (`->` type($bias_grad)^)?
   }];
   let builders = [
     OpBuilder<(ins "::mlir::Value":$hidden, "::mlir::Value":$weight,
                    "::mlir::Value":$labels, "::mlir::Value":$lse,
                    "::mlir::Value":$loss_grad, "LinearCrossEntropyOp":$forward), [{
-      build($_builder, $_state,
-            ::mlir::TypeRange{hidden.getType(), weight.getType()}, hidden,
-            weight, labels, lse, loss_grad, forward.getIgnoreIndexAttr(),
+      ::llvm::SmallVector<::mlir::Type> types = {hidden.getType(),
+                                                 weight.getType()};
+      if (forward.getBias())
+        types.push_back(forward.getBias().getType());
+      build($_builder, $_state, types, hidden, weight, forward.getBias(),
+            labels, lse, loss_grad, forward.getIgnoreIndexAttr(),
             forward.getReductionAttr(), forward.getLabelSmoothingAttr(),
             forward.getZLossAttr(), forward.getSoftcapAttr(),
             forward.getChunkTokensAttr());

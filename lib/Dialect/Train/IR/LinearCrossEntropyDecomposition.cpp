@@ -85,14 +85,23 @@ Value insertRows(OpBuilder &b, Location l, Value chunk, Value into,
                                        strides);
 }
 
-/// One chunk's logits, `hidden_c @ weightᵀ`, soft-capped when `softcap > 0`.
+/// One chunk's logits, `hidden_c @ weightᵀ (+ bias)`, soft-capped when `softcap > 0`.
 /// With `keepTanh` also returns `tanh(z / softcap)` for the backward (null
 /// without a cap). Each step writes in place into the block before it
 /// (only the backward's tanh needs a second block).
 std::pair<Value, Value> chunkLogits(LinalgBuilder &lb, Value hidden,
-                                    Value weight, int64_t chunk, int64_t vocab,
-                                    Type type, double softcap, bool keepTanh) {
-  Value z = contract(lb, lb.filled({chunk, vocab}, type, 0.0), hidden, weight,
+                                    Value weight, Value bias, int64_t chunk,
+                                    int64_t vocab, Type type, double softcap,
+                                    bool keepTanh) {
+  // The bias, broadcast over the chunk's tokens, is the matmul's init.
+  Value init = lb.filled({chunk, vocab}, type, 0.0);
+  if (bias)
+    init = lb.generic(lb.empty({chunk, vocab}, type), bias,
+                      {lb.map(2, {1}), lb.identity(2)},
+                      [&](OpBuilder &b, Location l, ValueRange args) {
+                        return extendTo(b, l, args[0], type);
+                      });
+  Value z = contract(lb, init, hidden, weight,
                      {lb.map(3, {0, 2}), lb.map(3, {1, 2}), lb.map(3, {0, 1})});
   if (softcap <= 0.0)
     return {z, Value()};
@@ -154,8 +163,8 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
         LinalgBuilder clb(b, l);
         Value hidden = rows(b, l, getHidden(), i, chunk);
         Value labels = rows(b, l, getLabels(), i, chunk);
-        Value logits = chunkLogits(clb, hidden, getWeight(), chunk, vocab,
-                                   type, softcap, /*keepTanh=*/false)
+        Value logits = chunkLogits(clb, hidden, getWeight(), getBias(), chunk,
+                                   vocab, type, softcap, /*keepTanh=*/false)
                            .first;
         CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
         Value lse = parts.logSumExp(clb);
@@ -191,19 +200,21 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
   Value lower = arith::ConstantIndexOp::create(builder, loc, 0);
   Value upper = arith::ConstantIndexOp::create(builder, loc, tokens);
   Value step = arith::ConstantIndexOp::create(builder, loc, chunk);
+  SmallVector<Value> inits = {lb.empty({tokens, dim}, type),
+                             lb.filled({vocab, dim}, type, 0.0)};
+  if (getBias())
+    inits.push_back(lb.filled({vocab}, type, 0.0));
   auto loop = scf::ForOp::create(
-      builder, loc, lower, upper, step,
-      ValueRange{lb.empty({tokens, dim}, type),
-                 lb.filled({vocab, dim}, type, 0.0)},
+      builder, loc, lower, upper, step, inits,
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
         LinalgBuilder clb(b, l);
         Value hidden = rows(b, l, getHidden(), i, chunk);
         Value labels = rows(b, l, getLabels(), i, chunk);
         Value lse = rows(b, l, getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
-        auto [logits, tanh] = chunkLogits(clb, hidden, getWeight(), chunk,
-                                          vocab, type, softcap,
-                                          /*keepTanh=*/true);
+        auto [logits, tanh] =
+            chunkLogits(clb, hidden, getWeight(), getBias(), chunk, vocab,
+                        type, softcap, /*keepTanh=*/true);
         CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
         // In place: the logits die here.
         Value grad = parts.logitsGrad(clb, lse, w, smoothing, zLoss, logits);
@@ -227,10 +238,20 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
         Value dWeight = contract(
             clb, acc[1], grad, hidden,
             {clb.map(3, {2, 0}), clb.map(3, {2, 1}), clb.map(3, {0, 1})});
-        scf::YieldOp::create(
-            b, l, ValueRange{insertRows(b, l, dHidden, acc[0], i), dWeight});
+        SmallVector<Value> results = {insertRows(b, l, dHidden, acc[0], i),
+                                      dWeight};
+        if (getBias()) // dbias(n) += sum_m grad(m, n)
+          results.push_back(clb.generic(
+              acc[2], grad, {clb.map(2, {0, 1}), clb.map(2, {1})},
+              [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+                return arith::AddFOp::create(ob, ol, args[1], args[0]);
+              }));
+        scf::YieldOp::create(b, l, results);
       });
-  return SmallVector<Value>{
+  SmallVector<Value> grads = {
       castTo(lb, loop.getResult(0), hiddenType.getElementType()),
       castTo(lb, loop.getResult(1), weightType.getElementType())};
+  if (getBias())
+    grads.push_back(castTo(lb, loop.getResult(2), weightType.getElementType()));
+  return grads;
 }

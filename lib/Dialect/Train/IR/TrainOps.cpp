@@ -214,8 +214,17 @@ LogicalResult CrossEntropyGradOp::verify() {
 /// after an error.
 static RankedTensorType verifyLinearCrossEntropyOperands(
     Operation *op, RankedTensorType hidden, RankedTensorType weight,
-    RankedTensorType labels, LossReduction reduction,
+    Value bias, RankedTensorType labels, LossReduction reduction,
     RankedTensorType &lseType) {
+  if (bias) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (failed(verifyRank(op, biasType, 1, "[vocab] bias")) ||
+        failed(verifyDim(op, weight.getDimSize(0), biasType.getDimSize(0),
+                         "the bias size (the weight's vocabulary)")) ||
+        failed(verifySameElementType(op, weight.getElementType(),
+                                     biasType.getElementType(), "bias")))
+      return {};
+  }
   if (failed(verifyRank(op, hidden, 2, "[tokens, hidden] hidden states")) ||
       failed(verifyRank(op, weight, 2, "[vocab, hidden] weight")) ||
       failed(verifyRank(op, labels, 1, "[tokens] labels")) ||
@@ -238,7 +247,7 @@ static RankedTensorType verifyLinearCrossEntropyOperands(
 LogicalResult LinearCrossEntropyOp::verify() {
   RankedTensorType lseType;
   RankedTensorType expected = verifyLinearCrossEntropyOperands(
-      *this, getHidden().getType(), getWeight().getType(),
+      *this, getHidden().getType(), getWeight().getType(), getBias(),
       getLabels().getType(), getReduction(), lseType);
   if (!expected)
     return failure();
@@ -256,7 +265,7 @@ LogicalResult LinearCrossEntropyOp::verify() {
 LogicalResult LinearCrossEntropyGradOp::verify() {
   RankedTensorType lseType;
   RankedTensorType expected = verifyLinearCrossEntropyOperands(
-      *this, getHidden().getType(), getWeight().getType(),
+      *this, getHidden().getType(), getWeight().getType(), getBias(),
       getLabels().getType(), getReduction(), lseType);
   if (!expected)
     return failure();
@@ -268,5 +277,9 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
   if (getLse().getType() != lseType)
     return emitOpError() << "expected lse type " << lseType << ", got "
                          << getLse().getType();
+  if (bool(getBias()) != bool(getBiasGrad()) ||
+      (getBias() && getBias().getType() != getBiasGrad().getType()))
+    return emitOpError("expects a bias gradient of the bias's type exactly "
+                       "when there is a bias");
   return success();
 }

@@ -155,7 +155,8 @@ void rewrite(Match &m, int64_t chunkTokens) {
   auto lseType = RankedTensorType::get({hiddenType.getDimSize(0)},
                                        hiddenType.getElementType());
   auto fused = LinearCrossEntropyOp::create(
-      b, loc, m.loss.getType(), lseType, hidden, weight, m.loss.getLabels(),
+      b, loc, m.loss.getType(), lseType, hidden, weight, /*bias=*/Value(),
+      m.loss.getLabels(),
       m.loss.getIgnoreIndexAttr(), m.loss.getReductionAttr(),
       m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
       b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens));

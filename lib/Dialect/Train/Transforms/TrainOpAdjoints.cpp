@@ -101,6 +101,8 @@ LogicalResult loom::train::differentiateTrainOp(ReverseMode &rm,
             o);
         rm.accumulate(o.getHidden(), grads.getHiddenGrad());
         rm.accumulate(o.getWeight(), grads.getWeightGrad());
+        if (Value bias = o.getBias())
+          rm.accumulate(bias, grads.getBiasGrad());
         return success();
       })
       .Case<RMSNormOp, RoPEOp>([&](Operation *o) {
