@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
+from loom.opt import run_opt  # noqa: E402
 from loom.testing import run_function  # noqa: E402
 
 rng = np.random.default_rng(7)
@@ -208,6 +209,41 @@ for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
         theirs = torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=b)
         for name, g, r in zip(("loss", "dhidden", "dweight", "dbias"), [got[0], *got[2:]], theirs):
             check(f"{name} vs PyTorch {tag}", g, r, rtol, atol)
+
+# The pass, end to end: a loss layer with a bias, differentiated unfused,
+# fused before train-autodiff and fused after it (the training-step form),
+# gives the same loss and gradients.
+layer = f"""#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @layer(%h: tensor<{tokens}x{dim}xf64> {{train.param = "h"}}, %w: tensor<{vocab}x{dim}xf64> {{train.param = "w"}},
+                 %b: tensor<{vocab}xf64> {{train.param = "b"}}, %y: tensor<{tokens}xi32> {{train.input = "labels"}})
+    -> (tensor<f64> {{train.loss}}) {{
+  %e = tensor.empty() : tensor<{tokens}x{vocab}xf64>
+  %bb = linalg.broadcast ins(%b : tensor<{vocab}xf64>) outs(%e : tensor<{tokens}x{vocab}xf64>) dimensions = [0]
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<{tokens}x{dim}xf64>, tensor<{vocab}x{dim}xf64>)
+      outs(%bb : tensor<{tokens}x{vocab}xf64>) -> tensor<{tokens}x{vocab}xf64>
+  %loss = train.cross_entropy %logits, %y ignore_index = {IGNORE} reduction = <mean> label_smoothing = 0.1 z_loss = 0.001
+      : tensor<{tokens}x{vocab}xf64>, tensor<{tokens}xi32> -> tensor<f64>
+  return %loss : tensor<f64>
+}}
+"""
+fuse = "--train-fuse-linear-cross-entropy=chunk-tokens=8"
+h, w, b = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim)) * 0.5, rng.standard_normal(vocab)
+labels = rng.integers(0, vocab, tokens).astype(np.int32)
+labels[2] = IGNORE
+steps = {order: run_opt(layer, args) for order, args in (
+    ("unfused", ["--train-autodiff"]), ("fused before autodiff", [fuse, "--train-autodiff"]),
+    ("fused after autodiff", ["--train-autodiff", fuse]))}
+for order in ("fused before autodiff", "fused after autodiff"):
+    if "train.linear_cross_entropy_grad" not in steps[order]:
+        print(f"FAIL {order}: the pass did not fuse")
+        failures += 1
+want = run_function(steps["unfused"], "layer", [h, w, b, labels])
+for order in ("fused before autodiff", "fused after autodiff"):
+    got = run_function(steps[order], "layer", [h, w, b, labels])
+    for name, g, r in zip(("loss", "dhidden", "dweight", "dbias"), got, want):
+        check(f"{name} [{order} vs unfused]", g, r, 1e-10, 1e-12)
 
 # Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.
 h, w = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim))

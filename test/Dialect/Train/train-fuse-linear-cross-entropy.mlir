@@ -75,6 +75,39 @@ func.func @step(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi
 
 // -----
 
+// A bias broadcast over the tokens as the projection's init: the fused op
+// takes it, and its gradient (the sum over tokens) comes from the fused
+// gradient op.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @bias_step
+// CHECK-SAME: (%[[H:.+]]: tensor<32x8xf32>, %[[W:.+]]: tensor<64x8xf32>, %[[B:.+]]: tensor<64xf32>, %[[Y:.+]]: tensor<32xi32>, %[[DL:.+]]: tensor<f32>)
+// CHECK: %[[LOSS:.+]], %[[LSE:.+]] = train.linear_cross_entropy %[[H]], %[[W]] bias %[[B]], %[[Y]]
+// CHECK: %[[DH:.+]], %[[DW:.+]], %[[DB:.+]] = train.linear_cross_entropy_grad %[[H]], %[[W]] bias %[[B]], %[[Y]], %[[LSE]], %[[DL]]
+// CHECK: return %[[LOSS]], %[[DB]]
+func.func @bias_step(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %b: tensor<64xf32>, %labels: tensor<32xi32>, %dl: tensor<f32>)
+    -> (tensor<f32>, tensor<64xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %bb = linalg.broadcast ins(%b : tensor<64xf32>) outs(%e : tensor<32x64xf32>) dimensions = [0]
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%bb : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  %dlogits = train.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32>, tensor<f32>
+  %eb = tensor.empty() : tensor<64xf32>
+  %zb = linalg.fill ins(%zero : f32) outs(%eb : tensor<64xf32>) -> tensor<64xf32>
+  %db = linalg.generic {indexing_maps = [affine_map<(m, n) -> (m, n)>, affine_map<(m, n) -> (n)>],
+                        iterator_types = ["reduction", "parallel"]}
+      ins(%dlogits : tensor<32x64xf32>) outs(%zb : tensor<64xf32>) {
+  ^bb0(%a: f32, %c: f32):
+    %s = arith.addf %a, %c : f32
+    linalg.yield %s : f32
+  } -> tensor<64xf32>
+  return %loss, %db : tensor<f32>, tensor<64xf32>
+}
+
+// -----
+
 // No match: each case keeps its cross-entropy, with the reason.
 #mk = affine_map<(m, n, k) -> (m, k)>
 #nk = affine_map<(m, n, k) -> (n, k)>
@@ -118,7 +151,7 @@ func.func @logits_returned(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: 
 // CHECK: train.cross_entropy
 func.func @accumulating_projection(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %bias: tensor<32x64xf32>, %labels: tensor<32xi32>) -> tensor<f32> {
   %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%bias : tensor<32x64xf32>) -> tensor<32x64xf32>
-  // expected-remark @+1 {{not fused: the projection accumulates into something other than zeros}}
+  // expected-remark @+1 {{not fused: the projection accumulates into something other than zeros or a bias broadcast over the tokens}}
   %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
@@ -156,7 +189,7 @@ func.func @gradient_returned(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels
   %e = tensor.empty() : tensor<32x64xf32>
   %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
   %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xf32>, tensor<64x8xf32>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
-  // expected-remark @+1 {{not fused: the logits' gradient is used by something other than the dhidden and dweight contractions}}
+  // expected-remark @+1 {{not fused: the logits' gradient is used by something other than the dhidden, dweight and dbias reductions}}
   %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
   %g = train.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32>, tensor<f32>
   return %loss, %g : tensor<f32>, tensor<32x64xf32>

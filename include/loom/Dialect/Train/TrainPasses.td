@@ -140,13 +140,14 @@ def TrainFuseLinearCrossEntropyPass
   let description = [{
     Finds `train.cross_entropy` whose logits are a `linalg.matmul` of
     `[tokens, hidden]` hidden states with a `[vocab, hidden]` weight
-    (`logits = hidden @ weightᵀ`, accumulated into zeros) and used by
-    nothing else, and replaces the pair by `train.linear_cross_entropy`,
+    (`logits = hidden @ weightᵀ`, accumulated into zeros or into a `[vocab]`
+    bias broadcast over the tokens) and used by nothing else, and replaces the pair by `train.linear_cross_entropy`,
     so that no `[tokens, vocab]` logits exist. In a training step (after
     `train-autodiff`) it also replaces the backward's chain: the
-    `train.cross_entropy_grad` of those logits and the two contractions of
-    its result (`dhidden = dlogits @ weight`, `dweight = dlogitsᵀ @ hidden`)
-    become one `train.linear_cross_entropy_grad`, which reads the forward's
+    `train.cross_entropy_grad` of those logits and the contractions of its
+    result (`dhidden = dlogits @ weight`, `dweight = dlogitsᵀ @ hidden`, and
+    the bias's `sum over tokens`) become one
+    `train.linear_cross_entropy_grad`, which reads the forward's
     log-sum-exp; a contraction that accumulated into an earlier gradient
     (a tied embedding) becomes an add.
 

@@ -30,16 +30,64 @@ bool isZeroFill(Value value) {
   return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat());
 }
 
+/// The `[vocab]` bias when `value` broadcasts one over the tokens (a
+/// linalg.broadcast along dimension 0, or the generic equivalent), else null.
+Value biasOf(Value value) {
+  if (auto broadcast = value.getDefiningOp<linalg::BroadcastOp>()) {
+    if (broadcast.getDimensions() == ArrayRef<int64_t>{0})
+      return broadcast.getInput();
+    return {};
+  }
+  auto generic = value.getDefiningOp<linalg::GenericOp>();
+  if (!generic || generic.getNumDpsInputs() != 1 ||
+      generic.getNumLoops() != 2 ||
+      generic.getNumReductionLoops() != 0)
+    return {};
+  MLIRContext *ctx = generic.getContext();
+  if (generic.getIndexingMapsArray() !=
+      SmallVector<AffineMap>{AffineMap::get(2, 0, getAffineDimExpr(1, ctx)),
+                             AffineMap::getMultiDimIdentityMap(2, ctx)})
+    return {};
+  auto yield = cast<linalg::YieldOp>(generic.getBody()->getTerminator());
+  if (yield.getValues()[0] != generic.getBody()->getArgument(0))
+    return {};
+  return generic.getDpsInputs()[0];
+}
+
 /// The loop dimension result `i` of a projected-permutation map reads.
 unsigned dimAt(AffineMap map, unsigned i) { return map.getDimPosition(i); }
 
-enum class Role { HiddenGrad, WeightGrad };
+enum class Role { HiddenGrad, WeightGrad, BiasGrad };
 
-/// Whether `op` is `dhidden(m, k) += dlogits(m, n) weight(n, k)` or
-/// `dweight(n, k) += dlogits(m, n) hidden(m, k)`.
+/// Whether `op` is `dbias(n) += sum_m dlogits(m, n)`.
+bool isBiasGrad(linalg::LinalgOp op, Value dlogits) {
+  if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
+      op.getNumDpsInits() != 1 || op.getNumLoops() != 2 ||
+      op.getDpsInputs()[0] != dlogits)
+    return false;
+  MLIRContext *ctx = op.getContext();
+  if (op.getIndexingMapsArray() !=
+      SmallVector<AffineMap>{AffineMap::getMultiDimIdentityMap(2, ctx),
+                             AffineMap::get(2, 0, getAffineDimExpr(1, ctx))})
+    return false;
+  Block *body = op.getBlock();
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
+  if (!add || body->getOperations().size() != 2)
+    return false;
+  Value in = body->getArgument(0), out = body->getArgument(1);
+  return (add.getLhs() == in && add.getRhs() == out) ||
+         (add.getLhs() == out && add.getRhs() == in);
+}
+
+/// Whether `op` is `dhidden(m, k) += dlogits(m, n) weight(n, k)`,
+/// `dweight(n, k) += dlogits(m, n) hidden(m, k)` or (with a bias) the bias's
+/// gradient.
 std::optional<Role> classify(Operation *user, Value dlogits, Value hidden,
-                             Value weight) {
+                             Value weight, Value bias) {
   auto op = dyn_cast<linalg::LinalgOp>(user);
+  if (bias && isBiasGrad(op, dlogits))
+    return Role::BiasGrad;
   if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
       !linalg::isaContractionOpInterface(op))
@@ -68,6 +116,7 @@ std::optional<Role> classify(Operation *user, Value dlogits, Value hidden,
 /// One fusable projection + loss, with its backward if it has one.
 struct Match {
   linalg::MatmulOp matmul;
+  Value bias;
   CrossEntropyOp loss;
   CrossEntropyGradOp grad;
   SmallVector<std::pair<linalg::LinalgOp, Role>> contractions;
@@ -94,8 +143,11 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
           "not hidden @ weightᵀ)";
     return failure();
   }
-  if (!isZeroFill(m.matmul.getDpsInits()[0])) {
-    why = "the projection accumulates into something other than zeros";
+  Value init = m.matmul.getDpsInits()[0];
+  m.bias = biasOf(init);
+  if (!isZeroFill(init) && !m.bias) {
+    why = "the projection accumulates into something other than zeros or "
+          "a bias broadcast over the tokens";
     return failure();
   }
   Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
@@ -112,7 +164,9 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
     return failure();
   }
   if (cast<RankedTensorType>(hidden.getType()).getElementType() != element ||
-      cast<RankedTensorType>(weight.getType()).getElementType() != element) {
+      cast<RankedTensorType>(weight.getType()).getElementType() != element ||
+      (m.bias &&
+       cast<RankedTensorType>(m.bias.getType()).getElementType() != element)) {
     why = "the projection mixes element types";
     return failure();
   }
@@ -132,13 +186,13 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
   }
   if (!m.grad)
     return m;
-  bool seen[2] = {false, false};
+  bool seen[3] = {false, false, false};
   for (Operation *user : m.grad.getResult().getUsers()) {
     std::optional<Role> role =
-        classify(user, m.grad.getResult(), hidden, weight);
+        classify(user, m.grad.getResult(), hidden, weight, m.bias);
     if (!role || seen[int(*role)]) {
       why = "the logits' gradient is used by something other than the "
-            "dhidden and dweight contractions";
+            "dhidden, dweight and dbias reductions";
       return failure();
     }
     seen[int(*role)] = true;
@@ -155,7 +209,7 @@ void rewrite(Match &m, int64_t chunkTokens) {
   auto lseType = RankedTensorType::get({hiddenType.getDimSize(0)},
                                        hiddenType.getElementType());
   auto fused = LinearCrossEntropyOp::create(
-      b, loc, m.loss.getType(), lseType, hidden, weight, /*bias=*/Value(),
+      b, loc, m.loss.getType(), lseType, hidden, weight, m.bias,
       m.loss.getLabels(),
       m.loss.getIgnoreIndexAttr(), m.loss.getReductionAttr(),
       m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
@@ -168,8 +222,9 @@ void rewrite(Match &m, int64_t chunkTokens) {
         b, m.grad.getLoc(), hidden, weight, m.grad.getLabels(), fused.getLse(),
         m.grad.getLossGrad(), fused);
     for (auto [op, role] : m.contractions) {
-      Value value = role == Role::HiddenGrad ? grads.getHiddenGrad()
-                                             : grads.getWeightGrad();
+      Value value = role == Role::HiddenGrad   ? grads.getHiddenGrad()
+                    : role == Role::WeightGrad ? grads.getWeightGrad()
+                                               : grads.getBiasGrad();
       Value init = op.getDpsInits()[0];
       if (!isZeroFill(init)) {
         // The contraction accumulated into an earlier gradient.
