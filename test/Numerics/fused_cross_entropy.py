@@ -245,6 +245,55 @@ for order in ("fused before autodiff", "fused after autodiff"):
     for name, g, r in zip(("loss", "dhidden", "dweight", "dbias"), got, want):
         check(f"{name} [{order} vs unfused]", g, r, 1e-10, 1e-12)
 
+# A bf16 model through the pass: the unfused loss computes in bf16, the
+# fused one in f32 and rounds the loss to bf16 at the end. CCE's rule: the
+# fused error against f64 (on the same bf16 operands) is no worse than the
+# unfused bf16 error plus one bf16 rounding of the loss.
+def bf16_layer(tokens, dim, vocab):
+    def cast(name, src, shape, op, a, b):
+        ident = ", ".join(f"d{i}" for i in range(len(shape)))
+        m = f"affine_map<({ident}) -> ({ident})>"
+        dims = "".join(f"{d}x" for d in shape)
+        par = ", ".join(['"parallel"'] * len(shape))
+        return (f"  {name}_e = tensor.empty() : tensor<{dims}{b}>\n"
+                f"  {name} = linalg.generic {{indexing_maps = [{m}, {m}], iterator_types = [{par}]}} "
+                f"ins({src} : tensor<{dims}{a}>) outs({name}_e : tensor<{dims}{b}>) {{\n"
+                f"  ^bb0(%x: {a}, %o: {b}):\n    %c = {op} %x : {a} to {b}\n    linalg.yield %c : {b}\n"
+                f"  }} -> tensor<{dims}{b}>\n")
+    return (f"func.func @layer(%h: tensor<{tokens}x{dim}xf32>, %w: tensor<{vocab}x{dim}xf32>, "
+            f"%y: tensor<{tokens}xi32>) -> tensor<f32> {{\n"
+            + cast("%hb", "%h", (tokens, dim), "arith.truncf", "f32", "bf16")
+            + cast("%wb", "%w", (vocab, dim), "arith.truncf", "f32", "bf16") +
+            f"  %zero = arith.constant 0.0 : bf16\n"
+            f"  %e = tensor.empty() : tensor<{tokens}x{vocab}xbf16>\n"
+            f"  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<{tokens}x{vocab}xbf16>) -> tensor<{tokens}x{vocab}xbf16>\n"
+            f"  %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, "
+            f"affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>] "
+            f"ins(%hb, %wb : tensor<{tokens}x{dim}xbf16>, tensor<{vocab}x{dim}xbf16>) "
+            f"outs(%z : tensor<{tokens}x{vocab}xbf16>) -> tensor<{tokens}x{vocab}xbf16>\n"
+            f"  %loss = train.cross_entropy %logits, %y ignore_index = {IGNORE} reduction = <mean> "
+            f"label_smoothing = 0.0 z_loss = 0.0 : tensor<{tokens}x{vocab}xbf16>, tensor<{tokens}xi32> -> tensor<bf16>\n"
+            + cast("%l32", "%loss", (), "arith.extf", "bf16", "f32") +
+            f"  return %l32 : tensor<f32>\n}}\n")
+
+
+source = bf16_layer(tokens, dim, vocab)
+fused_source = run_opt(source, [fuse])
+if "train.linear_cross_entropy" not in fused_source:
+    print("FAIL bf16: the pass did not fuse")
+    failures += 1
+h = bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
+w = bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
+labels = rng.integers(0, vocab, tokens).astype(np.int32)
+ref = float(reference(h, w, labels, "mean", 0.0, 0.0, 0.0)[0])
+(unfused_loss,) = run_function(source, "layer", [h, w, labels])
+(fused_loss,) = run_function(fused_source, "layer", [h, w, labels])
+unfused_err, fused_err = abs(float(unfused_loss) - ref), abs(float(fused_loss) - ref)
+ok = fused_err <= unfused_err + abs(ref) * 2.0**-8
+print(f"{'ok' if ok else 'FAIL'} bf16 through the pass: fused error {fused_err:.3g}, "
+      f"unfused bf16 error {unfused_err:.3g} (f64 loss {ref:.6f})")
+failures += not ok
+
 # Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.
 h, w = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim))
 labels = np.full(tokens, IGNORE, np.int32)

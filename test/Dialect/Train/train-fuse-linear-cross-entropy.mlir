@@ -75,6 +75,42 @@ func.func @step(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %labels: tensor<32xi
 
 // -----
 
+// bf16: the fused loss computes in f32; its loss is truncated back to the
+// step's bf16, and the bf16 loss gradient extended to f32.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @bf16_step
+// CHECK: %[[LOSS:.+]], %[[LSE:.+]] = train.linear_cross_entropy {{.*}} : tensor<32x8xbf16>, tensor<64x8xbf16>, tensor<32xi32> -> tensor<f32>, tensor<32xf32>
+// CHECK: %[[L16:.+]] = linalg.generic {{.*}} ins(%[[LOSS]] : tensor<f32>)
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: %[[DL32:.+]] = linalg.generic {{.*}} ins(%{{.+}} : tensor<bf16>)
+// CHECK: arith.extf {{.*}} : bf16 to f32
+// CHECK: %[[DH:.+]], %[[DW:.+]] = train.linear_cross_entropy_grad {{.*}}, %[[LSE]], %[[DL32]] {{.*}} : tensor<32x8xbf16>, tensor<64x8xbf16>, tensor<32xi32>, tensor<32xf32>, tensor<f32>
+// CHECK: return %[[L16]], %[[DH]]
+func.func @bf16_step(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: tensor<32xi32>, %dl: tensor<bf16>)
+    -> (tensor<bf16>, tensor<32x8xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  %e = tensor.empty() : tensor<32x64xbf16>
+  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<32x64xbf16>) -> tensor<32x64xbf16>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xbf16>, tensor<64x8xbf16>) outs(%z : tensor<32x64xbf16>) -> tensor<32x64xbf16>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xbf16>, tensor<32xi32> -> tensor<bf16>
+  %dlogits = train.cross_entropy_grad %logits, %labels, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xbf16>, tensor<32xi32>, tensor<bf16>
+  %eh = tensor.empty() : tensor<32x8xbf16>
+  %zh = linalg.fill ins(%zero : bf16) outs(%eh : tensor<32x8xbf16>) -> tensor<32x8xbf16>
+  %dh = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, n)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, k)>],
+                        iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%dlogits, %w : tensor<32x64xbf16>, tensor<64x8xbf16>) outs(%zh : tensor<32x8xbf16>) {
+  ^bb0(%a: bf16, %b: bf16, %c: bf16):
+    %p = arith.mulf %a, %b : bf16
+    %s = arith.addf %c, %p : bf16
+    linalg.yield %s : bf16
+  } -> tensor<32x8xbf16>
+  return %loss, %dh : tensor<bf16>, tensor<32x8xbf16>
+}
+
+// -----
+
 // A bias broadcast over the tokens as the projection's init: the fused op
 // takes it, and its gradient (the sum over tokens) comes from the fused
 // gradient op.
@@ -154,18 +190,6 @@ func.func @accumulating_projection(%h: tensor<32x8xf32>, %w: tensor<64x8xf32>, %
   // expected-remark @+1 {{not fused: the projection accumulates into something other than zeros or a bias broadcast over the tokens}}
   %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
   return %loss : tensor<f32>
-}
-
-// CHECK-LABEL: func.func @bf16_logits
-// CHECK: train.cross_entropy
-func.func @bf16_logits(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: tensor<32xi32>) -> tensor<bf16> {
-  %zero = arith.constant 0.0 : bf16
-  %e = tensor.empty() : tensor<32x64xbf16>
-  %z = linalg.fill ins(%zero : bf16) outs(%e : tensor<32x64xbf16>) -> tensor<32x64xbf16>
-  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xbf16>, tensor<64x8xbf16>) outs(%z : tensor<32x64xbf16>) -> tensor<32x64xbf16>
-  // expected-remark @+1 {{not fused: the logits are not f32 or f64}}
-  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xbf16>, tensor<32xi32> -> tensor<bf16>
-  return %loss : tensor<bf16>
 }
 
 // CHECK-LABEL: func.func @one_chunk

@@ -158,11 +158,6 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
     return failure();
   }
   Type element = loss.getLogits().getType().getElementType();
-  if (!element.isF32() && !element.isF64()) {
-    why = "the logits are not f32 or f64 (the fused loss computes in f32 "
-          "and would change the loss type)";
-    return failure();
-  }
   if (cast<RankedTensorType>(hidden.getType()).getElementType() != element ||
       cast<RankedTensorType>(weight.getType()).getElementType() != element ||
       (m.bias &&
@@ -201,26 +196,59 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
   return m;
 }
 
+/// `value` converted elementwise to `type`'s element type (extf or truncf),
+/// as a linalg.generic; `value` itself when the types match.
+Value convert(OpBuilder &b, Location loc, Value value, RankedTensorType type) {
+  auto from = cast<RankedTensorType>(value.getType());
+  if (from == type)
+    return value;
+  Type element = type.getElementType();
+  bool widen = element.getIntOrFloatBitWidth() >
+               from.getElementType().getIntOrFloatBitWidth();
+  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), element);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> iterators(type.getRank(),
+                                             utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, type, value, empty, ArrayRef<AffineMap>{id, id},
+             iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value c = widen ? arith::ExtFOp::create(nb, l, element, args[0])
+                                     .getResult()
+                               : arith::TruncFOp::create(nb, l, element,
+                                                         args[0])
+                                     .getResult();
+               linalg::YieldOp::create(nb, l, c);
+             })
+      .getResult(0);
+}
+
 void rewrite(Match &m, int64_t chunkTokens) {
   OpBuilder b(m.loss);
   Location loc = m.loss.getLoc();
   Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
   auto hiddenType = cast<RankedTensorType>(hidden.getType());
-  auto lseType = RankedTensorType::get({hiddenType.getDimSize(0)},
-                                       hiddenType.getElementType());
+  // The fused loss computes f16/bf16 in f32 and returns f32: convert at the
+  // boundary so the step's types do not change.
+  Type element = hiddenType.getElementType();
+  Type compute = element.getIntOrFloatBitWidth() < 32 ? b.getF32Type() : element;
+  auto lossType = m.loss.getType().clone(compute);
+  auto lseType = RankedTensorType::get({hiddenType.getDimSize(0)}, compute);
   auto fused = LinearCrossEntropyOp::create(
-      b, loc, m.loss.getType(), lseType, hidden, weight, m.bias,
-      m.loss.getLabels(),
+      b, loc, lossType, lseType, hidden, weight, m.bias, m.loss.getLabels(),
       m.loss.getIgnoreIndexAttr(), m.loss.getReductionAttr(),
       m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
       b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens));
-  m.loss.getResult().replaceAllUsesWith(fused.getLoss());
+  m.loss.getResult().replaceAllUsesWith(
+      convert(b, loc, fused.getLoss(), m.loss.getType()));
   m.loss.erase();
   if (m.grad) {
     b.setInsertionPoint(m.grad);
+    Value lossGrad =
+        convert(b, m.grad.getLoc(), m.grad.getLossGrad(), lossType);
     auto grads = LinearCrossEntropyGradOp::create(
         b, m.grad.getLoc(), hidden, weight, m.grad.getLabels(), fused.getLse(),
-        m.grad.getLossGrad(), fused);
+        lossGrad, fused);
     for (auto [op, role] : m.contractions) {
       Value value = role == Role::HiddenGrad   ? grads.getHiddenGrad()
                     : role == Role::WeightGrad ? grads.getWeightGrad()
