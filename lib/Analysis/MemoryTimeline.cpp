@@ -52,6 +52,30 @@ OpOperand *loom::getTiedInit(OpResult result) {
   return nullptr;
 }
 
+/// For `result` written into `tied`, an extract_slice of some X: X when
+/// the result's only use is an insert_slice of it back into X at the same
+/// offsets, sizes and strides, X has no other use and the slice no other
+/// user; else null. `position` and `index` place the ops.
+static Value updatedSubset(OpOperand *tied, OpResult result,
+                           const DenseMap<Operation *, unsigned> &position,
+                           unsigned index) {
+  auto extract = tied->get().getDefiningOp<tensor::ExtractSliceOp>();
+  if (!extract || !tied->get().hasOneUse() || !result.hasOneUse())
+    return {};
+  auto insert = dyn_cast<tensor::InsertSliceOp>(*result.getUsers().begin());
+  Value whole = extract.getSource();
+  if (!insert || insert.getSource() != result || insert.getDest() != whole ||
+      !position.count(insert) || position.lookup(insert) <= index ||
+      insert.getMixedOffsets() != extract.getMixedOffsets() ||
+      insert.getMixedSizes() != extract.getMixedSizes() ||
+      insert.getMixedStrides() != extract.getMixedStrides())
+    return {};
+  for (Operation *user : whole.getUsers())
+    if (user != extract && user != insert)
+      return {};
+  return whole;
+}
+
 MemoryTimeline::MemoryTimeline(Block &block, MemoryTimelineOptions options) {
   SmallVector<Operation *> ops;
   for (Operation &op : block)
@@ -184,6 +208,18 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
             writable(buffers[it->second]) &&
             buffers[it->second].bytes >= bytesOf(result)) {
           bind(result, it->second);
+          continue;
+        }
+        // A subset updated in place: the init is a slice of X, and the
+        // result's only use inserts it back into X at the same place (as
+        // one-shot bufferization does for matching extract/insert pairs).
+        if (Value whole = updatedSubset(tied, cast<OpResult>(result), position,
+                                        index);
+            whole && bufferOf.count(whole) &&
+            writable(buffers[bufferOf[whole]]) &&
+            aliasEnd[bufferOf[whole]] <= position.lookup(
+                                              *result.getUsers().begin())) {
+          bind(result, bufferOf[whole]);
           continue;
         }
       }

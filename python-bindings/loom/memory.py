@@ -16,13 +16,16 @@ _ATTRS = {"timeline": "loom.timeline_peak_bytes", "arena": "loom.arena_bytes",
           "bound": "loom.arena_bound_bytes"}
 
 
-def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adamw") -> dict[str, int]:
+def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adamw",
+                fuse_vocab: int = 0) -> dict[str, int]:
     """Differentiates ``forward`` (after fusing its loss into chunks of
-    ``fuse_chunk`` tokens when positive), appends ``optimizer`` unless None,
-    decomposes the train ops and plans the step; returns the plan's figures."""
+    ``fuse_chunk`` tokens, and blocks of ``fuse_vocab`` vocabulary entries,
+    when positive), appends ``optimizer`` unless None, decomposes the train
+    ops and plans the step; returns the plan's figures."""
     passes = []
     if fuse_chunk > 0:
-        passes.append(f"func.func(train-fuse-linear-cross-entropy{{chunk-tokens={fuse_chunk}}})")
+        passes.append(f"func.func(train-fuse-linear-cross-entropy{{chunk-tokens={fuse_chunk} "
+                      f"chunk-vocab={fuse_vocab}}})")
     passes.append("train-autodiff")
     if optimizer:
         passes.append(f"train-optimizer{{kind={optimizer}}}")
@@ -58,11 +61,13 @@ def loss_layer(tokens: int, hidden: int, vocab: int) -> str:
 """
 
 
-def loss_layer_extra(tokens: int, hidden: int, vocab: int, fuse_chunk: int = 0) -> dict[str, int]:
+def loss_layer_extra(tokens: int, hidden: int, vocab: int, fuse_chunk: int = 0,
+                     fuse_vocab: int = 0) -> dict[str, int]:
     """The loss layer's training step (forward and backward, no optimizer):
     its timeline peak, and the bytes above its arguments and the gradients
     it returns (the layer's working memory)."""
-    figures = step_memory(loss_layer(tokens, hidden, vocab), fuse_chunk, optimizer=None)
+    figures = step_memory(loss_layer(tokens, hidden, vocab), fuse_chunk, optimizer=None,
+                          fuse_vocab=fuse_vocab)
     fixed = 2 * 4 * (tokens * hidden + vocab * hidden) + 4 * tokens + 4
     figures["extra"] = figures["timeline"] - fixed
     return figures

@@ -42,10 +42,12 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
 # loomc fuses the loss in chunks of 256 tokens by default, so these steps
 # (at most 128 tokens) keep their logits. The 1-rank trainer again with
 # scalar loops (--vectorize=false), which must not change a bit, and with
-# the loss fused in chunks of 32 tokens: the same losses within 1e-5.
+# the loss fused in chunks of 32 tokens and blocks of 64 of the 256
+# vocabulary entries: the same losses within 1e-5.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")
-EXTRA_FLAGS = {SCALAR: ["--vectorize=false"], CHUNKED: ["--fuse-cross-entropy=32"]}
+EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
+               CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"]}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
 failures = 0
@@ -151,7 +153,8 @@ def equal(work: str) -> None:
     fused = train(CHUNKED[0], 1)
     worst = max(abs(g - w) / abs(w) for g, w in zip(fused, want))
     check(len(fused) == STEPS and worst <= 1e-5,
-          f"the loss fused in chunks of 32 tokens: {STEPS} losses within {worst:.1e} "
+          f"the loss fused in 32-token chunks and 64-entry vocabulary blocks: {STEPS} "
+          f"losses within {worst:.1e} "
           f"relative of the unfused")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)

@@ -98,17 +98,19 @@ def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=No
     return [loss.detach().numpy(), *grads]
 
 
-def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=None):
+def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=None, chunk_vocab=0):
     """The fused op and its gradient through loom-run: loss, lse, dh, dw
     (and db with a bias)."""
     tokens, dim = h.shape
     vocab = w.shape[0]
     if bias is not None:
-        return run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem)
+        return run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem,
+                             chunk_vocab)
     ct = "f32" if elem == "bf16" else elem
     loss_t = f"tensor<{tokens}x{ct}>" if reduction == "none" else f"tensor<{ct}>"
     attrs = (f"ignore_index = {IGNORE} reduction = <{reduction}> label_smoothing = {smoothing} "
-             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}")
+             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}"
+             + (f" chunk_vocab = {chunk_vocab}" if chunk_vocab else ""))
     ht, wt, lt = f"tensor<{tokens}x{dim}x{elem}>", f"tensor<{vocab}x{dim}x{elem}>", f"tensor<{tokens}xi32>"
     lse_t = f"tensor<{tokens}x{ct}>"
     # bf16 arrays cannot cross loom-run's boundary: pass f32, truncate inside.
@@ -139,12 +141,13 @@ def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=N
     return run_function(source, "f", [h.astype(dtype), w.astype(dtype), labels])
 
 
-def run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem):
+def run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chunk, elem, chunk_vocab):
     tokens, dim = h.shape
     vocab = w.shape[0]
     loss_t = f"tensor<{tokens}x{elem}>" if reduction == "none" else f"tensor<{elem}>"
     attrs = (f"ignore_index = {IGNORE} reduction = <{reduction}> label_smoothing = {smoothing} "
-             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}")
+             f"z_loss = {z_loss} softcap = {softcap} chunk_tokens = {chunk}"
+             + (f" chunk_vocab = {chunk_vocab}" if chunk_vocab else ""))
     ht, wt, bt = f"tensor<{tokens}x{dim}x{elem}>", f"tensor<{vocab}x{dim}x{elem}>", f"tensor<{vocab}x{elem}>"
     lt, lse_t = f"tensor<{tokens}xi32>", f"tensor<{tokens}x{elem}>"
     source = (
@@ -168,24 +171,30 @@ def bf16(x):
 
 tokens, dim, vocab = 24, 16, 40
 cases = [
-    # reduction, smoothing, z_loss, softcap, chunk
-    ("mean", 0.0, 0.0, 0.0, 8),
-    ("sum", 0.0, 0.0, 0.0, 24),
-    ("none", 0.0, 0.0, 0.0, 5),      # 5 does not divide 24: chunks of 4
-    ("mean", 0.1, 0.0, 0.0, 8),
-    ("mean", 0.0, 1e-3, 0.0, 8),
-    ("mean", 0.0, 0.0, 3.0, 8),
-    ("sum", 0.1, 1e-3, 3.0, 6),
+    # reduction, smoothing, z_loss, softcap, chunk, chunk_vocab (0: whole)
+    ("mean", 0.0, 0.0, 0.0, 8, 0),
+    ("sum", 0.0, 0.0, 0.0, 24, 0),
+    ("none", 0.0, 0.0, 0.0, 5, 0),      # 5 does not divide 24: chunks of 4
+    ("mean", 0.1, 0.0, 0.0, 8, 0),
+    ("mean", 0.0, 1e-3, 0.0, 8, 0),
+    ("mean", 0.0, 0.0, 3.0, 8, 0),
+    ("sum", 0.1, 1e-3, 3.0, 6, 0),
+    # Vocabulary blocks (an online log-sum-exp): 8 of 40, 16 -> 10 of 40.
+    ("mean", 0.0, 0.0, 0.0, 8, 8),
+    ("sum", 0.1, 1e-3, 3.0, 6, 16),
+    ("none", 0.1, 0.0, 0.0, 5, 8),
 ]
 for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
-    for reduction, smoothing, z_loss, softcap, chunk in cases:
+    for reduction, smoothing, z_loss, softcap, chunk, chunk_vocab in cases:
         h = rng.standard_normal((tokens, dim))
         w = rng.standard_normal((vocab, dim)) * 0.5
         labels = rng.integers(0, vocab, tokens).astype(np.int32)
         labels[[3, 10]] = IGNORE
         want = reference(h, w, labels, reduction, smoothing, z_loss, softcap)
-        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem)
-        tag = f"[{elem} {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
+        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem,
+                  chunk_vocab=chunk_vocab)
+        tag = (f"[{elem} {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}"
+               f"{f' vocab block={chunk_vocab}' if chunk_vocab else ''}]")
         for name, g, r in zip(("loss", "lse", "dhidden", "dweight"), got, want):
             check(f"{name} {tag}", g, r, rtol, atol)
         for name, g, r in zip(("loss", "dhidden", "dweight"), [got[0], *got[2:]],
@@ -195,15 +204,18 @@ for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
 # A bias: logits = h @ wᵀ + b, and its gradient (the logits' gradient
 # summed over tokens).
 for elem, rtol, atol in [("f64", 1e-10, 1e-12), ("f32", 2e-5, 2e-6)]:
-    for reduction, smoothing, z_loss, softcap, chunk in [("mean", 0.1, 1e-3, 3.0, 8), ("none", 0.0, 0.0, 0.0, 6)]:
+    for reduction, smoothing, z_loss, softcap, chunk, chunk_vocab in [
+            ("mean", 0.1, 1e-3, 3.0, 8, 0), ("none", 0.0, 0.0, 0.0, 6, 0), ("mean", 0.1, 0.0, 3.0, 8, 8)]:
         h = rng.standard_normal((tokens, dim))
         w = rng.standard_normal((vocab, dim)) * 0.5
         b = rng.standard_normal(vocab)
         labels = rng.integers(0, vocab, tokens).astype(np.int32)
         labels[5] = IGNORE
-        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=b)
+        got = run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=b,
+                  chunk_vocab=chunk_vocab)
         want = reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=b)
-        tag = f"[{elem} bias {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}]"
+        tag = (f"[{elem} bias {reduction} ls={smoothing} z={z_loss} cap={softcap} chunk={chunk}"
+               f" vocab block={chunk_vocab}]")
         for name, g, r in zip(("loss", "lse", "dhidden", "dweight", "dbias"), got, want):
             check(f"{name} {tag}", g, r, rtol, atol)
         theirs = torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=b)

@@ -5,6 +5,7 @@
 # RUN: %python %s | FileCheck %s
 # CHECK: fused: the timeline drops by {{[0-9.]+}}x the logits
 # CHECK: loss layer: {{[0-9.]+}}x the logits unfused, 1.00{{[0-9]}} chunks fused
+# CHECK: vocabulary blocks: 0.{{[0-9]+}}x the token-chunk working memory
 # CHECK: both plans reach the live bound
 
 import dataclasses
@@ -40,6 +41,16 @@ if layer["extra"] < logits or fused_layer["extra"] > block + 8 * tokens * 4:
     sys.exit(1)
 print(f"loss layer: {layer['extra'] / logits:.2f}x the logits unfused, "
       f"{fused_layer['extra'] / block:.3f} chunks fused")
+
+# With vocabulary blocks of 8,016 entries (16 blocks) the working memory
+# is one [chunk, 8016] block plus the per-token vectors.
+blocked = loss_layer_extra(tokens, cfg.dim, cfg.vocab, fuse_chunk=chunk, fuse_vocab=8016)
+small = chunk * 8016 * 4
+print(f"vocabulary blocks: extra {blocked['extra']}, one block {small}")
+if blocked["extra"] > small + 8 * tokens * 4:
+    print("FAIL: vocabulary blocks hold more than one block")
+    sys.exit(1)
+print(f"vocabulary blocks: {blocked['extra'] / fused_layer['extra']:.3f}x the token-chunk working memory")
 if unfused["arena"] != unfused["bound"] or fused["arena"] != fused["bound"]:
     print("FAIL: a plan is above its live bound")
     sys.exit(1)

@@ -104,6 +104,13 @@ static cl::opt<int64_t> fuseChunk(
              "tokens' logits at a time (train-fuse-linear-cross-entropy; "
              "0: keep the logits)"),
     cl::init(256), cl::cat(loomcCategory));
+
+static cl::opt<int64_t> fuseVocab(
+    "fuse-cross-entropy-vocab",
+    cl::desc("with the fused loss, also loop over blocks of this many "
+             "vocabulary entries (an online log-sum-exp; 0: the whole "
+             "vocabulary)"),
+    cl::init(0), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
@@ -349,8 +356,8 @@ int main(int argc, char **argv) {
   // 1. The training step.
   std::string optimizerPass =
       (fuseChunk > 0 ? formatv("func.func(train-fuse-linear-cross-entropy{{"
-                               "chunk-tokens={0}}), ",
-                               fuseChunk.getValue())
+                               "chunk-tokens={0} chunk-vocab={1}}), ",
+                               fuseChunk.getValue(), fuseVocab.getValue())
                            .str()
                      : std::string()) +
       formatv("train-autodiff, train-optimizer{{kind={0} lr={1} "

@@ -13,7 +13,10 @@
 //   * a collective's input stays live until its wait (it is read until then);
 //   * coll.release ends a buffer (at the wait, for a collective's input);
 //   * an op writes in place only if no alias of the buffer (a view, the
-//     source it views, a collective still reading it) is used later;
+//     source it views, a collective still reading it) is used later, or
+//     when it updates a subset: its init is a slice of X and its only use
+//     inserts the result back into X at the same place (X used by nothing
+//     else);
 //   * scf.for's results live in their init's buffer under the same rule;
 //   * an scf.for's body is a timeline of its own (its arguments and the
 //     values it reads from outside are external: charged 0, and an op may

@@ -63,8 +63,8 @@ func.func @linear_cross_entropy(%h: tensor<128x64xbf16>, %w: tensor<256x64xbf16>
 // CHECK-LABEL: func.func @linear_cross_entropy_bias
 func.func @linear_cross_entropy_bias(%h: tensor<128x64xf32>, %w: tensor<256x64xf32>, %b: tensor<256xf32>, %labels: tensor<128xi32>, %dl: tensor<128xf32>)
     -> (tensor<128xf32>, tensor<256xf32>) {
-  // CHECK: train.linear_cross_entropy %{{.+}}, %{{.+}} bias %{{.+}}, %{{.+}} ignore_index = -100 reduction = <none> {{.*}} : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<256xf32> -> tensor<128xf32>, tensor<128xf32>
-  %loss, %lse = train.linear_cross_entropy %h, %w bias %b, %labels ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 32 : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<256xf32> -> tensor<128xf32>, tensor<128xf32>
+  // CHECK: train.linear_cross_entropy %{{.+}}, %{{.+}} bias %{{.+}}, %{{.+}} ignore_index = -100 reduction = <none> {{.*}} chunk_tokens = 32 chunk_vocab = 64 : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<256xf32> -> tensor<128xf32>, tensor<128xf32>
+  %loss, %lse = train.linear_cross_entropy %h, %w bias %b, %labels ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 32 chunk_vocab = 64 : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<256xf32> -> tensor<128xf32>, tensor<128xf32>
   // CHECK: train.linear_cross_entropy_grad %{{.+}}, %{{.+}} bias %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {{.*}} : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<128xf32>, tensor<128xf32>, tensor<256xf32> -> tensor<256xf32>
   %dh, %dw, %db = train.linear_cross_entropy_grad %h, %w bias %b, %labels, %lse, %dl ignore_index = -100 reduction = <none> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 32 : tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32>, tensor<128xf32>, tensor<128xf32>, tensor<256xf32> -> tensor<256xf32>
   return %loss, %db : tensor<128xf32>, tensor<256xf32>

@@ -3,6 +3,9 @@
 // backward's logits chain becomes one gradient op); anything else is left
 // alone, with a remark saying why.
 // RUN: loom-opt %s -split-input-file -verify-diagnostics -train-fuse-linear-cross-entropy="chunk-tokens=16 remarks=true" | FileCheck %s
+// RUN: loom-opt %s -split-input-file -train-fuse-linear-cross-entropy="chunk-tokens=16 chunk-vocab=32" | FileCheck %s --check-prefix=VOCAB
+// VOCAB-LABEL: func.func @forward
+// VOCAB: train.linear_cross_entropy {{.*}} chunk_tokens = 16 chunk_vocab = 32 :
 
 #mk = affine_map<(m, n, k) -> (m, k)>
 #nk = affine_map<(m, n, k) -> (n, k)>

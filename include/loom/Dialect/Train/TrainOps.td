@@ -294,7 +294,9 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
     soft-capped (`softcap > 0`: `logits = softcap * tanh(logits / softcap)`,
     Gemma 2's), without ever holding `[tokens, vocab]` logits: its
     decomposition loops over chunks of `chunk_tokens` tokens, and holds one
-    `[chunk_tokens, vocab]` block at a time. The second result is the
+    `[chunk_tokens, vocab]` block at a time; with `chunk_vocab > 0` it also
+    loops over blocks of that many vocabulary entries (an online
+    log-sum-exp), holding one `[chunk_tokens, chunk_vocab]` block. The second result is the
     log-sum-exp of each token's logits, which the gradient reads instead of
     the logits. Math is f32 for f16/bf16 operands (the results are f32).
 
@@ -313,12 +315,14 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
                        Train_UnitIntervalF64Attr:$label_smoothing,
                        Train_NonNegativeF64Attr:$z_loss,
                        Train_NonNegativeF64Attr:$softcap,
-                       Train_PositiveI64Attr:$chunk_tokens);
+                       Train_PositiveI64Attr:$chunk_tokens,
+                       DefaultValuedAttr<I64Attr, "0">:$chunk_vocab);
   let results = (outs Train_FloatTensor:$loss, Train_FloatTensor:$lse);
   let assemblyFormat = [{
     $hidden `,` $weight (`bias` $bias^)? `,` $labels `ignore_index` `=` $ignore_index
     `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
     `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
+    (`chunk_vocab` `=` $chunk_vocab^)?
     attr-dict `:` type($hidden) `,` type($weight) `,` type($labels)
     (`,` type($bias)^)? `->` type($loss) `,` type($lse)
   }];
@@ -354,7 +358,8 @@ def Train_LinearCrossEntropyGradOp
                        Train_UnitIntervalF64Attr:$label_smoothing,
                        Train_NonNegativeF64Attr:$z_loss,
                        Train_NonNegativeF64Attr:$softcap,
-                       Train_PositiveI64Attr:$chunk_tokens);
+                       Train_PositiveI64Attr:$chunk_tokens,
+                       DefaultValuedAttr<I64Attr, "0">:$chunk_vocab);
   let results = (outs Train_FloatTensor:$hidden_grad,
                       Train_FloatTensor:$weight_grad,
                       Optional<Train_FloatTensor>:$bias_grad);
@@ -363,6 +368,7 @@ def Train_LinearCrossEntropyGradOp
     `ignore_index` `=` $ignore_index
     `reduction` `=` $reduction `label_smoothing` `=` $label_smoothing
     `z_loss` `=` $z_loss `softcap` `=` $softcap `chunk_tokens` `=` $chunk_tokens
+    (`chunk_vocab` `=` $chunk_vocab^)?
     attr-dict `:` type($hidden) `,` type($weight) `,` type($labels) `,`
     type($lse) `,` type($loss_grad) (`,` type($bias)^)?
     (`->` type($bias_grad)^)?
@@ -379,7 +385,7 @@ def Train_LinearCrossEntropyGradOp
             labels, lse, loss_grad, forward.getIgnoreIndexAttr(),
             forward.getReductionAttr(), forward.getLabelSmoothingAttr(),
             forward.getZLossAttr(), forward.getSoftcapAttr(),
-            forward.getChunkTokensAttr());
+            forward.getChunkTokensAttr(), forward.getChunkVocabAttr());
     }]>
   ];
 }

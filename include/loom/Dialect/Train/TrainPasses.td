@@ -180,6 +180,9 @@ def TrainFuseLinearCrossEntropyPass
     Option<"chunkTokens", "chunk-tokens", "int64_t", /*default=*/"1024",
            "Tokens per chunk of the fused op's loop (each holds a "
            "[chunk, vocab] block of logits)">,
+    Option<"chunkVocab", "chunk-vocab", "int64_t", /*default=*/"0",
+           "Vocabulary entries per block inside a chunk (an online "
+           "log-sum-exp; 0: the whole vocabulary)">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "Say why each cross-entropy left alone was not fused">,
   ];

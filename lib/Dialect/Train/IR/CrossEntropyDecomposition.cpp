@@ -64,13 +64,22 @@ Value CrossEntropyParts::perTokenLoss(LinalgBuilder &lb, Value lse,
         return tensor::ExtractOp::create(b, l, logits, ValueRange{row, col});
       });
 
+  return perTokenLossFrom(lb, lse, target,
+                          smoothing > 0.0 ? lb.sum(logits, {0}) : Value(),
+                          smoothing, zLoss);
+}
+
+Value CrossEntropyParts::perTokenLossFrom(LinalgBuilder &lb, Value lse,
+                                          Value target, Value rowSum,
+                                          double smoothing,
+                                          double zLoss) const {
   SmallVector<Value> inputs = {lse, target, labels};
   if (smoothing > 0.0)
-    inputs.push_back(lb.sum(logits, {0}));
+    inputs.push_back(rowSum);
   SmallVector<AffineMap> maps(inputs.size() + 1, lb.identity(1));
   Value keep = lb.floatConstant(type, 1.0 - smoothing);
   Value smooth = lb.floatConstant(type, smoothing);
-  Value invVocab = lb.floatConstant(type, 1.0 / double(vocab));
+  Value invVocab = lb.floatConstant(type, 1.0 / double(fullVocab()));
   Value z = lb.floatConstant(type, zLoss);
   Value zero = lb.floatConstant(type, 0.0);
   return lb.generic(
@@ -146,7 +155,7 @@ Value CrossEntropyParts::logitsGrad(LinalgBuilder &lb, Value lse,
   Value zero = lb.floatConstant(type, 0.0);
   Value one = lb.floatConstant(type, 1.0);
   Value keep = lb.floatConstant(type, 1.0 - smoothing);
-  Value uniform = lb.floatConstant(type, smoothing / double(vocab));
+  Value uniform = lb.floatConstant(type, smoothing / double(fullVocab()));
   Value twiceZ = lb.floatConstant(type, 2.0 * zLoss);
   AffineMap rowMap = lb.map(2, {0});
   return lb.generic(
@@ -160,6 +169,8 @@ Value CrossEntropyParts::logitsGrad(LinalgBuilder &lb, Value lse,
         Value factor = arith::AddFOp::create(b, l, one, zTerm);
         Value g = arith::MulFOp::create(b, l, p, factor);
         Value col = linalg::IndexOp::create(b, l, 1);
+        if (columnOffset)
+          col = arith::AddIOp::create(b, l, col, columnOffset);
         Value label =
             arith::IndexCastOp::create(b, l, b.getIndexType(), args[3]);
         Value isTarget =

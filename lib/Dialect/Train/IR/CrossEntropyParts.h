@@ -21,6 +21,12 @@ struct CrossEntropyParts {
   int64_t tokens, vocab;
   mlir::Type type;
   int64_t ignoreIndex;
+  /// For a block of vocabulary columns: the first column's index and the
+  /// whole vocabulary's size (label smoothing spreads over all of it).
+  mlir::Value columnOffset = {};
+  int64_t totalVocab = 0;
+
+  int64_t fullVocab() const { return totalVocab ? totalVocab : vocab; }
 
   /// `labels[i] != ignore_index` for a label scalar.
   mlir::Value isValid(mlir::OpBuilder &b, mlir::Location loc,
@@ -32,6 +38,11 @@ struct CrossEntropyParts {
   /// Each token's loss, 0 for ignored tokens: `[tokens]`.
   mlir::Value perTokenLoss(LinalgBuilder &lb, mlir::Value lse, double smoothing,
                            double zLoss) const;
+  /// The same from its pieces: the log-sum-exp, the target logit and (with
+  /// label smoothing) the sum of each row's logits, all `[tokens]`.
+  mlir::Value perTokenLossFrom(LinalgBuilder &lb, mlir::Value lse,
+                               mlir::Value target, mlir::Value rowSum,
+                               double smoothing, double zLoss) const;
   /// The per-token losses reduced as `reduction` says.
   mlir::Value reduce(LinalgBuilder &lb, mlir::Value perToken,
                      LossReduction reduction) const;

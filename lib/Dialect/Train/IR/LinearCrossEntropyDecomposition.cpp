@@ -135,6 +135,122 @@ Value castTo(LinalgBuilder &lb, Value value, Type elementType) {
                     });
 }
 
+/// The pieces the forward needs per vocabulary block, for a chunk of tokens.
+struct OnlineLogSumExp {
+  Value max, sum, target, rowSum;
+};
+
+/// The forward over vocabulary blocks of `block` columns: an online
+/// log-sum-exp (the running maximum rescales the running sum), the target
+/// logit picked from the block that holds it, and the row sum for label
+/// smoothing. Returns the chunk's `[chunk]` log-sum-exp and loss.
+std::pair<Value, Value> forwardByBlocks(OpBuilder &b, Location l,
+                                        LinearCrossEntropyOp op, Value hidden,
+                                        Value labels, int64_t chunk,
+                                        int64_t block, Type type) {
+  LinalgBuilder lb(b, l);
+  int64_t vocab = op.getWeight().getType().getDimSize(0);
+  int64_t ignore = op.getIgnoreIndex();
+  double smoothing = op.getLabelSmoothing().convertToDouble();
+  double softcap = op.getSoftcap().convertToDouble();
+  SmallVector<Value> inits = {lb.filled({chunk}, lb.negativeInfinity(type)),
+                              lb.filled({chunk}, type, 0.0),
+                              lb.filled({chunk}, type, 0.0)};
+  if (smoothing > 0.0)
+    inits.push_back(lb.filled({chunk}, type, 0.0));
+  Value lower = arith::ConstantIndexOp::create(b, l, 0);
+  Value upper = arith::ConstantIndexOp::create(b, l, vocab);
+  Value step = arith::ConstantIndexOp::create(b, l, block);
+  CrossEntropyParts rowsOnly{Value(), labels, chunk, vocab, type, ignore};
+  auto loop = scf::ForOp::create(
+      b, l, lower, upper, step, inits,
+      [&](OpBuilder &vb, Location vl, Value v, ValueRange acc) {
+        LinalgBuilder vlb(vb, vl);
+        Value weight = rows(vb, vl, op.getWeight(), v, block);
+        Value bias = op.getBias() ? rows(vb, vl, op.getBias(), v, block)
+                                  : Value();
+        Value z = chunkLogits(vlb, hidden, weight, bias, chunk, block, type,
+                              softcap, /*keepTanh=*/false)
+                      .first;
+        AffineMap id = vlb.identity(1), row = vlb.map(2, {0});
+        // Each result is written into its loop-carried value (bufferisation
+        // needs yields equivalent to the iteration arguments).
+        Value blockMax = vlb.max(z, {0});
+        Value max = vlb.generic(
+            vlb.empty({chunk}, type), {acc[0], blockMax}, {id, id, id},
+            [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+              return arith::MaximumFOp::create(ob, ol, args[0], args[1]);
+            });
+        Value rescaled = vlb.generic(
+            acc[1], {acc[0], max}, {id, id, id},
+            [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+              Value d = arith::SubFOp::create(ob, ol, args[0], args[1]);
+              Value e = math::ExpOp::create(ob, ol, d);
+              return arith::MulFOp::create(ob, ol, args[2], e);
+            });
+        Value sum = vlb.generic(
+            rescaled, {z, max}, {vlb.identity(2), row, row},
+            [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+              Value d = arith::SubFOp::create(ob, ol, args[0], args[1]);
+              Value e = math::ExpOp::create(ob, ol, d);
+              return arith::AddFOp::create(ob, ol, args[2], e);
+            });
+        Value carriedMax =
+            linalg::CopyOp::create(vb, vl, max, acc[0]).getResult(0);
+        // The target logit, from the block whose columns hold the label.
+        Value target = vlb.generic(
+            acc[2], labels, {id, id},
+            [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+              Value label =
+                  arith::IndexCastOp::create(ob, ol, ob.getIndexType(), args[0]);
+              Value col = arith::SubIOp::create(ob, ol, label, v);
+              Value zero = arith::ConstantIndexOp::create(ob, ol, 0);
+              Value width = arith::ConstantIndexOp::create(ob, ol, block);
+              Value inBlock = arith::AndIOp::create(
+                  ob, ol, rowsOnly.isValid(ob, ol, args[0]),
+                  arith::AndIOp::create(
+                      ob, ol,
+                      arith::CmpIOp::create(ob, ol, arith::CmpIPredicate::sge,
+                                            col, zero),
+                      arith::CmpIOp::create(ob, ol, arith::CmpIPredicate::slt,
+                                            col, width)));
+              Value safe = arith::SelectOp::create(ob, ol, inBlock, col, zero);
+              Value r = linalg::IndexOp::create(ob, ol, 0);
+              Value x = tensor::ExtractOp::create(ob, ol, z, ValueRange{r, safe});
+              Value fzero = arith::ConstantOp::create(
+                  ob, ol, ob.getFloatAttr(type, 0.0));
+              Value add = arith::SelectOp::create(ob, ol, inBlock, x, fzero);
+              return arith::AddFOp::create(ob, ol, args[1], add);
+            });
+        SmallVector<Value> next = {carriedMax, sum, target};
+        if (smoothing > 0.0)
+          next.push_back(vlb.generic(
+              acc[3], z, {vlb.identity(2), row},
+              [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+                return arith::AddFOp::create(ob, ol, args[1], args[0]);
+              }));
+        scf::YieldOp::create(vb, vl, next);
+      });
+  Value lse = lb.generic(
+      lb.empty({chunk}, type), {loop.getResult(0), loop.getResult(1)},
+      {lb.identity(1), lb.identity(1), lb.identity(1)},
+      [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+        Value log = math::LogOp::create(ob, ol, args[1]);
+        return arith::AddFOp::create(ob, ol, args[0], log);
+      });
+  Value loss = rowsOnly.perTokenLossFrom(
+      lb, lse, loop.getResult(2),
+      smoothing > 0.0 ? loop.getResult(3) : Value(), smoothing,
+      op.getZLoss().convertToDouble());
+  return {lse, loss};
+}
+
+/// The block width for `chunk_vocab`: the whole vocabulary when 0 or not
+/// smaller, else the largest divisor of the vocabulary up to it.
+int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
+  return requested <= 0 ? vocab : chunkFor(vocab, requested);
+}
+
 } // namespace
 
 FailureOr<SmallVector<Value>>
@@ -147,6 +263,7 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
   int64_t tokens = hiddenType.getDimSize(0);
   int64_t vocab = getWeight().getType().getDimSize(0);
   int64_t chunk = chunkFor(tokens, getChunkTokens());
+  int64_t block = vocabBlockFor(vocab, getChunkVocab());
   Type type = computeType(hiddenType.getElementType());
   int64_t ignore = getIgnoreIndex();
   double smoothing = getLabelSmoothing().convertToDouble();
@@ -163,12 +280,19 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
         LinalgBuilder clb(b, l);
         Value hidden = rows(b, l, getHidden(), i, chunk);
         Value labels = rows(b, l, getLabels(), i, chunk);
-        Value logits = chunkLogits(clb, hidden, getWeight(), getBias(), chunk,
-                                   vocab, type, softcap, /*keepTanh=*/false)
-                           .first;
-        CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
-        Value lse = parts.logSumExp(clb);
-        Value loss = parts.perTokenLoss(clb, lse, smoothing, zLoss);
+        Value lse, loss;
+        if (block < vocab) {
+          std::tie(lse, loss) = forwardByBlocks(b, l, *this, hidden, labels,
+                                                chunk, block, type);
+        } else {
+          Value logits =
+              chunkLogits(clb, hidden, getWeight(), getBias(), chunk, vocab,
+                          type, softcap, /*keepTanh=*/false)
+                  .first;
+          CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
+          lse = parts.logSumExp(clb);
+          loss = parts.perTokenLoss(clb, lse, smoothing, zLoss);
+        }
         scf::YieldOp::create(b, l,
                              ValueRange{insertRows(b, l, loss, acc[0], i),
                                         insertRows(b, l, lse, acc[1], i)});
@@ -204,6 +328,48 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
                              lb.filled({vocab, dim}, type, 0.0)};
   if (getBias())
     inits.push_back(lb.filled({vocab}, type, 0.0));
+  // One [chunk, width] tile of the gradient at vocabulary column `offset`
+  // (null: the whole vocabulary): recompute the logits, form their
+  // gradient in place and accumulate it into dhidden, dweight and dbias.
+  auto tile = [&](OpBuilder &b, Location l, Value hidden, Value labels,
+                  Value lse, Value w, Value offset, int64_t width,
+                  Value weight, Value bias, Value dHidden, Value dWeight,
+                  Value dBias) -> SmallVector<Value> {
+    LinalgBuilder tlb(b, l);
+    auto [logits, tanh] = chunkLogits(tlb, hidden, weight, bias, chunk, width,
+                                      type, softcap, /*keepTanh=*/true);
+    CrossEntropyParts parts{logits, labels, chunk, width, type,
+                            ignore, offset, vocab};
+    // In place: the logits die here.
+    Value grad = parts.logitsGrad(tlb, lse, w, smoothing, zLoss, logits);
+    if (tanh) {
+      // d(cap * tanh(z / cap)) / dz = 1 - tanh².
+      Value one = tlb.floatConstant(type, 1.0);
+      grad = tlb.generic(
+          grad, {grad, tanh},
+          {tlb.identity(2), tlb.identity(2), tlb.identity(2)},
+          [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+            Value square = arith::MulFOp::create(ob, ol, args[1], args[1]);
+            Value slope = arith::SubFOp::create(ob, ol, one, square);
+            return arith::MulFOp::create(ob, ol, args[0], slope);
+          });
+    }
+    SmallVector<Value> out = {
+        // dhidden_c(m, k) += sum_n grad(m, n) weight(n, k)
+        contract(tlb, dHidden, grad, weight,
+                 {tlb.map(3, {0, 2}), tlb.map(3, {2, 1}), tlb.map(3, {0, 1})}),
+        // dweight(n, k) += sum_m grad(m, n) hidden_c(m, k)
+        contract(tlb, dWeight, grad, hidden,
+                 {tlb.map(3, {2, 0}), tlb.map(3, {2, 1}), tlb.map(3, {0, 1})})};
+    if (dBias) // dbias(n) += sum_m grad(m, n)
+      out.push_back(tlb.generic(
+          dBias, grad, {tlb.map(2, {0, 1}), tlb.map(2, {1})},
+          [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+            return arith::AddFOp::create(ob, ol, args[1], args[0]);
+          }));
+    return out;
+  };
+  int64_t block = vocabBlockFor(vocab, getChunkVocab());
   auto loop = scf::ForOp::create(
       builder, loc, lower, upper, step, inits,
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
@@ -212,40 +378,44 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
         Value labels = rows(b, l, getLabels(), i, chunk);
         Value lse = rows(b, l, getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
-        auto [logits, tanh] =
-            chunkLogits(clb, hidden, getWeight(), getBias(), chunk, vocab,
-                        type, softcap, /*keepTanh=*/true);
-        CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
-        // In place: the logits die here.
-        Value grad = parts.logitsGrad(clb, lse, w, smoothing, zLoss, logits);
-        if (tanh) {
-          // d(cap * tanh(z / cap)) / dz = 1 - tanh².
-          Value one = clb.floatConstant(type, 1.0);
-          grad = clb.generic(
-              grad, {grad, tanh},
-              {clb.identity(2), clb.identity(2), clb.identity(2)},
-              [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
-                Value square = arith::MulFOp::create(ob, ol, args[1], args[1]);
-                Value slope = arith::SubFOp::create(ob, ol, one, square);
-                return arith::MulFOp::create(ob, ol, args[0], slope);
+        Value dBias = getBias() ? acc[2] : Value();
+        SmallVector<Value> grads;
+        if (block == vocab) {
+          grads = tile(b, l, hidden, labels, lse, w, Value(), vocab,
+                       getWeight(), getBias(),
+                       clb.filled({chunk, dim}, type, 0.0), acc[1], dBias);
+        } else {
+          // Vocabulary blocks: dhidden_c accumulates across them; each
+          // block updates its rows of dweight and dbias.
+          SmallVector<Value> blockInits = {clb.filled({chunk, dim}, type, 0.0),
+                                           acc[1]};
+          if (dBias)
+            blockInits.push_back(dBias);
+          Value vLower = arith::ConstantIndexOp::create(b, l, 0);
+          Value vUpper = arith::ConstantIndexOp::create(b, l, vocab);
+          Value vStep = arith::ConstantIndexOp::create(b, l, block);
+          auto blocks = scf::ForOp::create(
+              b, l, vLower, vUpper, vStep, blockInits,
+              [&](OpBuilder &vb, Location vl, Value v, ValueRange inner) {
+                Value bias = getBias() ? rows(vb, vl, getBias(), v, block)
+                                       : Value();
+                SmallVector<Value> t = tile(
+                    vb, vl, hidden, labels, lse, w, v, block,
+                    rows(vb, vl, getWeight(), v, block), bias, inner[0],
+                    rows(vb, vl, inner[1], v, block),
+                    getBias() ? rows(vb, vl, inner[2], v, block) : Value());
+                SmallVector<Value> next = {
+                    t[0], insertRows(vb, vl, t[1], inner[1], v)};
+                if (getBias())
+                  next.push_back(insertRows(vb, vl, t[2], inner[2], v));
+                scf::YieldOp::create(vb, vl, next);
               });
+          grads.assign(blocks.getResults().begin(), blocks.getResults().end());
         }
-        // dhidden_c(m, k) = sum_n grad(m, n) weight(n, k)
-        Value dHidden = contract(
-            clb, clb.filled({chunk, dim}, type, 0.0), grad, getWeight(),
-            {clb.map(3, {0, 2}), clb.map(3, {2, 1}), clb.map(3, {0, 1})});
-        // dweight(n, k) += sum_m grad(m, n) hidden_c(m, k)
-        Value dWeight = contract(
-            clb, acc[1], grad, hidden,
-            {clb.map(3, {2, 0}), clb.map(3, {2, 1}), clb.map(3, {0, 1})});
-        SmallVector<Value> results = {insertRows(b, l, dHidden, acc[0], i),
-                                      dWeight};
-        if (getBias()) // dbias(n) += sum_m grad(m, n)
-          results.push_back(clb.generic(
-              acc[2], grad, {clb.map(2, {0, 1}), clb.map(2, {1})},
-              [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
-                return arith::AddFOp::create(ob, ol, args[1], args[0]);
-              }));
+        SmallVector<Value> results = {insertRows(b, l, grads[0], acc[0], i),
+                                      grads[1]};
+        if (getBias())
+          results.push_back(grads[2]);
         scf::YieldOp::create(b, l, results);
       });
   SmallVector<Value> grads = {

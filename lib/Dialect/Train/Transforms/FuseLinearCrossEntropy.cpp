@@ -223,7 +223,7 @@ Value convert(OpBuilder &b, Location loc, Value value, RankedTensorType type) {
       .getResult(0);
 }
 
-void rewrite(Match &m, int64_t chunkTokens) {
+void rewrite(Match &m, int64_t chunkTokens, int64_t chunkVocab) {
   OpBuilder b(m.loss);
   Location loc = m.loss.getLoc();
   Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
@@ -238,7 +238,8 @@ void rewrite(Match &m, int64_t chunkTokens) {
       b, loc, lossType, lseType, hidden, weight, m.bias, m.loss.getLabels(),
       m.loss.getIgnoreIndexAttr(), m.loss.getReductionAttr(),
       m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
-      b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens));
+      b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens),
+      b.getI64IntegerAttr(chunkVocab));
   m.loss.getResult().replaceAllUsesWith(
       convert(b, loc, fused.getLoss(), m.loss.getType()));
   m.loss.erase();
@@ -278,8 +279,9 @@ struct TrainFuseLinearCrossEntropyPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (chunkTokens <= 0) {
-      getOperation().emitError("chunk-tokens must be positive");
+    if (chunkTokens <= 0 || chunkVocab < 0) {
+      getOperation().emitError(
+          "chunk-tokens must be positive and chunk-vocab not negative");
       return signalPassFailure();
     }
     SmallVector<CrossEntropyOp> losses;
@@ -292,7 +294,7 @@ struct TrainFuseLinearCrossEntropyPass
           loss.emitRemark("not fused: ") << why;
         continue;
       }
-      rewrite(*m, chunkTokens);
+      rewrite(*m, chunkTokens, chunkVocab);
     }
   }
 };
