@@ -123,7 +123,8 @@ private:
 };
 
 /// Live bytes while ops are placed one at a time, as a list scheduler sees
-/// them (steps with train ops whole: loop transients are not modelled). Applies MemoryTimeline's rules incrementally: each placement costs
+/// them (steps with train ops whole: loop transients and subset updates
+/// are not modelled). Applies MemoryTimeline's rules incrementally: each placement costs
 /// O(operands + results). Placing every op of a block in some order gives,
 /// op by op, exactly MemoryTimeline's live bytes for that order.
 class MemoryTracker {
