@@ -149,6 +149,32 @@ struct Packer {
   }
 };
 
+/// The bound is proven out of reach: bisects with the exact search between
+/// the largest capacity known infeasible and the best arena found, within
+/// one node budget for all probes. Ends with a proven optimum unless the
+/// budget runs out.
+Packing bisect(llvm::ArrayRef<PackItem> items, int64_t alignment,
+               uint64_t budget, Packing result) {
+  int64_t infeasible = result.lowerBound;
+  while (infeasible + alignment < result.arenaBytes) {
+    int64_t units = (result.arenaBytes - infeasible) / alignment;
+    int64_t capacity = infeasible + units / 2 * alignment;
+    CapacityFit fit = packAtCapacity(items, alignment, capacity, budget);
+    result.searchNodes += fit.nodes;
+    budget -= std::min(budget, fit.nodes);
+    if (fit.status == CapacityFit::GaveUp)
+      return result;
+    if (fit.status == CapacityFit::Infeasible) {
+      infeasible = capacity;
+      continue;
+    }
+    result.offsets = std::move(fit.offsets);
+    result.arenaBytes = fit.arenaBytes;
+  }
+  result.optimal = true;
+  return result;
+}
+
 } // namespace
 
 Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
@@ -214,6 +240,10 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
     result.optimal = true;
     return result;
   }
+  if (atBound.status == CapacityFit::Infeasible)
+    return bisect(items, alignment, nodeBudget - std::min(nodeBudget,
+                                                          atBound.nodes),
+                  result);
 
   // Local search from the best order: move a buffer that sticks out above
   // the bound (or, now and then, any buffer) earlier. A move is kept when
@@ -287,30 +317,6 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
     if (search(orders[index], bestFit, budget / 4))
       break;
   }
-  if (result.arenaBytes == result.lowerBound) {
-    result.optimal = true;
-    return result;
-  }
-
-  // The bound is out of reach: bisect between the largest capacity known
-  // infeasible and the best arena, each probe with the exact search.
-  if (atBound.status != CapacityFit::Infeasible)
-    return result;
-  int64_t infeasible = result.lowerBound;
-  while (infeasible + alignment < result.arenaBytes) {
-    int64_t units = (result.arenaBytes - infeasible) / alignment;
-    int64_t capacity = infeasible + units / 2 * alignment;
-    CapacityFit fit = packAtCapacity(items, alignment, capacity, nodeBudget);
-    result.searchNodes += fit.nodes;
-    if (fit.status == CapacityFit::GaveUp)
-      return result;
-    if (fit.status == CapacityFit::Infeasible) {
-      infeasible = capacity;
-      continue;
-    }
-    result.offsets = std::move(fit.offsets);
-    result.arenaBytes = capacity;
-  }
-  result.optimal = true;
+  result.optimal = result.arenaBytes == result.lowerBound;
   return result;
 }

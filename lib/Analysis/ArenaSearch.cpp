@@ -125,8 +125,13 @@ struct Search {
     for (auto [offset, index] : candidates) {
       if (std::make_pair(offset, index) < std::make_pair(parentOffset, parentIndex))
         continue;
+      // Candidates come by offset: the rest are dominated too.
       if (offset >= minHeight)
-        continue;
+        break;
+      // Each candidate tried costs a pass over the sections: count it.
+      if (nodesLeft-- <= 0)
+        return Outcome::Aborted;
+      ++nodes;
       unsigned b = byPreorder[index];
       int64_t top = offset + sizes[b];
       offsets[b] = offset;
@@ -242,7 +247,7 @@ CapacityFit loom::packAtCapacity(llvm::ArrayRef<PackItem> items,
   std::vector<std::vector<unsigned>> preorders;
   for (llvm::StringRef keys : kPreorders)
     preorders.push_back(search.preorderFor(keys));
-  for (uint64_t limit = std::max<uint64_t>(2 * items.size(), 64);;
+  for (uint64_t limit = std::max<uint64_t>(2 * sized.size(), 64);;
        limit *= 2) {
     for (const std::vector<unsigned> &order : preorders) {
       uint64_t nodes = std::min<uint64_t>(limit, nodeBudget - fit.nodes);
@@ -264,8 +269,11 @@ CapacityFit loom::packAtCapacity(llvm::ArrayRef<PackItem> items,
       if (outcome == Outcome::Found) {
         fit.status = CapacityFit::Fits;
         fit.offsets.assign(items.size(), 0);
-        for (auto [index, offset] : llvm::enumerate(search.solution))
+        for (auto [index, offset] : llvm::enumerate(search.solution)) {
           fit.offsets[original[index]] = offset * alignment;
+          fit.arenaBytes = std::max(
+              fit.arenaBytes, (offset + search.sizes[index]) * alignment);
+        }
         return fit;
       }
     }

@@ -214,13 +214,15 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         // result's only use inserts it back into X at the same place (as
         // one-shot bufferization does for matching extract/insert pairs).
         if (Value whole = updatedSubset(tied, cast<OpResult>(result), position,
-                                        index);
-            whole && bufferOf.count(whole) &&
-            writable(buffers[bufferOf[whole]]) &&
-            aliasEnd[bufferOf[whole]] <= position.lookup(
-                                              *result.getUsers().begin())) {
-          bind(result, bufferOf[whole]);
-          continue;
+                                        index)) {
+          auto found = bufferOf.find(whole);
+          if (found != bufferOf.end() && writable(buffers[found->second]) &&
+              buffers[found->second].bytes >= bytesOf(result) &&
+              aliasEnd[found->second] <=
+                  position.lookup(*result.getUsers().begin())) {
+            bind(result, found->second);
+            continue;
+          }
         }
       }
       newBuffer(result, index, BufferKind::Activation);

@@ -353,6 +353,17 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  if (fuseChunk < 0 || fuseVocab < 0) {
+    errs() << "loomc: error: --fuse-cross-entropy and "
+              "--fuse-cross-entropy-vocab must not be negative\n";
+    return 1;
+  }
+  if (fuseVocab > 0 && fuseChunk == 0) {
+    errs() << "loomc: error: --fuse-cross-entropy-vocab needs the fused loss "
+              "(--fuse-cross-entropy > 0)\n";
+    return 1;
+  }
+
   // 1. The training step.
   std::string optimizerPass =
       (fuseChunk > 0 ? formatv("func.func(train-fuse-linear-cross-entropy{{"

@@ -12,14 +12,14 @@
 //      bytes first), and largest, earliest, longest, largest-area first;
 //   2. while above the bound, an exact branch-and-bound search for a
 //      placement at the bound (packAtCapacity, within a node budget);
-//   3. if that fails, a local search from the best order: a buffer
+//   3. if it gave up, a local search from the best order: a buffer
 //      that sticks out above the bound moves earlier, kept when neither the
 //      arena nor the bytes above the bound grow (a fixed seed, a budget of
 //      tries scaled to the problem).
 //
 //   4. if the exact search proved the bound unreachable, a bisection with
 //      it between the bound and the best arena found, which ends with a
-//      proven optimum unless the budget runs out.
+//      proven optimum unless the budget (shared by the probes) runs out.
 //
 // The smallest arena found wins; ties keep the earlier candidate, so the
 // plan is deterministic.
@@ -31,7 +31,6 @@
 
 #include "llvm/ADT/ArrayRef.h"
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 namespace loom {
@@ -62,8 +61,10 @@ Packing packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment = 64);
 /// What the exact search found at one capacity.
 struct CapacityFit {
   enum Status { Fits, Infeasible, GaveUp } status = GaveUp;
-  /// One offset per item when the status is Fits.
+  /// One offset per item, and the arena they take (at most the capacity),
+  /// when the status is Fits.
   std::vector<int64_t> offsets;
+  int64_t arenaBytes = 0;
   /// Nodes visited.
   uint64_t nodes = 0;
 };
@@ -71,7 +72,8 @@ struct CapacityFit {
 /// Offsets that fit `items` in `capacity` bytes (sizes rounded up to
 /// `alignment`), by an exact branch-and-bound search after MiniMalloc
 /// (ArenaSearch.cpp): Fits with offsets, Infeasible when it has proven that
-/// no placement fits, or GaveUp after `nodeBudget` nodes. Deterministic.
+/// no placement fits, or GaveUp after `nodeBudget` nodes (each candidate
+/// tried counts as one). Deterministic.
 CapacityFit packAtCapacity(llvm::ArrayRef<PackItem> items, int64_t alignment,
                            int64_t capacity, uint64_t nodeBudget);
 

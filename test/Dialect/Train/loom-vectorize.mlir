@@ -158,6 +158,22 @@ func.func @gather(%table: memref<256x64xf32>, %ids: memref<8xi32>, %out: memref<
   return
 }
 
+// A sum over both dimensions of a transposed read: the contiguous
+// dimension (i) is a reduction followed by another (j); moving it innermost
+// would reorder the additions, so the op stays scalar.
+// CHECK-LABEL: func.func @reorders_reduction
+// CHECK-SAME: loom.scalar_ops = 1 : i64, loom.vectorized_ops = 0 : i64
+func.func @reorders_reduction(%a: memref<16x16xf32>, %c: memref<f32>) {
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (j, i)>, affine_map<(i, j) -> ()>],
+                  iterator_types = ["reduction", "reduction"]}
+      ins(%a : memref<16x16xf32>) outs(%c : memref<f32>) {
+  ^bb0(%x: f32, %z: f32):
+    %s = arith.addf %x, %z : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
 // CHECK-LABEL: func.func @strided
 // CHECK-SAME: loom.scalar_ops = 1 : i64, loom.vectorized_ops = 0 : i64
 // CHECK: linalg.copy

@@ -283,6 +283,9 @@ def Train_CrossEntropyGradOp : Train_DecomposableOp<"cross_entropy_grad",
 //===----------------------------------------------------------------------===//
 
 def Train_PositiveI64Attr : ConfinedAttr<I64Attr, [IntPositive]>;
+// Vocabulary entries per block; 0 (the default) for the whole vocabulary.
+def Train_ChunkVocabAttr
+    : DefaultValuedAttr<ConfinedAttr<I64Attr, [IntNonNegative]>, "0">;
 
 def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
   let summary = "cross-entropy of a linear projection, without its logits";
@@ -296,7 +299,9 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
     decomposition loops over chunks of `chunk_tokens` tokens, and holds one
     `[chunk_tokens, vocab]` block at a time; with `chunk_vocab > 0` it also
     loops over blocks of that many vocabulary entries (an online
-    log-sum-exp), holding one `[chunk_tokens, chunk_vocab]` block. The second result is the
+    log-sum-exp), holding one `[chunk_tokens, chunk_vocab]` block. A size
+    that does not divide the tokens (or the vocabulary) is lowered to the
+    largest divisor below it. The second result is the
     log-sum-exp of each token's logits, which the gradient reads instead of
     the logits. Math is f32 for f16/bf16 operands (the results are f32).
 
@@ -316,7 +321,7 @@ def Train_LinearCrossEntropyOp : Train_DecomposableOp<"linear_cross_entropy"> {
                        Train_NonNegativeF64Attr:$z_loss,
                        Train_NonNegativeF64Attr:$softcap,
                        Train_PositiveI64Attr:$chunk_tokens,
-                       DefaultValuedAttr<I64Attr, "0">:$chunk_vocab);
+                       Train_ChunkVocabAttr:$chunk_vocab);
   let results = (outs Train_FloatTensor:$loss, Train_FloatTensor:$lse);
   let assemblyFormat = [{
     $hidden `,` $weight (`bias` $bias^)? `,` $labels `ignore_index` `=` $ignore_index
@@ -359,7 +364,7 @@ def Train_LinearCrossEntropyGradOp
                        Train_NonNegativeF64Attr:$z_loss,
                        Train_NonNegativeF64Attr:$softcap,
                        Train_PositiveI64Attr:$chunk_tokens,
-                       DefaultValuedAttr<I64Attr, "0">:$chunk_vocab);
+                       Train_ChunkVocabAttr:$chunk_vocab);
   let results = (outs Train_FloatTensor:$hidden_grad,
                       Train_FloatTensor:$weight_grad,
                       Optional<Train_FloatTensor>:$bias_grad);

@@ -203,8 +203,10 @@ def LoomVectorizePass : Pass<"loom-vectorize", "::mlir::func::FuncOp"> {
     vectorises the tile. Unit dimensions are then folded, transfers become
     `vector.load`/`vector.store`, and multi-reductions become ordered
     `vector.reduction`s, so the result is bit-identical to the scalar
-    loops. Ops with no such dimension (a transposed operand, a gather) are
-    left to `convert-linalg-to-loops`. The function gets
+    loops. Ops with no such dimension (a transposed operand, a gather), and
+    ops whose vector dimension is a reduction followed by another (moving
+    it innermost would reorder the additions), are left to
+    `convert-linalg-to-loops`. The function gets
     `loom.vectorized_ops` and `loom.scalar_ops`: how many linalg ops became
     vector loops and how many were left.
 
@@ -250,7 +252,11 @@ def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
     the analysis the scheduler bounds) predicts. The pass computes the
     timeline of the function's single block, packs every buffer the timeline
     allocates into one arena (offsets from the buffers' lifetimes; see
-    ArenaPacker.h), and pins each buffer to its offset:
+    ArenaPacker.h), and pins each buffer to its offset (below). A loop body (the
+    fused loss's chunks) is planned the same way, recursively, into a
+    region of the arena that is one buffer of the enclosing block, live
+    while the loop runs; the timeline charges the body's peak there.
+    Pinning:
 
     * an op whose result starts a buffer writes into its slot: its
       tensor.empty init (or an init it never reads) is replaced by the slot,

@@ -4,10 +4,11 @@
 // tokens. Each iteration computes one `[chunk, vocab]` block of logits with
 // a contraction (BLAS on the CPU target), the cross-entropy pieces of
 // CrossEntropyParts on it, and (backward) the block's contributions to
-// dhidden and dweight; no value of size `[tokens, vocab]` exists. Chunking
-// by tokens rather than by vocabulary keeps each row's log-sum-exp a plain
-// two-pass reduction over one block (no online rescaling) and each matmul
-// as wide as the vocabulary; see docs/FusedCrossEntropy.md.
+// dhidden, dweight and dbias; no value of size `[tokens, vocab]` exists.
+// With `chunk_vocab`, each chunk also loops over vocabulary blocks: the
+// forward keeps an online log-sum-exp (a running maximum rescales the
+// running sum), the backward needs none (the saved LSE is exact). See
+// docs/FusedCrossEntropy.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -262,6 +263,9 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
     return emitOpError("decomposition needs static shapes");
   int64_t tokens = hiddenType.getDimSize(0);
   int64_t vocab = getWeight().getType().getDimSize(0);
+  if (tokens == 0 || vocab == 0)
+    return emitOpError("decomposition needs at least one token and one "
+                       "vocabulary entry");
   int64_t chunk = chunkFor(tokens, getChunkTokens());
   int64_t block = vocabBlockFor(vocab, getChunkVocab());
   Type type = computeType(hiddenType.getElementType());
@@ -312,6 +316,9 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
     return emitOpError("decomposition needs static shapes");
   int64_t tokens = hiddenType.getDimSize(0), dim = hiddenType.getDimSize(1);
   int64_t vocab = weightType.getDimSize(0);
+  if (tokens == 0 || vocab == 0)
+    return emitOpError("decomposition needs at least one token and one "
+                       "vocabulary entry");
   int64_t chunk = chunkFor(tokens, getChunkTokens());
   Type type = computeType(hiddenType.getElementType());
   int64_t ignore = getIgnoreIndex();

@@ -216,15 +216,6 @@ static RankedTensorType verifyLinearCrossEntropyOperands(
     Operation *op, RankedTensorType hidden, RankedTensorType weight,
     Value bias, RankedTensorType labels, LossReduction reduction,
     RankedTensorType &lseType) {
-  if (bias) {
-    auto biasType = cast<RankedTensorType>(bias.getType());
-    if (failed(verifyRank(op, biasType, 1, "[vocab] bias")) ||
-        failed(verifyDim(op, weight.getDimSize(0), biasType.getDimSize(0),
-                         "the bias size (the weight's vocabulary)")) ||
-        failed(verifySameElementType(op, weight.getElementType(),
-                                     biasType.getElementType(), "bias")))
-      return {};
-  }
   if (failed(verifyRank(op, hidden, 2, "[tokens, hidden] hidden states")) ||
       failed(verifyRank(op, weight, 2, "[vocab, hidden] weight")) ||
       failed(verifyRank(op, labels, 1, "[tokens] labels")) ||
@@ -235,6 +226,15 @@ static RankedTensorType verifyLinearCrossEntropyOperands(
       failed(verifySameElementType(op, hidden.getElementType(),
                                    weight.getElementType(), "weight")))
     return {};
+  if (bias) {
+    auto biasType = cast<RankedTensorType>(bias.getType());
+    if (failed(verifyRank(op, biasType, 1, "[vocab] bias")) ||
+        failed(verifyDim(op, weight.getDimSize(0), biasType.getDimSize(0),
+                         "the bias size (the weight's vocabulary)")) ||
+        failed(verifySameElementType(op, weight.getElementType(),
+                                     biasType.getElementType(), "bias")))
+      return {};
+  }
   Type element = hidden.getElementType();
   if (element.getIntOrFloatBitWidth() < 32)
     element = Float32Type::get(op->getContext());

@@ -54,8 +54,6 @@ Value biasOf(Value value) {
   return generic.getDpsInputs()[0];
 }
 
-/// The loop dimension result `i` of a projected-permutation map reads.
-unsigned dimAt(AffineMap map, unsigned i) { return map.getDimPosition(i); }
 
 enum class Role { HiddenGrad, WeightGrad, BiasGrad };
 
@@ -63,7 +61,7 @@ enum class Role { HiddenGrad, WeightGrad, BiasGrad };
 bool isBiasGrad(linalg::LinalgOp op, Value dlogits) {
   if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 1 ||
       op.getNumDpsInits() != 1 || op.getNumLoops() != 2 ||
-      op.getDpsInputs()[0] != dlogits)
+      op.getNumReductionLoops() != 1 || op.getDpsInputs()[0] != dlogits)
     return false;
   MLIRContext *ctx = op.getContext();
   if (op.getIndexingMapsArray() !=
@@ -86,10 +84,15 @@ bool isBiasGrad(linalg::LinalgOp op, Value dlogits) {
 std::optional<Role> classify(Operation *user, Value dlogits, Value hidden,
                              Value weight, Value bias) {
   auto op = dyn_cast<linalg::LinalgOp>(user);
+  // Each gradient must have its parameter's type, as the fused op's does.
+  auto hasTypeOf = [&](Value value) {
+    return op->getResult(0).getType() == value.getType();
+  };
   if (bias && isBiasGrad(op, dlogits))
-    return Role::BiasGrad;
+    return hasTypeOf(bias) ? std::optional(Role::BiasGrad) : std::nullopt;
   if (!op || !op.hasPureTensorSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
+      op.getNumReductionLoops() != 1 ||
       !linalg::isaContractionOpInterface(op))
     return std::nullopt;
   OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1);
@@ -104,11 +107,13 @@ std::optional<Role> classify(Operation *user, Value dlogits, Value hidden,
     if (map.getNumResults() != 2 || !map.isProjectedPermutation())
       return std::nullopt;
   // The reduction is the dimension the output does not read.
-  if (b->get() == weight && dimAt(mapA, 0) == dimAt(mapC, 0) &&
-      dimAt(mapA, 1) == dimAt(mapB, 0) && dimAt(mapB, 1) == dimAt(mapC, 1))
+  if (b->get() == weight && mapA.getDimPosition(0) == mapC.getDimPosition(0) &&
+      mapA.getDimPosition(1) == mapB.getDimPosition(0) && mapB.getDimPosition(1) == mapC.getDimPosition(1) &&
+      hasTypeOf(hidden))
     return Role::HiddenGrad;
-  if (b->get() == hidden && dimAt(mapA, 1) == dimAt(mapC, 0) &&
-      dimAt(mapA, 0) == dimAt(mapB, 0) && dimAt(mapB, 1) == dimAt(mapC, 1))
+  if (b->get() == hidden && mapA.getDimPosition(1) == mapC.getDimPosition(0) &&
+      mapA.getDimPosition(0) == mapB.getDimPosition(0) && mapB.getDimPosition(1) == mapC.getDimPosition(1) &&
+      hasTypeOf(weight))
     return Role::WeightGrad;
   return std::nullopt;
 }
@@ -124,7 +129,7 @@ struct Match {
 
 /// Matches `loss`, or returns why it cannot be fused.
 FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
-                       std::string &why) {
+                       int64_t chunkVocab, std::string &why) {
   Match m;
   m.loss = loss;
   m.matmul = loss.getLogits().getDefiningOp<linalg::MatmulOp>();
@@ -151,8 +156,15 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
     return failure();
   }
   Value hidden = m.matmul.getInputs()[0], weight = m.matmul.getInputs()[1];
-  int64_t tokens = loss.getLogits().getType().getDimSize(0);
-  if (ShapedType::isDynamic(tokens) || chunkTokens >= tokens) {
+  if (!cast<RankedTensorType>(hidden.getType()).hasStaticShape() ||
+      !cast<RankedTensorType>(weight.getType()).hasStaticShape()) {
+    why = "the projection has dynamic shapes (the fused loss's chunks "
+          "need static ones)";
+    return failure();
+  }
+  auto logitsType = loss.getLogits().getType();
+  int64_t tokens = logitsType.getDimSize(0), vocab = logitsType.getDimSize(1);
+  if (chunkTokens >= tokens && (chunkVocab == 0 || chunkVocab >= vocab)) {
     why = "one chunk of " + std::to_string(chunkTokens) +
           " tokens would hold all the logits (nothing to save)";
     return failure();
@@ -169,7 +181,10 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
     if (user == loss)
       continue;
     auto grad = dyn_cast<CrossEntropyGradOp>(user);
-    if (!grad || m.grad || grad.getLabels() != loss.getLabels() ||
+    // The gradient op reads the fused op's log-sum-exp: it must follow the
+    // loss in its block.
+    if (!grad || m.grad || grad->getBlock() != loss->getBlock() ||
+        !loss->isBeforeInBlock(grad) || grad.getLabels() != loss.getLabels() ||
         grad.getIgnoreIndexAttr() != loss.getIgnoreIndexAttr() ||
         grad.getReductionAttr() != loss.getReductionAttr() ||
         grad.getLabelSmoothingAttr() != loss.getLabelSmoothingAttr() ||
@@ -288,7 +303,7 @@ struct TrainFuseLinearCrossEntropyPass
     getOperation().walk([&](CrossEntropyOp loss) { losses.push_back(loss); });
     for (CrossEntropyOp loss : losses) {
       std::string why;
-      FailureOr<Match> m = match(loss, chunkTokens, why);
+      FailureOr<Match> m = match(loss, chunkTokens, chunkVocab, why);
       if (failed(m)) {
         if (remarks)
           loss.emitRemark("not fused: ") << why;

@@ -85,14 +85,30 @@ std::optional<unsigned> vectorDim(linalg::LinalgOp op, int64_t minLanes) {
   return std::nullopt;
 }
 
-/// Lanes for `op`'s widest element type in `vectorBytes`.
+/// Lanes for `op`'s widest element type in `vectorBytes`, or 0 when an
+/// operand's elements are not integers or floats (index, complex).
 int64_t lanesFor(linalg::LinalgOp op, int64_t vectorBytes) {
   int64_t widest = 1;
   for (Value operand : op->getOperands())
-    if (auto type = dyn_cast<ShapedType>(operand.getType()))
+    if (auto type = dyn_cast<ShapedType>(operand.getType())) {
+      if (!type.getElementType().isIntOrFloat())
+        return 0;
       widest = std::max<int64_t>(
           widest, llvm::divideCeil(type.getElementTypeBitWidth(), 8));
+    }
   return std::max<int64_t>(1, vectorBytes / widest);
+}
+
+/// Whether making `dim` the innermost loop keeps every output element's
+/// reduction order: true unless `dim` is a reduction followed by another.
+bool interchangeKeepsOrder(linalg::LinalgOp op, unsigned dim) {
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  if (iterators[dim] != utils::IteratorType::reduction)
+    return true;
+  return llvm::none_of(llvm::drop_begin(iterators, dim + 1),
+                       [](utils::IteratorType t) {
+                         return t == utils::IteratorType::reduction;
+                       });
 }
 
 struct LoomVectorizePass
@@ -110,8 +126,13 @@ struct LoomVectorizePass
     int64_t vectorized = 0;
     for (linalg::LinalgOp op : ops) {
       int64_t lanes = lanesFor(op, vectorBytes);
+      if (lanes == 0)
+        continue;
       std::optional<unsigned> dim = vectorDim(op, minLanes);
-      if (!dim || !linalg::hasVectorizationImpl(op) ||
+      // Moving a reduction dimension past another would change the order
+      // of the additions (and the bits).
+      if (!dim || !interchangeKeepsOrder(op, *dim) ||
+          !linalg::hasVectorizationImpl(op) ||
           failed(linalg::vectorizeOpPrecondition(op)))
         continue;
       SmallVector<int64_t> ranges = op.getStaticLoopRanges();

@@ -20,6 +20,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Tensor/Transforms/Transforms.h"
 #include "mlir/Transforms/WalkPatternRewriteDriver.h"
+#include <algorithm>
 
 namespace loom::train {
 #define GEN_PASS_DEF_LOOMMEMORYPLANPASS
@@ -83,7 +84,6 @@ struct BlockPlan {
 };
 
 BlockPlan planBlock(Block &block, bool callerOwnedResults) {
-  cloneSharedFills(block);
   loom::MemoryTimeline timeline(block, {callerOwnedResults, kAlignment});
   BlockPlan plan;
   plan.peak = timeline.getPeakBytes();
@@ -117,7 +117,20 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
   }
   loom::Packing packing = loom::packIntervals(items, kAlignment);
   plan.bytes = packing.arenaBytes;
-  plan.bound = packing.lowerBound;
+  // The live bound: the most bytes live at once, a loop body's region
+  // counted at its own bound (the packer saw it at its packed size).
+  std::vector<int64_t> live(block.getOperations().size() + 1, 0);
+  auto charge = [&](int64_t bytes, unsigned begin, unsigned end) {
+    int64_t aligned = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    for (unsigned p = begin; p <= end; ++p)
+      live[p] += aligned;
+  };
+  for (const loom::PackItem &item : ArrayRef(items).take_front(direct.size()))
+    charge(item.bytes, item.begin, item.end);
+  for (auto [body, item] :
+       llvm::zip(nested, ArrayRef(items).drop_front(direct.size())))
+    charge(body.bound, item.begin, item.end);
+  plan.bound = *std::max_element(live.begin(), live.end());
   for (auto [result, offset] : llvm::zip(direct, packing.offsets))
     plan.pins.push_back({result, offset});
   for (auto [body, offset] :
@@ -141,6 +154,10 @@ struct LoomMemoryPlanPass
     RewritePatternSet patterns(&getContext());
     tensor::populateDecomposeTensorConcatPatterns(patterns);
     walkAndApplyPatterns(func, std::move(patterns));
+    // Every block's fills are cloned before any timeline is built (a loop
+    // body's peak is part of its parent's timeline).
+    cloneSharedFills(block);
+    func.walk([](scf::ForOp loop) { cloneSharedFills(*loop.getBody()); });
     BlockPlan plan = planBlock(block, callerOwnedResults);
 
     OpBuilder builder(func.getContext());
