@@ -252,33 +252,61 @@ int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
   return requested <= 0 ? vocab : chunkFor(vocab, requested);
 }
 
+/// The sizes and settings both decompositions start from.
+struct FusedLoss {
+  int64_t tokens, dim, vocab, chunk, block;
+  Type type;
+  int64_t ignore;
+  double smoothing, zLoss, softcap;
+
+  template <typename OpTy> static FailureOr<FusedLoss> get(OpTy op) {
+    auto hiddenType = op.getHidden().getType();
+    auto weightType = op.getWeight().getType();
+    if (!hiddenType.hasStaticShape() || !weightType.hasStaticShape())
+      return op.emitOpError("decomposition needs static shapes");
+    FusedLoss f;
+    f.tokens = hiddenType.getDimSize(0);
+    f.dim = hiddenType.getDimSize(1);
+    f.vocab = weightType.getDimSize(0);
+    if (f.tokens == 0 || f.vocab == 0)
+      return op.emitOpError("decomposition needs at least one token and one "
+                            "vocabulary entry");
+    f.chunk = chunkFor(f.tokens, op.getChunkTokens());
+    f.block = vocabBlockFor(f.vocab, op.getChunkVocab());
+    f.type = computeType(hiddenType.getElementType());
+    f.ignore = op.getIgnoreIndex();
+    f.smoothing = op.getLabelSmoothing().convertToDouble();
+    f.zLoss = op.getZLoss().convertToDouble();
+    f.softcap = op.getSoftcap().convertToDouble();
+    return f;
+  }
+
+  /// The loop over chunks of tokens, carrying `inits`.
+  scf::ForOp loop(OpBuilder &b, Location loc, ValueRange inits,
+                  function_ref<void(OpBuilder &, Location, Value, ValueRange)>
+                      body) const {
+    Value lower = arith::ConstantIndexOp::create(b, loc, 0);
+    Value upper = arith::ConstantIndexOp::create(b, loc, tokens);
+    Value step = arith::ConstantIndexOp::create(b, loc, chunk);
+    return scf::ForOp::create(b, loc, lower, upper, step, inits, body);
+  }
+};
+
 } // namespace
 
 FailureOr<SmallVector<Value>>
 LinearCrossEntropyOp::decompose(OpBuilder &builder) {
   Location loc = getLoc();
   LinalgBuilder lb(builder, loc);
-  auto hiddenType = getHidden().getType();
-  if (!hiddenType.hasStaticShape() || !getWeight().getType().hasStaticShape())
-    return emitOpError("decomposition needs static shapes");
-  int64_t tokens = hiddenType.getDimSize(0);
-  int64_t vocab = getWeight().getType().getDimSize(0);
-  if (tokens == 0 || vocab == 0)
-    return emitOpError("decomposition needs at least one token and one "
-                       "vocabulary entry");
-  int64_t chunk = chunkFor(tokens, getChunkTokens());
-  int64_t block = vocabBlockFor(vocab, getChunkVocab());
-  Type type = computeType(hiddenType.getElementType());
-  int64_t ignore = getIgnoreIndex();
-  double smoothing = getLabelSmoothing().convertToDouble();
-  double zLoss = getZLoss().convertToDouble();
-  double softcap = getSoftcap().convertToDouble();
-
-  Value lower = arith::ConstantIndexOp::create(builder, loc, 0);
-  Value upper = arith::ConstantIndexOp::create(builder, loc, tokens);
-  Value step = arith::ConstantIndexOp::create(builder, loc, chunk);
-  auto loop = scf::ForOp::create(
-      builder, loc, lower, upper, step,
+  FailureOr<FusedLoss> f = FusedLoss::get(*this);
+  if (failed(f))
+    return failure();
+  int64_t tokens = f->tokens, vocab = f->vocab, chunk = f->chunk,
+          block = f->block, ignore = f->ignore;
+  Type type = f->type;
+  double smoothing = f->smoothing, zLoss = f->zLoss, softcap = f->softcap;
+  auto loop = f->loop(
+      builder, loc,
       ValueRange{lb.empty({tokens}, type), lb.empty({tokens}, type)},
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
         LinalgBuilder clb(b, l);
@@ -310,27 +338,18 @@ FailureOr<SmallVector<Value>>
 LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
   Location loc = getLoc();
   LinalgBuilder lb(builder, loc);
+  FailureOr<FusedLoss> f = FusedLoss::get(*this);
+  if (failed(f))
+    return failure();
+  int64_t tokens = f->tokens, dim = f->dim, vocab = f->vocab,
+          chunk = f->chunk, block = f->block, ignore = f->ignore;
+  Type type = f->type;
+  double smoothing = f->smoothing, zLoss = f->zLoss, softcap = f->softcap;
   auto hiddenType = getHidden().getType();
   auto weightType = getWeight().getType();
-  if (!hiddenType.hasStaticShape() || !weightType.hasStaticShape())
-    return emitOpError("decomposition needs static shapes");
-  int64_t tokens = hiddenType.getDimSize(0), dim = hiddenType.getDimSize(1);
-  int64_t vocab = weightType.getDimSize(0);
-  if (tokens == 0 || vocab == 0)
-    return emitOpError("decomposition needs at least one token and one "
-                       "vocabulary entry");
-  int64_t chunk = chunkFor(tokens, getChunkTokens());
-  Type type = computeType(hiddenType.getElementType());
-  int64_t ignore = getIgnoreIndex();
-  double smoothing = getLabelSmoothing().convertToDouble();
-  double zLoss = getZLoss().convertToDouble();
-  double softcap = getSoftcap().convertToDouble();
 
   CrossEntropyParts all{Value(), getLabels(), tokens, vocab, type, ignore};
   Value weights = all.tokenWeights(lb, getLossGrad(), getReduction());
-  Value lower = arith::ConstantIndexOp::create(builder, loc, 0);
-  Value upper = arith::ConstantIndexOp::create(builder, loc, tokens);
-  Value step = arith::ConstantIndexOp::create(builder, loc, chunk);
   SmallVector<Value> inits = {lb.empty({tokens, dim}, type),
                              lb.filled({vocab, dim}, type, 0.0)};
   if (getBias())
@@ -376,9 +395,8 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
           }));
     return out;
   };
-  int64_t block = vocabBlockFor(vocab, getChunkVocab());
-  auto loop = scf::ForOp::create(
-      builder, loc, lower, upper, step, inits,
+  auto loop = f->loop(
+      builder, loc, inits,
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
         LinalgBuilder clb(b, l);
         Value hidden = rows(b, l, getHidden(), i, chunk);

@@ -244,39 +244,37 @@ static RankedTensorType verifyLinearCrossEntropyOperands(
   return RankedTensorType::get({}, element);
 }
 
-LogicalResult LinearCrossEntropyOp::verify() {
+/// Checks the operands of the fused op or its gradient, and that `loss`
+/// (the loss, or the incoming loss gradient, named `what`) and the
+/// log-sum-exp have the types the reduction gives.
+template <typename OpTy>
+static LogicalResult verifyLinearCrossEntropy(OpTy op, Type loss,
+                                              StringRef what) {
   RankedTensorType lseType;
   RankedTensorType expected = verifyLinearCrossEntropyOperands(
-      *this, getHidden().getType(), getWeight().getType(), getBias(),
-      getLabels().getType(), getReduction(), lseType);
+      op, op.getHidden().getType(), op.getWeight().getType(), op.getBias(),
+      op.getLabels().getType(), op.getReduction(), lseType);
   if (!expected)
     return failure();
-  if (getLoss().getType() != expected)
-    return emitOpError() << "expected loss type " << expected
-                         << " for reduction "
-                         << stringifyLossReduction(getReduction()) << ", got "
-                         << getLoss().getType();
-  if (getLse().getType() != lseType)
-    return emitOpError() << "expected lse type " << lseType << ", got "
-                         << getLse().getType();
+  if (loss != expected)
+    return op.emitOpError() << "expected " << what << " type " << expected
+                            << " for reduction "
+                            << stringifyLossReduction(op.getReduction())
+                            << ", got " << loss;
+  if (op.getLse().getType() != lseType)
+    return op.emitOpError() << "expected lse type " << lseType << ", got "
+                            << op.getLse().getType();
   return success();
 }
 
+LogicalResult LinearCrossEntropyOp::verify() {
+  return verifyLinearCrossEntropy(*this, getLoss().getType(), "loss");
+}
+
 LogicalResult LinearCrossEntropyGradOp::verify() {
-  RankedTensorType lseType;
-  RankedTensorType expected = verifyLinearCrossEntropyOperands(
-      *this, getHidden().getType(), getWeight().getType(), getBias(),
-      getLabels().getType(), getReduction(), lseType);
-  if (!expected)
+  if (failed(verifyLinearCrossEntropy(*this, getLossGrad().getType(),
+                                      "loss_grad")))
     return failure();
-  if (getLossGrad().getType() != expected)
-    return emitOpError() << "expected loss_grad type " << expected
-                         << " for reduction "
-                         << stringifyLossReduction(getReduction()) << ", got "
-                         << getLossGrad().getType();
-  if (getLse().getType() != lseType)
-    return emitOpError() << "expected lse type " << lseType << ", got "
-                         << getLse().getType();
   if (bool(getBias()) != bool(getBiasGrad()) ||
       (getBias() && getBias().getType() != getBiasGrad().getType()))
     return emitOpError("expects a bias gradient of the bias's type exactly "
