@@ -39,18 +39,7 @@ struct Packer {
       }
       active.push_back(i);
     }
-    unsigned last = 0;
-    for (const PackItem &item : items)
-      last = std::max(last, item.end);
-    std::vector<int64_t> delta(last + 2, 0);
-    for (auto [item, size] : llvm::zip(items, sizes)) {
-      delta[item.begin] += size;
-      delta[item.end + 1] -= size;
-    }
-    live.resize(last + 1);
-    int64_t bytes = 0;
-    for (unsigned p = 0; p <= last; ++p)
-      live[p] = bytes += delta[p];
+    live = liveBytes(items, alignment);
   }
 
   int64_t lowerBound() const {
@@ -176,6 +165,24 @@ Packing bisect(llvm::ArrayRef<PackItem> items, int64_t alignment,
 }
 
 } // namespace
+
+std::vector<int64_t> loom::liveBytes(llvm::ArrayRef<PackItem> items,
+                                     int64_t alignment) {
+  unsigned last = 0;
+  for (const PackItem &item : items)
+    last = std::max(last, item.end);
+  std::vector<int64_t> delta(last + 2, 0);
+  for (const PackItem &item : items) {
+    int64_t size = (item.bytes + alignment - 1) / alignment * alignment;
+    delta[item.begin] += size;
+    delta[item.end + 1] -= size;
+  }
+  std::vector<int64_t> live(last + 1);
+  int64_t bytes = 0;
+  for (unsigned p = 0; p <= last; ++p)
+    live[p] = bytes += delta[p];
+  return live;
+}
 
 Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   Packing result;

@@ -14,15 +14,7 @@ import reference as ref  # noqa: E402
 from loom.testing import run_function  # noqa: E402
 
 rng = np.random.default_rng(1234)
-failures = 0
-
-
-def check(name, got, want, rtol, atol):
-    global failures
-    ok = got.shape == np.shape(want) and np.allclose(got, want, rtol=rtol, atol=atol)
-    err = float(np.max(np.abs(got - want))) if got.shape == np.shape(want) else float("inf")
-    print(f"{'ok' if ok else 'FAIL'} {name}: max abs error {err:.3g}")
-    failures += not ok
+check = ref.Checks()
 
 
 def mlir_type(array):
@@ -96,5 +88,5 @@ for dtype, rtol, atol in [(np.float64, 1e-12, 1e-12), (np.float32, 2e-5, 2e-6)]:
         f" : {mlir_type(logits)}, {mlir_type(all_ignored)} -> tensor<{t}>", [logits, all_ignored], [f"tensor<{t}>"])
     check(f"cross_entropy every label ignored {tag}", loss, np.array(0, dtype), rtol, atol)
 
-print("FAIL" if failures else "all decompositions match")
-sys.exit(1 if failures else 0)
+print("FAIL" if check.failures else "all decompositions match")
+sys.exit(1 if check.failures else 0)

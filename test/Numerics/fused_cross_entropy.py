@@ -17,19 +17,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from loom.opt import run_opt  # noqa: E402
+from reference import Checks  # noqa: E402
 from loom.testing import run_function  # noqa: E402
 
 rng = np.random.default_rng(7)
-failures = 0
+check = Checks()
 IGNORE = -100
-
-
-def check(name, got, want, rtol, atol):
-    global failures
-    ok = got.shape == np.shape(want) and np.allclose(got, want, rtol=rtol, atol=atol)
-    err = float(np.max(np.abs(got - want))) if got.shape == np.shape(want) else float("inf")
-    print(f"{'ok' if ok else 'FAIL'} {name}: max abs error {err:.3g}")
-    failures += not ok
 
 
 def reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=None):
@@ -248,9 +241,7 @@ steps = {order: run_opt(layer, args) for order, args in (
     ("unfused", ["--train-autodiff"]), ("fused before autodiff", [fuse, "--train-autodiff"]),
     ("fused after autodiff", ["--train-autodiff", fuse]))}
 for order in ("fused before autodiff", "fused after autodiff"):
-    if "train.linear_cross_entropy_grad" not in steps[order]:
-        print(f"FAIL {order}: the pass did not fuse")
-        failures += 1
+    check.report("train.linear_cross_entropy_grad" in steps[order], f"{order}: the pass fused")
 want = run_function(steps["unfused"], "layer", [h, w, b, labels])
 for order in ("fused before autodiff", "fused after autodiff"):
     got = run_function(steps[order], "layer", [h, w, b, labels])
@@ -291,9 +282,7 @@ def bf16_layer(tokens, dim, vocab):
 
 source = bf16_layer(tokens, dim, vocab)
 fused_source = run_opt(source, [fuse])
-if "train.linear_cross_entropy" not in fused_source:
-    print("FAIL bf16: the pass did not fuse")
-    failures += 1
+check.report("train.linear_cross_entropy" in fused_source, "bf16: the pass fused")
 h = bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
 w = bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
 labels = rng.integers(0, vocab, tokens).astype(np.int32)
@@ -301,10 +290,9 @@ ref = float(reference(h, w, labels, "mean", 0.0, 0.0, 0.0)[0])
 (unfused_loss,) = run_function(source, "layer", [h, w, labels])
 (fused_loss,) = run_function(fused_source, "layer", [h, w, labels])
 unfused_err, fused_err = abs(float(unfused_loss) - ref), abs(float(fused_loss) - ref)
-ok = fused_err <= unfused_err + abs(ref) * 2.0**-8
-print(f"{'ok' if ok else 'FAIL'} bf16 through the pass: fused error {fused_err:.3g}, "
-      f"unfused bf16 error {unfused_err:.3g} (f64 loss {ref:.6f})")
-failures += not ok
+check.report(fused_err <= unfused_err + abs(ref) * 2.0**-8,
+             f"bf16 through the pass: fused error {fused_err:.3g}, "
+             f"unfused bf16 error {unfused_err:.3g} (f64 loss {ref:.6f})")
 
 # Every label ignored: the mean is 0 (PyTorch gives NaN), gradients 0.
 h, w = rng.standard_normal((tokens, dim)), rng.standard_normal((vocab, dim))
@@ -326,7 +314,7 @@ check("lse [bf16, f32 math]", got[1], want[1], 1e-5, 1e-5)
 check("dhidden [bf16]", got[2], bf16(want[2].astype(np.float32)), 1e-2, 1e-4)
 check("dweight [bf16]", got[3], bf16(want[3].astype(np.float32)), 1e-2, 1e-4)
 
-if failures:
-    print(f"{failures} FAILED")
+if check.failures:
+    print(f"{check.failures} FAILED")
     sys.exit(1)
 print("fused linear cross-entropy matches")

@@ -7,6 +7,25 @@ the two can check each other.
 import numpy as np
 
 
+class Checks:
+    """Numerical checks that print `ok NAME: ...` or `FAIL NAME: ...` and
+    count the failures (the tests' FileCheck lines look for FAIL)."""
+
+    def __init__(self):
+        self.failures = 0
+
+    def report(self, ok, message):
+        print(f"{'ok' if ok else 'FAIL'} {message}")
+        self.failures += not ok
+
+    def __call__(self, name, got, want, rtol, atol):
+        """`got` against `want` with np.allclose, and the largest error."""
+        same_shape = got.shape == np.shape(want)
+        ok = same_shape and np.allclose(got, want, rtol=rtol, atol=atol)
+        err = float(np.max(np.abs(got - want))) if same_shape else float("inf")
+        self.report(ok, f"{name}: max abs error {err:.3g}")
+
+
 def embedding(table, ids):
     return table[ids]
 

@@ -55,6 +55,11 @@ struct Packing {
   bool optimal = false;
 };
 
+/// Bytes live at each position (through the last item's end), sizes
+/// rounded up to `alignment`; its maximum is the packing's lower bound.
+std::vector<int64_t> liveBytes(llvm::ArrayRef<PackItem> items,
+                               int64_t alignment);
+
 /// Packs `items` into one arena; sizes are rounded up to `alignment`.
 Packing packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment = 64);
 

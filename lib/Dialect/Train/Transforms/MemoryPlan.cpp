@@ -119,18 +119,12 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
   plan.bytes = packing.arenaBytes;
   // The live bound: the most bytes live at once, a loop body's region
   // counted at its own bound (the packer saw it at its packed size).
-  std::vector<int64_t> live(block.getOperations().size() + 1, 0);
-  auto charge = [&](int64_t bytes, unsigned begin, unsigned end) {
-    int64_t aligned = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    for (unsigned p = begin; p <= end; ++p)
-      live[p] += aligned;
-  };
-  for (const loom::PackItem &item : ArrayRef(items).take_front(direct.size()))
-    charge(item.bytes, item.begin, item.end);
+  SmallVector<loom::PackItem> atBounds(items);
   for (auto [body, item] :
-       llvm::zip(nested, ArrayRef(items).drop_front(direct.size())))
-    charge(body.bound, item.begin, item.end);
-  plan.bound = *std::max_element(live.begin(), live.end());
+       llvm::zip(nested, MutableArrayRef(atBounds).drop_front(direct.size())))
+    item.bytes = body.bound;
+  std::vector<int64_t> live = loom::liveBytes(atBounds, kAlignment);
+  plan.bound = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
   for (auto [result, offset] : llvm::zip(direct, packing.offsets))
     plan.pins.push_back({result, offset});
   for (auto [body, offset] :
