@@ -111,3 +111,20 @@ Value LinalgBuilder::collapse(Value input,
   return tensor::CollapseShapeOp::create(builder, loc, input,
                                          toReassociation(groups));
 }
+
+Value LinalgBuilder::convert(Value input, Type elementType) {
+  auto type = cast<RankedTensorType>(input.getType());
+  Type from = type.getElementType();
+  if (from == elementType)
+    return input;
+  bool widen =
+      elementType.getIntOrFloatBitWidth() > from.getIntOrFloatBitWidth();
+  unsigned rank = type.getRank();
+  return generic(empty(type.getShape(), elementType), input,
+                 {identity(rank), identity(rank)},
+                 [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                   if (widen)
+                     return arith::ExtFOp::create(b, l, elementType, args[0]);
+                   return arith::TruncFOp::create(b, l, elementType, args[0]);
+                 });
+}

@@ -58,6 +58,9 @@ public:
   mlir::Value sum(mlir::Value input, llvm::ArrayRef<unsigned> keptDims);
   /// Maximum of `input` over the dimensions absent from `keptDims`.
   mlir::Value max(mlir::Value input, llvm::ArrayRef<unsigned> keptDims);
+  /// Float tensor `input` with `elementType` elements (arith.extf or
+  /// arith.truncf, elementwise); `input` itself when they already match.
+  mlir::Value convert(mlir::Value input, mlir::Type elementType);
 
   /// Reshapes by grouping dimensions (`tensor.expand_shape` /
   /// `collapse_shape`): `groups` lists, per dimension of the smaller shape,

@@ -123,24 +123,6 @@ std::pair<Value, Value> chunkLogits(LinalgBuilder &lb, Value hidden,
   return {capped, keepTanh ? tanh : Value()};
 }
 
-/// Casts a compute-type tensor back to `elementType` if they differ.
-Value castTo(LinalgBuilder &lb, Value value, Type elementType) {
-  auto type = cast<RankedTensorType>(value.getType());
-  if (type.getElementType() == elementType)
-    return value;
-  return lb.generic(lb.empty(type.getShape(), elementType), value,
-                    {lb.identity(type.getRank()), lb.identity(type.getRank())},
-                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                      return arith::TruncFOp::create(b, l, elementType,
-                                                     args[0]);
-                    });
-}
-
-/// The pieces the forward needs per vocabulary block, for a chunk of tokens.
-struct OnlineLogSumExp {
-  Value max, sum, target, rowSum;
-};
-
 /// The forward over vocabulary blocks of `block` columns: an online
 /// log-sum-exp (the running maximum rescales the running sum), the target
 /// logit picked from the block that holds it, and the row sum for label
@@ -444,9 +426,9 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
         scf::YieldOp::create(b, l, results);
       });
   SmallVector<Value> grads = {
-      castTo(lb, loop.getResult(0), hiddenType.getElementType()),
-      castTo(lb, loop.getResult(1), weightType.getElementType())};
+      lb.convert(loop.getResult(0), hiddenType.getElementType()),
+      lb.convert(loop.getResult(1), weightType.getElementType())};
   if (getBias())
-    grads.push_back(castTo(lb, loop.getResult(2), weightType.getElementType()));
+    grads.push_back(lb.convert(loop.getResult(2), weightType.getElementType()));
   return grads;
 }

@@ -8,6 +8,7 @@
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -211,33 +212,6 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
   return m;
 }
 
-/// `value` converted elementwise to `type`'s element type (extf or truncf),
-/// as a linalg.generic; `value` itself when the types match.
-Value convert(OpBuilder &b, Location loc, Value value, RankedTensorType type) {
-  auto from = cast<RankedTensorType>(value.getType());
-  if (from == type)
-    return value;
-  Type element = type.getElementType();
-  bool widen = element.getIntOrFloatBitWidth() >
-               from.getElementType().getIntOrFloatBitWidth();
-  Value empty = tensor::EmptyOp::create(b, loc, type.getShape(), element);
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> iterators(type.getRank(),
-                                             utils::IteratorType::parallel);
-  return linalg::GenericOp::create(
-             b, loc, type, value, empty, ArrayRef<AffineMap>{id, id},
-             iterators,
-             [&](OpBuilder &nb, Location l, ValueRange args) {
-               Value c = widen ? arith::ExtFOp::create(nb, l, element, args[0])
-                                     .getResult()
-                               : arith::TruncFOp::create(nb, l, element,
-                                                         args[0])
-                                     .getResult();
-               linalg::YieldOp::create(nb, l, c);
-             })
-      .getResult(0);
-}
-
 void rewrite(Match &m, int64_t chunkTokens, int64_t chunkVocab) {
   OpBuilder b(m.loss);
   Location loc = m.loss.getLoc();
@@ -255,13 +229,14 @@ void rewrite(Match &m, int64_t chunkTokens, int64_t chunkVocab) {
       m.loss.getLabelSmoothingAttr(), m.loss.getZLossAttr(),
       b.getF64FloatAttr(0.0), b.getI64IntegerAttr(chunkTokens),
       b.getI64IntegerAttr(chunkVocab));
-  m.loss.getResult().replaceAllUsesWith(
-      convert(b, loc, fused.getLoss(), m.loss.getType()));
+  m.loss.getResult().replaceAllUsesWith(loom::LinalgBuilder(b, loc).convert(
+      fused.getLoss(), m.loss.getType().getElementType()));
   m.loss.erase();
   if (m.grad) {
     b.setInsertionPoint(m.grad);
     Value lossGrad =
-        convert(b, m.grad.getLoc(), m.grad.getLossGrad(), lossType);
+        loom::LinalgBuilder(b, m.grad.getLoc())
+            .convert(m.grad.getLossGrad(), lossType.getElementType());
     auto grads = LinearCrossEntropyGradOp::create(
         b, m.grad.getLoc(), hidden, weight, m.grad.getLabels(), fused.getLse(),
         lossGrad, fused);
