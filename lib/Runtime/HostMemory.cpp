@@ -8,7 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
+
 
 #include <cstdlib>
 #include <mutex>
@@ -81,5 +83,11 @@ void loomrt_host_reset_peak(void) {
   std::lock_guard<std::mutex> lock(hostMemory().mutex);
   hostMemory().peak = hostMemory().current;
 }
+
+void loomrt_count_alloc(void *pointer, int64_t bytes) {
+  hostMemory().record(pointer, size_t(bytes));
+}
+
+void loomrt_count_free(void *pointer) { hostMemory().release(pointer); }
 
 } // extern "C"

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
 
 #include <mpi.h>
@@ -39,10 +40,7 @@ struct Collective {
   double beginUs = 0, endUs = 0;
 };
 
-struct TraceEvent {
-  std::string name, track;
-  double begin, end;
-};
+using loom::runtime::TraceEvent;
 
 /// The whole state of the MPI backend.
 class Context {
@@ -265,22 +263,8 @@ void Context::finalize() {
   }
   wake.notify_one();
   thread.join();
-  if (tracing && !tracePath.empty()) {
-    std::string tmp = tracePath + ".tmp";
-    if (FILE *f = std::fopen(tmp.c_str(), "w")) {
-      std::fprintf(f, "{\"traceEvents\": [\n");
-      for (size_t i = 0; i < trace.size(); ++i)
-        std::fprintf(f,
-                     "  {\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
-                     "\"tid\": \"%s\", \"ts\": %.3f, \"dur\": %.3f}%s\n",
-                     trace[i].name.c_str(), rank, trace[i].track.c_str(),
-                     trace[i].begin, trace[i].end - trace[i].begin,
-                     i + 1 < trace.size() ? "," : "");
-      std::fprintf(f, "]}\n");
-      std::fclose(f);
-      std::rename(tmp.c_str(), tracePath.c_str());
-    }
-  }
+  if (tracing && !tracePath.empty())
+    loom::runtime::writeChromeTrace(tracePath, rank, trace);
   initialised = false;
   MPI_Finalize();
 }
@@ -328,6 +312,17 @@ void loomrt_gather_f32(const float *in, int64_t count, float *out,
                int(root), MPI_COMM_WORLD);
   });
 }
+
+// The step's buffers are the trainer's host memory.
+void *loomrt_device_alloc(int64_t) { return nullptr; }
+void loomrt_device_free(void *) {}
+void loomrt_copy_to_device(void *, const void *, int64_t) {
+  context().abort("loomrt_copy_to_device: the MPI backend has no device");
+}
+void loomrt_copy_to_host(void *, const void *, int64_t) {
+  context().abort("loomrt_copy_to_host: the MPI backend has no device");
+}
+void loomrt_step_sync(void) {}
 
 double loomrt_now_us(void) { return context().nowUs(); }
 

@@ -45,7 +45,19 @@ struct Tensor {
   int64_t bytes = 0;
   /// This rank's storage (local shape), 8-byte aligned.
   std::vector<double> storage;
+  /// The step's copy on the device (CUDA backend), or null: the step then
+  /// reads `storage`.
+  void *device = nullptr;
   void *data() { return storage.data(); }
+  void *buffer() { return device ? device : data(); }
+  void upload() {
+    if (device)
+      loomrt_copy_to_device(device, data(), bytes);
+  }
+  void download() {
+    if (device)
+      loomrt_copy_to_host(data(), device, bytes);
+  }
   float *f32() { return reinterpret_cast<float *>(storage.data()); }
   int32_t *i32() { return reinterpret_cast<int32_t *>(storage.data()); }
   bool sharded() const { return localCount != fullCount; }
@@ -491,9 +503,16 @@ int main(int argc, char **argv) {
   std::vector<void *> buffers;
   int64_t bufferBytes = 0;
   for (Tensor &t : m.tensors) {
-    buffers.push_back(t.data());
+    t.device = loomrt_device_alloc(t.bytes);
+    t.upload();
+    buffers.push_back(t.buffer());
     bufferBytes += t.bytes;
   }
+  auto saveState = [&](int64_t done) {
+    for (Tensor *t : saved)
+      t->download();
+    saveCheckpoint(o, m, saved, done);
+  };
   for (int64_t step = first; step < first + o.steps; ++step) {
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
     // or stop answering (LOOM_TRAINER_STALL) at that step.
@@ -510,10 +529,14 @@ int main(int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     fillBatch(corpus, step, tokens, labels, batch, seq);
+    tokens->upload();
+    if (labels)
+      labels->upload();
     loomrt_take_stats();
     loomrt_host_reset_peak();
     double begin = loomrt_now_us();
     loom_step_packed(buffers.data());
+    loomrt_step_sync();
     double end = loomrt_now_us();
     loomrt_trace_span("step", begin, end);
     loomrt_stats stats = loomrt_take_stats();
@@ -521,10 +544,13 @@ int main(int argc, char **argv) {
     int64_t peakBytes = loomrt_host_peak_bytes() + bufferBytes;
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
-    for (auto &[arg, result] : replaces)
+    for (auto &[arg, result] : replaces) {
       std::swap(arg->storage, result->storage);
+      std::swap(arg->device, result->device);
+    }
     for (size_t i = 0; i < m.tensors.size(); ++i)
-      buffers[i] = m.tensors[i].data();
+      buffers[i] = m.tensors[i].buffer();
+    loss->download();
     float lossValue = loss->f32()[0];
     if (!std::isfinite(lossValue))
       fail("step " + std::to_string(step) + ": the loss is " +
@@ -560,13 +586,15 @@ int main(int argc, char **argv) {
     if (!o.checkpoint.empty() &&
         ((o.checkpointEvery && done % o.checkpointEvery == 0) ||
          done == first + o.steps))
-      saveCheckpoint(o, m, saved, done);
+      saveState(done);
   }
   // --steps 0 with --checkpoint writes the initial state.
   if (o.steps == 0 && !o.checkpoint.empty())
-    saveCheckpoint(o, m, saved, first);
+    saveState(first);
   if (log)
     std::fclose(log);
+  for (Tensor &t : m.tensors)
+    loomrt_device_free(t.device);
   loomrt_finalize();
   return 0;
 }

@@ -14,6 +14,10 @@
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
 //   6. link with the loomrt MPI runtime and the trainer main.
 //
+// --target=cuda keeps stages 1-3; stage 4 sends matmuls to cuBLAS and the
+// other linalg ops to kernels lowered through NVVM to PTX (embedded), and
+// stage 6 links the CUDA backend (NCCL, cuBLAS, cudart).
+//
 //===----------------------------------------------------------------------===//
 
 #include "EntryPoint.h"
@@ -21,6 +25,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/MLIRContext.h"
@@ -58,8 +63,18 @@ static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::cat(loomcCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file"),
                                        cl::Required, cl::cat(loomcCategory));
-static cl::opt<std::string> target("target", cl::desc("cpu (cuda: later)"),
-                                   cl::init("cpu"), cl::cat(loomcCategory));
+static cl::opt<std::string>
+    target("target",
+           cl::desc("cpu (loops, OpenBLAS, MPI) or cuda (NVVM kernels, "
+                    "cuBLAS, NCCL)"),
+           cl::init("cpu"), cl::cat(loomcCategory));
+static cl::opt<std::string> gpuChip("gpu-chip",
+                                    cl::desc("the CUDA target's GPU"),
+                                    cl::init("sm_90"), cl::cat(loomcCategory));
+static cl::opt<int64_t>
+    gpuThreads("gpu-threads",
+               cl::desc("threads per block of the generated kernels"),
+               cl::init(256), cl::cat(loomcCategory));
 static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
                                   cl::cat(loomcCategory));
 static cl::opt<unsigned> zeroStage("zero-stage",
@@ -86,7 +101,8 @@ static cl::opt<std::string> device("device",
 static cl::opt<std::string>
     emit("emit",
          cl::desc("step (the training step), mlir (with runtime calls), "
-                  "llvm-mlir (LLVM dialect), llvm (LLVM IR), obj, exe"),
+                  "llvm-mlir (LLVM dialect), llvm (LLVM IR), obj, exe; "
+                  "with --target=cuda also ptx (the kernels' PTX)"),
          cl::init("exe"), cl::cat(loomcCategory));
 static cl::opt<std::string>
     runtimeDir("runtime-dir",
@@ -125,21 +141,49 @@ static cl::opt<bool>
 /// Bufferisation (results go straight into the caller's buffers where the
 /// plan says so), then loops, BLAS and the LLVM dialect. memref.alloc and
 /// dealloc become the generic allocation functions libloomtrainer counts.
+///
+/// On the CUDA target the step is host code that launches kernels: matmuls
+/// go to cuBLAS, every other linalg op becomes a kernel lowered through
+/// NVVM to PTX (embedded, JIT-compiled by the driver at first launch), and
+/// the arena is a gpu.alloc.
 static std::string loweringPipeline() {
-  return std::string("eliminate-empty-tensors, "
-                     "one-shot-bufferize{bufferize-function-boundaries "
-                     "function-boundary-type-conversion=identity-layout-map}, "
-                     "buffer-deallocation-pipeline, canonicalize, ") +
-         (memoryPlan ? "func.func(loom-pack-buffers), " : "") +
-         "convert-linalg-to-blas, " +
+  std::string bufferize =
+      std::string("eliminate-empty-tensors, "
+                  "one-shot-bufferize{bufferize-function-boundaries "
+                  "function-boundary-type-conversion=identity-layout-map}, "
+                  "buffer-deallocation-pipeline, canonicalize, ") +
+      (memoryPlan ? "func.func(loom-pack-buffers), " : "");
+  std::string toLLVM = "convert-math-to-llvm, convert-math-to-libm, "
+                       "finalize-memref-to-llvm{use-generic-functions=true "
+                       "use-aligned-alloc=true}, "
+                       "convert-to-llvm, reconcile-unrealized-casts";
+  if (target == "cuda")
+    return bufferize +
+           formatv("convert-linalg-to-blas{{library=cublas}, "
+                   "func.func(loom-linalg-to-gpu{{threads={0}}), "
+                   "func.func(convert-parallel-loops-to-gpu), canonicalize, "
+                   "expand-strided-metadata, lower-affine, "
+                   "gpu-kernel-outlining, "
+                   "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
+                   "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), gpu-to-llvm, "
+                   "gpu-module-to-binary{{format=isa toolkit={2}}, ",
+                   gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT)
+               .str() +
+           toLLVM;
+  return bufferize + "convert-linalg-to-blas, " +
          (vectorize ? "func.func(loom-vectorize), canonicalize, " : "") +
          "func.func(convert-linalg-to-loops), expand-strided-metadata, "
-         "lower-affine, convert-scf-to-cf, convert-vector-to-llvm, "
-         "convert-math-to-llvm, "
-         "convert-math-to-libm, "
-         "finalize-memref-to-llvm{use-generic-functions=true "
-         "use-aligned-alloc=true}, "
-         "convert-to-llvm, reconcile-unrealized-casts";
+         "lower-affine, convert-scf-to-cf, convert-vector-to-llvm, " +
+         toLLVM;
+}
+
+/// The PTX of every kernel module, each after a `// loom-module NAME` line.
+static void printPtx(ModuleOp module, raw_ostream &os) {
+  module.walk([&](gpu::BinaryOp binary) {
+    for (mlir::Attribute object : binary.getObjects())
+      os << "// loom-module " << binary.getName() << "\n"
+         << cast<gpu::ObjectAttr>(object).getObject().getValue() << "\n";
+  });
 }
 
 /// The sum of an integer attribute over the module's ops.
@@ -231,7 +275,8 @@ LogicalResult emitObject(llvm::Module &module, StringRef path) {
   return success();
 }
 
-/// Links `object` with the runtime and trainer main via mpicxx's flags.
+/// Links `object` with the runtime and trainer main via mpicxx's flags (and
+/// cuBLAS, NCCL and cudart for the CUDA target).
 LogicalResult link(StringRef object, StringRef exe) {
   ErrorOr<std::string> cxx = sys::findProgramByName("clang++-22");
   if (!cxx)
@@ -259,22 +304,41 @@ LogicalResult link(StringRef object, StringRef exe) {
     StringRef((*flags)->getBuffer()).trim().split(mpiFlags, ' ', -1, false);
   SmallString<256> trainer(runtimeDir), runtime(runtimeDir);
   sys::path::append(trainer, "libloomtrainer.a");
-  sys::path::append(runtime, "libloomrt_mpi.a");
+  sys::path::append(runtime, target == "cuda" ? "libloomrt_cuda.a"
+                                              : "libloomrt_mpi.a");
   for (StringRef lib : {trainer.str(), runtime.str()})
     if (!sys::fs::exists(lib)) {
       errs() << "loomc: error: link: " << lib
              << " not found (build Loom, or pass --runtime-dir)\n";
       return failure();
     }
-  std::vector<std::string> args = {*cxx,  "-fuse-ld=lld", object.str(),
-                                   "-o",  exe.str(),      trainer.str().str(),
-                                   runtime.str().str()};
+  // The trainer main and the backend call each other.
+  std::vector<std::string> args = {*cxx,
+                                   "-fuse-ld=lld",
+                                   object.str(),
+                                   "-o",
+                                   exe.str(),
+                                   "-Wl,--start-group",
+                                   trainer.str().str(),
+                                   runtime.str().str(),
+                                   "-Wl,--end-group"};
   for (StringRef f : mpiFlags)
     args.push_back(f.str());
+  if (target == "cuda") {
+    SmallVector<StringRef> dirs;
+    StringRef(LOOM_CUDA_LIBRARY_DIRS).split(dirs, ':', -1, false);
+    for (StringRef dir : dirs) {
+      args.push_back(("-L" + dir).str());
+      args.push_back(("-Wl,-rpath," + dir).str());
+    }
+    for (const char *lib : {"-lcublas", "-lnccl", "-lcudart"})
+      args.push_back(lib);
+  }
   args.push_back(LOOM_C_RUNNER_UTILS);
   args.push_back("-Wl,-rpath," +
                  sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
-  args.push_back("-lopenblas");
+  if (target == "cpu")
+    args.push_back("-lopenblas");
   args.push_back("-lm");
   args.push_back("-lpthread");
   std::vector<StringRef> argRefs(args.begin(), args.end());
@@ -299,17 +363,30 @@ int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(argc, argv, "Loom: forward -> trainer\n");
-  static const llvm::StringSet<> emits = {"step", "mlir", "llvm-mlir",
-                                    "llvm", "obj",  "exe"};
+  static const llvm::StringSet<> emits = {"step", "mlir", "llvm-mlir", "llvm",
+                                          "obj",  "exe",  "ptx"};
   if (!emits.contains(emit)) {
     errs() << "loomc: error: --emit must be one of step, mlir, llvm-mlir, "
-              "llvm, obj, exe\n";
+              "llvm, obj, exe, ptx\n";
     return 1;
   }
-  if (target != "cpu") {
-    errs() << "loomc: error: --target=" << target
-           << " is not available yet (the CUDA target is a later milestone); "
-              "use --target=cpu\n";
+  if (target != "cpu" && target != "cuda") {
+    errs() << "loomc: error: --target must be cpu or cuda, not '" << target
+           << "'\n";
+    return 1;
+  }
+  if (target == "cuda" && !LOOM_CUDA_ENABLED) {
+    errs() << "loomc: error: this loomc was built without the CUDA toolkit "
+              "and NCCL; --target=cuda is not available\n";
+    return 1;
+  }
+  if (emit == "ptx" && target != "cuda") {
+    errs() << "loomc: error: --emit=ptx needs --target=cuda\n";
+    return 1;
+  }
+  if (gpuThreads < 32 || gpuThreads > 1024 || gpuThreads % 32) {
+    errs() << "loomc: error: --gpu-threads must be a multiple of 32 from 32 "
+              "to 1024\n";
     return 1;
   }
   if (worldSize < 1 || zeroStage > 3) {
@@ -461,6 +538,9 @@ int main(int argc, char **argv) {
       std::to_string(arenaBytes + packedBytes + argumentBytes);
   if (failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
     return 1;
+  if (emit == "ptx")
+    return failed(writeText(outputFile,
+                            [&](raw_ostream &os) { printPtx(*module, os); }));
   if (emit == "llvm-mlir")
     return failed(writeText(outputFile,
                             [&](raw_ostream &os) { module->print(os); }));

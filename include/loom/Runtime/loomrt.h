@@ -1,9 +1,9 @@
 /*===- loomrt.h - Loom's runtime, C ABI ----------------------------*- C -*-===*
  *
  * What compiled training steps and the trainer main call. A backend (MPI on
- * CPU today; NCCL later) is chosen at link time by linking its library; all
- * its state lives in one context object the backend owns, so two backends
- * can be built side by side.
+ * CPU, libloomrt_mpi; NCCL on CUDA GPUs, libloomrt_cuda) is chosen at link
+ * time by linking its library; all its state lives in one context object the
+ * backend owns, so two backends can be built side by side.
  *
  * Collectives run on one communication thread per process, in issue order:
  * the in-order stream the scheduler's simulator models. A start enqueues and
@@ -80,10 +80,25 @@ void loomrt_trace_to(const char *path);
 /* Adds a named interval on the compute track of the trace. */
 void loomrt_trace_span(const char *name, double begin_us, double end_us);
 
+/* Where the step's arguments and results live. The MPI backend returns NULL
+ * from loomrt_device_alloc: the trainer's host memory is the step's, and the
+ * copies are never called. The CUDA backend returns device memory, and the
+ * trainer copies the batch in and the loss (and checkpoints) out. */
+void *loomrt_device_alloc(int64_t bytes);
+void loomrt_device_free(void *device);
+void loomrt_copy_to_device(void *device, const void *host, int64_t bytes);
+void loomrt_copy_to_host(void *host, const void *device, int64_t bytes);
+/* Returns once the step just called has finished on the device (at once on
+ * the CPU, where the call itself is synchronous). A device error, or a
+ * collective that does not finish within LOOMRT_TIMEOUT_S, ends every rank
+ * with a message naming the operation. */
+void loomrt_step_sync(void);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer
- * defines and counts. Bytes allocated now, and the most since the last
+ * defines and counts (on the CUDA target: the device memory the step
+ * allocates through mgpuMemAlloc, counted the same way). Bytes allocated now, and the most since the last
  * loomrt_host_reset_peak. */
 int64_t loomrt_host_bytes(void);
 int64_t loomrt_host_peak_bytes(void);

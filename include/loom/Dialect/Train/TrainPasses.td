@@ -126,8 +126,15 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
                       %b, %ldb, %one, %c, %ldc)
     ```
 
-    The caller links a CBLAS (loomc links OpenBLAS).
+    The caller links a CBLAS (loomc links OpenBLAS). With
+    `library=cublas` the calls go to `loomrt_cublas_sgemm`/`dgemm`, which
+    take the same arguments and run cuBLAS on the CUDA backend's compute
+    stream (the operands are then device memory).
   }];
+  let options = [
+    Option<"library", "library", "std::string", /*default=*/"\"cblas\"",
+           "cblas (cblas_?gemm) or cublas (loomrt_cublas_?gemm)">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::LLVM::LLVMDialect",
@@ -242,6 +249,52 @@ def LoomVectorizePass : Pass<"loom-vectorize", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+}
+
+def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
+  let summary = "Maps every buffer linalg op to a GPU-mapped loop nest";
+  let description = [{
+    The CUDA target's step is host code that launches kernels: every linalg
+    op left after `convert-linalg-to-blas{library=cublas}` becomes one
+    kernel. Parallel dimensions go first (the order of the reduction
+    dimensions is kept, so each result is summed in the CPU's order); the
+    parallel iteration space is linearised, with the innermost parallel
+    dimension fastest so that neighbouring threads touch neighbouring
+    elements, and split into blocks of `threads` threads. Each thread runs
+    the op's reductions for its element. An op with no parallel dimension
+    runs on one thread.
+
+    ```mlir
+    linalg.generic {iterator_types = ["parallel", "parallel"]}
+        ins(%x : memref<4x96xf32>) outs(%y : memref<4x96xf32>) {...}
+    // becomes
+    scf.parallel (%b) = (%c0) to (%c2) step (%c1) {
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {
+        %i = affine.apply (b, t) -> (b * 256 + t)
+        scf.if %i < 384 {
+          %r:2 = affine.delinearize_index %i into (4, 96)
+          ... the body on %r#0, %r#1 ...
+        }
+      } {mapping = [#gpu.loop_dim_map<processor = thread_x, ...>]}
+    } {mapping = [#gpu.loop_dim_map<processor = block_x, ...>]}
+    ```
+
+    `convert-parallel-loops-to-gpu` turns the nest into a `gpu.launch`.
+    Host buffers become device buffers: `memref.alloc`/`dealloc` (the arena)
+    become `gpu.alloc`/`gpu.dealloc`, and `memref.copy` becomes a
+    `linalg.copy` kernel. Anything else that would touch memory on the host
+    is an error naming the op.
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"256",
+           "threads per block">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {

@@ -103,8 +103,17 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
 struct ConvertLinalgToBlasPass
     : public loom::train::impl::ConvertLinalgToBlasPassBase<
           ConvertLinalgToBlasPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (library != "cblas" && library != "cublas") {
+      module.emitError() << "convert-linalg-to-blas: library must be cblas "
+                            "or cublas, not '"
+                         << library << "'";
+      return signalPassFailure();
+    }
+    bool cublas = library == "cublas";
     SmallVector<std::pair<linalg::LinalgOp, Gemm>> gemms;
     module.walk([&](linalg::LinalgOp op) {
       if (std::optional<Gemm> gemm = matchGemm(op))
@@ -120,7 +129,9 @@ struct ConvertLinalgToBlasPass
       Location loc = op.getLoc();
       Type element = cast<MemRefType>(gemm.c.getType()).getElementType();
       bool f64 = element.isF64();
-      StringRef name = f64 ? "cblas_dgemm" : "cblas_sgemm";
+      StringRef name = cublas ? (f64 ? "loomrt_cublas_dgemm"
+                                     : "loomrt_cublas_sgemm")
+                              : (f64 ? "cblas_dgemm" : "cblas_sgemm");
       func::FuncOp callee;
       {
         OpBuilder::InsertionGuard guard(builder);

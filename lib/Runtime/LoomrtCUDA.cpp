@@ -1,0 +1,573 @@
+//===- LoomrtCUDA.cpp - loomrt over CUDA and NCCL (the GPU backend) -------===//
+//
+// One process per GPU, started by mpirun; MPI only bootstraps (the NCCL
+// unique id) and carries the trainer's host-side helpers between steps.
+//
+// Inside a step nothing waits on the host:
+//   - kernels (the PTX loomc embeds) and cuBLAS run on one compute stream;
+//   - a collective waits for the compute stream's event, runs on the
+//     communication stream, and records a `done` event there;
+//   - coll.wait makes the compute stream wait for that event.
+// loomrt_step_sync is the one host wait, after the step: it polls, so that a
+// collective stuck for LOOMRT_TIMEOUT_S seconds is aborted (ncclCommAbort)
+// with its name instead of hanging, and a device error names what failed.
+//
+// The MLIR host code loomc emits (gpu-to-llvm) calls the mgpu* functions
+// defined here. Kernels are loaded with cudart's library API, never the
+// driver API directly, so the trainer starts without a driver and says that
+// there is no GPU.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RuntimeSupport.h"
+#include "loom/Runtime/loomrt.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <mpi.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+using loom::runtime::TraceEvent;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char *kindName(int64_t kind) {
+  switch (kind) {
+  case LOOMRT_ALL_GATHER:
+    return "all_gather";
+  case LOOMRT_REDUCE_SCATTER:
+    return "reduce_scatter";
+  case LOOMRT_ALL_REDUCE:
+    return "all_reduce";
+  case LOOMRT_BROADCAST:
+    return "broadcast";
+  }
+  return "collective";
+}
+
+/// A collective of the current step and the events that bracket it on the
+/// communication stream.
+struct Collective {
+  int64_t kind;
+  int64_t in, out;
+  cudaEvent_t begin, done;
+  bool waited = false;
+};
+
+/// A module gpu-to-llvm's constructor registered: the embedded PTX (or
+/// cubin), loaded on first use.
+struct Module {
+  explicit Module(const void *image) : image(image) {}
+  const void *image;
+  cudaLibrary_t library = nullptr;
+  std::unordered_map<std::string, cudaKernel_t> kernels;
+};
+
+/// The whole state of the CUDA backend.
+class Context {
+public:
+  int init(int *argc, char ***argv);
+  void finalize();
+  [[noreturn]] void abort(const std::string &message);
+  void check(cudaError_t status, const std::string &what);
+  void check(ncclResult_t status, const std::string &what);
+  void check(cublasStatus_t status, const std::string &what);
+
+  int64_t start(int64_t kind, int64_t reduction, int64_t dtype, int64_t arg,
+                int64_t in, int64_t inCount, int64_t out, int64_t outCount);
+  void wait(int64_t handle, int64_t in, int64_t out);
+  void stepSync();
+
+  void *alloc(uint64_t bytes);
+  void free(void *pointer);
+  cudaKernel_t kernel(Module &module, const char *name);
+
+  double nowUs() const {
+    return std::chrono::duration<double, std::micro>(Clock::now() - epoch)
+        .count();
+  }
+
+  int rank = 0, size = 1, device = -1;
+  bool initialised = false;
+  cudaStream_t compute = nullptr, comm = nullptr;
+  cublasHandle_t blas = nullptr;
+  std::mutex mutex;
+  loomrt_stats stats{0, 0, 0};
+  bool tracing = false;
+  std::string tracePath;
+  std::vector<TraceEvent> trace;
+  std::unordered_map<const void *, std::string> kernelNames;
+
+private:
+  cudaEvent_t event();
+  /// The collective a stuck or failed step was waiting for, or "".
+  std::string pending();
+
+  Clock::time_point epoch = Clock::now();
+  double timeoutS = 300;
+  ncclComm_t nccl = nullptr;
+  cudaEvent_t epochEvent = nullptr, stepDone = nullptr;
+  double epochEventUs = 0;
+  std::vector<Collective> collectives;
+  std::vector<cudaEvent_t> spareEvents;
+  /// Freed device blocks by size. The step allocates its arena on entry and
+  /// frees it on exit; handing the same block back keeps cudaMalloc (and
+  /// cudaFree, which synchronises the device) out of the step.
+  std::multimap<uint64_t, void *> freeBlocks;
+  std::unordered_map<void *, uint64_t> blockSizes;
+};
+
+Context &context() {
+  static Context instance;
+  return instance;
+}
+
+int Context::init(int *argc, char ***argv) {
+  if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+    std::fprintf(stderr, "loomrt: MPI_Init failed\n");
+    return 1;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (const char *timeout = std::getenv("LOOMRT_TIMEOUT_S"))
+    timeoutS = std::atof(timeout) > 0 ? std::atof(timeout) : timeoutS;
+
+  int devices = 0;
+  cudaError_t status = cudaGetDeviceCount(&devices);
+  if (status != cudaSuccess || devices == 0) {
+    std::fprintf(stderr,
+                 "loomrt: rank %d: error: no GPU (%s); this trainer was "
+                 "compiled with loomc --target=cuda, compile with "
+                 "--target=cpu to train on the CPU\n",
+                 rank,
+                 status != cudaSuccess ? cudaGetErrorString(status)
+                                       : "no CUDA device is visible");
+    MPI_Finalize();
+    return 1;
+  }
+  // One process per GPU: the rank's index among the ranks on its node.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
+                      MPI_INFO_NULL, &node);
+  int localRank = 0;
+  MPI_Comm_rank(node, &localRank);
+  MPI_Comm_free(&node);
+  device = localRank % devices;
+  initialised = true;
+  check(cudaSetDevice(device), "cudaSetDevice");
+  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+        "creating the compute stream");
+  check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
+        "creating the communication stream");
+  check(cublasCreate(&blas), "cublasCreate");
+  check(cublasSetStream(blas, compute), "cublasSetStream");
+  // f32 GEMMs stay f32 unless asked (TF32 would break the 1e-4 agreement
+  // with the CPU trainer).
+  if (std::getenv("LOOMRT_TF32"))
+    check(cublasSetMathMode(blas, CUBLAS_TF32_TENSOR_OP_MATH),
+          "cublasSetMathMode");
+  check(cudaEventCreate(&epochEvent), "cudaEventCreate");
+  check(cudaEventCreateWithFlags(&stepDone, cudaEventDisableTiming),
+        "cudaEventCreate");
+  check(cudaEventRecord(epochEvent, compute), "cudaEventRecord");
+  check(cudaEventSynchronize(epochEvent), "cudaEventSynchronize");
+  epochEventUs = nowUs();
+
+  ncclUniqueId id;
+  if (rank == 0)
+    check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+  check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  return 0;
+}
+
+void Context::check(cudaError_t status, const std::string &what) {
+  if (status != cudaSuccess)
+    abort("CUDA error in " + what + ": " + cudaGetErrorString(status));
+}
+
+void Context::check(ncclResult_t status, const std::string &what) {
+  if (status != ncclSuccess && status != ncclInProgress)
+    abort("NCCL error in " + what + ": " + ncclGetErrorString(status) +
+          (nccl ? std::string(" (") + ncclGetLastError(nccl) + ")" : ""));
+}
+
+void Context::check(cublasStatus_t status, const std::string &what) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    abort("cuBLAS error in " + what + ": " + cublasGetStatusString(status));
+}
+
+void Context::abort(const std::string &message) {
+  std::fprintf(stderr, "loomrt: rank %d: error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (nccl) {
+    ncclCommAbort(nccl);
+    nccl = nullptr;
+  }
+  if (initialised)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+cudaEvent_t Context::event() {
+  if (!spareEvents.empty()) {
+    cudaEvent_t e = spareEvents.back();
+    spareEvents.pop_back();
+    return e;
+  }
+  cudaEvent_t e;
+  check(cudaEventCreate(&e), "cudaEventCreate");
+  return e;
+}
+
+int64_t Context::start(int64_t kind, int64_t reduction, int64_t dtype,
+                       int64_t arg, int64_t in, int64_t inCount, int64_t out,
+                       int64_t outCount) {
+  if (!initialised)
+    abort("a collective started before loomrt_init");
+  int64_t handle = int64_t(collectives.size());
+  std::string what =
+      std::string(kindName(kind)) + " #" + std::to_string(handle);
+  Collective c{kind, in, out, event(), event()};
+  // The communication stream starts once compute has produced the input.
+  cudaEvent_t ready = c.done;
+  check(cudaEventRecord(ready, compute), what);
+  check(cudaStreamWaitEvent(comm, ready, 0), what);
+  check(cudaEventRecord(c.begin, comm), what);
+  ncclDataType_t type = dtype == LOOMRT_F64 ? ncclDouble : ncclFloat;
+  ncclRedOp_t op = reduction == LOOMRT_MAX   ? ncclMax
+                   : reduction == LOOMRT_MIN ? ncclMin
+                   : reduction == LOOMRT_AVG ? ncclAvg
+                                             : ncclSum;
+  const void *src = reinterpret_cast<const void *>(in);
+  void *dst = reinterpret_cast<void *>(out);
+  switch (kind) {
+  case LOOMRT_ALL_GATHER:
+    check(ncclAllGather(src, dst, size_t(inCount), type, nccl, comm), what);
+    break;
+  case LOOMRT_REDUCE_SCATTER:
+    check(ncclReduceScatter(src, dst, size_t(outCount), type, op, nccl, comm),
+          what);
+    break;
+  case LOOMRT_ALL_REDUCE:
+    check(ncclAllReduce(src, dst, size_t(outCount), type, op, nccl, comm),
+          what);
+    break;
+  case LOOMRT_BROADCAST:
+    check(ncclBroadcast(src, dst, size_t(outCount), type, int(arg), nccl,
+                        comm),
+          what);
+    break;
+  }
+  check(cudaEventRecord(c.done, comm), what);
+  collectives.push_back(c);
+  return handle;
+}
+
+void Context::wait(int64_t handle, int64_t in, int64_t out) {
+  if (handle < 0 || handle >= int64_t(collectives.size()) ||
+      collectives[handle].waited)
+    abort("coll.wait on an unknown or finished collective #" +
+          std::to_string(handle));
+  Collective &c = collectives[handle];
+  if (c.in != in || c.out != out)
+    abort("coll.wait with buffers that differ from its start's");
+  c.waited = true;
+  check(cudaStreamWaitEvent(compute, c.done, 0),
+        std::string("waiting for ") + kindName(c.kind) + " #" +
+            std::to_string(handle));
+}
+
+std::string Context::pending() {
+  for (size_t i = 0; i < collectives.size(); ++i)
+    if (cudaEventQuery(collectives[i].done) == cudaErrorNotReady)
+      return std::string(kindName(collectives[i].kind)) + " #" +
+             std::to_string(i);
+  return "";
+}
+
+void Context::stepSync() {
+  check(cudaEventRecord(stepDone, compute), "the end of the step");
+  double begin = nowUs();
+  while (true) {
+    cudaError_t status = cudaEventQuery(stepDone);
+    if (status == cudaSuccess)
+      break;
+    if (status != cudaErrorNotReady) {
+      std::string what = pending();
+      check(status, "the step's kernels" +
+                        (what.empty() ? std::string() : " (after " + what + ")"));
+    }
+    ncclResult_t async = ncclSuccess;
+    if (nccl && ncclCommGetAsyncError(nccl, &async) == ncclSuccess &&
+        async != ncclSuccess && async != ncclInProgress)
+      check(async, pending().empty() ? "a collective" : pending());
+    if (nowUs() - begin > timeoutS * 1e6) {
+      std::string what = pending();
+      abort((what.empty() ? std::string("the step") : what) +
+            " did not finish in " + std::to_string(int(timeoutS)) +
+            " s (LOOMRT_TIMEOUT_S); a rank may have died or diverged");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  for (size_t i = 0; i < collectives.size(); ++i) {
+    Collective &c = collectives[i];
+    if (!c.waited)
+      abort(std::string(kindName(c.kind)) + " #" + std::to_string(i) +
+            " was started but never waited for");
+    float startMs = 0, endMs = 0;
+    check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
+    check(cudaEventElapsedTime(&endMs, epochEvent, c.done), "timing");
+    stats.comm_us += (endMs - startMs) * 1e3;
+    stats.collectives++;
+    if (tracing)
+      trace.push_back({kindName(c.kind), "comm", epochEventUs + startMs * 1e3,
+                       epochEventUs + endMs * 1e3});
+    spareEvents.push_back(c.begin);
+    spareEvents.push_back(c.done);
+  }
+  collectives.clear();
+}
+
+void *Context::alloc(uint64_t bytes) {
+  void *pointer = nullptr;
+  auto it = freeBlocks.find(bytes);
+  if (it != freeBlocks.end()) {
+    pointer = it->second;
+    freeBlocks.erase(it);
+  } else {
+    check(cudaMalloc(&pointer, bytes),
+          "cudaMalloc of the step's " + std::to_string(bytes) + " bytes");
+    blockSizes[pointer] = bytes;
+  }
+  loomrt_count_alloc(pointer, int64_t(bytes));
+  return pointer;
+}
+
+void Context::free(void *pointer) {
+  auto it = blockSizes.find(pointer);
+  if (it == blockSizes.end())
+    abort("mgpuMemFree of memory the step did not allocate");
+  loomrt_count_free(pointer);
+  freeBlocks.insert({it->second, pointer});
+}
+
+cudaKernel_t Context::kernel(Module &module, const char *name) {
+  auto it = module.kernels.find(name);
+  if (it != module.kernels.end())
+    return it->second;
+  if (!initialised)
+    abort(std::string("kernel ") + name + " used before loomrt_init");
+  if (!module.library)
+    check(cudaLibraryLoadData(&module.library, module.image, nullptr, nullptr,
+                              0, nullptr, nullptr, 0),
+          std::string("loading the module of kernel ") + name);
+  cudaKernel_t k;
+  check(cudaLibraryGetKernel(&k, module.library, name),
+        std::string("finding kernel ") + name);
+  module.kernels[name] = k;
+  kernelNames[k] = name;
+  return k;
+}
+
+void Context::finalize() {
+  if (!initialised)
+    return;
+  stepSync();
+  if (nccl)
+    check(ncclCommDestroy(nccl), "ncclCommDestroy");
+  nccl = nullptr;
+  cublasDestroy(blas);
+  if (tracing && !tracePath.empty())
+    loom::runtime::writeChromeTrace(tracePath, rank, trace);
+  initialised = false;
+  MPI_Finalize();
+}
+
+cublasOperation_t operation(int cblasTrans) {
+  return cblasTrans == 112 ? CUBLAS_OP_T : CUBLAS_OP_N;
+}
+
+} // namespace
+
+extern "C" {
+
+int loomrt_init(int *argc, char ***argv) { return context().init(argc, argv); }
+void loomrt_finalize(void) { context().finalize(); }
+int64_t loomrt_rank(void) { return context().rank; }
+int64_t loomrt_world_size(void) { return context().size; }
+void loomrt_abort(const char *message) { context().abort(message); }
+
+int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
+                          int64_t arg, int64_t in, int64_t inCount, int64_t out,
+                          int64_t outCount) {
+  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_F64)
+    context().abort("loomrt_coll_start: bad kind or dtype");
+  return context().start(kind, reduction, dtype, arg, in, inCount, out,
+                         outCount);
+}
+
+void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {
+  context().wait(handle, in, out);
+}
+
+void loomrt_step_sync(void) { context().stepSync(); }
+
+void *loomrt_device_alloc(int64_t bytes) {
+  void *pointer = nullptr;
+  context().check(cudaMalloc(&pointer, size_t(bytes > 0 ? bytes : 1)),
+                  "cudaMalloc of a " + std::to_string(bytes) +
+                      "-byte trainer buffer");
+  return pointer;
+}
+
+void loomrt_device_free(void *device) { cudaFree(device); }
+
+void loomrt_copy_to_device(void *device, const void *host, int64_t bytes) {
+  context().check(cudaMemcpy(device, host, size_t(bytes),
+                             cudaMemcpyHostToDevice),
+                  "copying a trainer buffer to the GPU");
+}
+
+void loomrt_copy_to_host(void *host, const void *device, int64_t bytes) {
+  context().check(cudaMemcpy(host, device, size_t(bytes),
+                             cudaMemcpyDeviceToHost),
+                  "copying a trainer buffer from the GPU");
+}
+
+void loomrt_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+void loomrt_allreduce_f64(const double *in, double *out, int64_t count,
+                          int64_t op) {
+  MPI_Allreduce(in, out, int(count), MPI_DOUBLE,
+                op == LOOMRT_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+}
+
+void loomrt_gather_f32(const float *in, int64_t count, float *out,
+                       int64_t root) {
+  MPI_Gather(in, int(count), MPI_FLOAT, out, int(count), MPI_FLOAT, int(root),
+             MPI_COMM_WORLD);
+}
+
+double loomrt_now_us(void) { return context().nowUs(); }
+
+loomrt_stats loomrt_take_stats(void) {
+  Context &c = context();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  loomrt_stats stats = c.stats;
+  c.stats = {0, 0, 0};
+  return stats;
+}
+
+void loomrt_trace_to(const char *path) {
+  Context &c = context();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.tracing = path != nullptr;
+  c.tracePath = path ? path : "";
+}
+
+void loomrt_trace_span(const char *name, double begin, double end) {
+  Context &c = context();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (c.tracing)
+    c.trace.push_back({name, "compute", begin, end});
+}
+
+// Matmuls: convert-linalg-to-blas{library=cublas} calls these with CBLAS's
+// row-major arguments. A row-major matrix is its column-major transpose, so
+// C = op(A) op(B) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ.
+void loomrt_cublas_sgemm(int32_t, int32_t transA, int32_t transB, int32_t m,
+                         int32_t n, int32_t k, float alpha, const float *a,
+                         int32_t lda, const float *b, int32_t ldb, float beta,
+                         float *c, int32_t ldc) {
+  context().check(cublasSgemm(context().blas, operation(transB),
+                              operation(transA), n, m, k, &alpha, b, ldb, a,
+                              lda, &beta, c, ldc),
+                  "cublasSgemm (" + std::to_string(m) + "x" +
+                      std::to_string(n) + "x" + std::to_string(k) + ")");
+}
+
+void loomrt_cublas_dgemm(int32_t, int32_t transA, int32_t transB, int32_t m,
+                         int32_t n, int32_t k, double alpha, const double *a,
+                         int32_t lda, const double *b, int32_t ldb, double beta,
+                         double *c, int32_t ldc) {
+  context().check(cublasDgemm(context().blas, operation(transB),
+                              operation(transA), n, m, k, &alpha, b, ldb, a,
+                              lda, &beta, c, ldc),
+                  "cublasDgemm (" + std::to_string(m) + "x" +
+                      std::to_string(n) + "x" + std::to_string(k) + ")");
+}
+
+// The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run
+// before main, so loading waits for the first launch. Every launch goes on
+// the compute stream: the "stream" gpu-to-llvm creates around a synchronous
+// launch is that stream, and its synchronisation is stream order.
+void *mgpuModuleLoad(void *data, size_t) { return new Module(data); }
+void *mgpuModuleLoadJIT(void *data, int) { return new Module(data); }
+void mgpuModuleUnload(void *module) {
+  // At exit the CUDA runtime may already be gone; the process ends anyway.
+  delete static_cast<Module *>(module);
+}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  return reinterpret_cast<void *>(
+      context().kernel(*static_cast<Module *>(module), name));
+}
+
+void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t sharedBytes, void *stream,
+                      void **params, void **, size_t) {
+  Context &c = context();
+  cudaError_t status = cudaLaunchKernel(
+      function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
+      dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
+      size_t(sharedBytes), static_cast<cudaStream_t>(stream));
+  if (status != cudaSuccess)
+    c.check(status, "launching kernel " + c.kernelNames[function]);
+}
+
+void *mgpuStreamCreate() { return context().compute; }
+void mgpuStreamDestroy(void *) {}
+void mgpuStreamSynchronize(void *) {}
+
+void *mgpuMemAlloc(uint64_t bytes, void *, bool hostShared) {
+  if (hostShared)
+    context().abort("host-shared GPU memory is not supported");
+  return context().alloc(bytes);
+}
+
+void mgpuMemFree(void *pointer, void *) { context().free(pointer); }
+
+void mgpuMemcpy(void *dst, void *src, size_t bytes, void *stream) {
+  context().check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                  static_cast<cudaStream_t>(stream)),
+                  "mgpuMemcpy");
+}
+
+void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
+  // Only zero and repeated bytes can use cudaMemsetAsync.
+  unsigned byte = value & 0xff;
+  if (value != (byte * 0x01010101u))
+    context().abort("mgpuMemset32 of a non-byte pattern is not supported");
+  context().check(cudaMemsetAsync(dst, int(byte), count * 4,
+                                  static_cast<cudaStream_t>(stream)),
+                  "mgpuMemset32");
+}
+
+} // extern "C"
