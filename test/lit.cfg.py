@@ -39,3 +39,7 @@ llvm_config.with_environment(
 import subprocess
 if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
     config.available_features.add("torch")
+
+# loomc --target=cuda: the CUDA toolkit and NCCL were found at build time.
+if config.loom_cuda == "ON":
+    config.available_features.add("cuda")

@@ -5,7 +5,9 @@
     trainers.py equal        1 rank vs 2 and 4 ranks with ZeRO-1/2/3: same losses;
                              every trainer's measured peak = plan = timeline;
                              vector loops give the scalar loops' bits; the
-                             loss fused in chunks gives the unfused losses
+                             loss fused in chunks gives the unfused losses;
+                             the CUDA kernel mapping run on the CPU gives
+                             the CPU trainer's bits
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
@@ -43,11 +45,15 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
 # (at most 128 tokens) keep their logits. The 1-rank trainer again with
 # scalar loops (--vectorize=false), which must not change a bit, and with
 # the loss fused in chunks of 32 tokens and blocks of 64 of the 256
-# vocabulary entries: the same losses within 1e-5.
+# vocabulary entries: the same losses within 1e-5. And with the CUDA
+# target's kernel mapping (loom-linalg-to-gpu) run on the CPU
+# (--emulate-gpu): every thread's loops in the CPU's order, so the same bits.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")
+GPU_MAPPED = ("r1-gpu-mapped", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
-               CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"]}
+               CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
+               GPU_MAPPED: ["--emulate-gpu"]}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
 failures = 0
@@ -150,6 +156,9 @@ def equal(work: str) -> None:
           f"--lr {2 * LR}: step 0 unchanged, step 1 {other[1]:.6f} (default lr: {want[1]:.6f})")
     scalar = train(SCALAR[0], 1)
     check(scalar == want, f"vector loops = scalar loops bit for bit ({len(want)} losses)")
+    mapped = train(GPU_MAPPED[0], 1)
+    check(mapped == want, f"the CUDA target's kernel mapping, run on the CPU, gives the "
+          f"CPU trainer's bits ({len(want)} losses)")
     fused = train(CHUNKED[0], 1)
     worst = max(abs(g - w) / abs(w) for g, w in zip(fused, want))
     check(len(fused) == STEPS and worst <= 1e-5,

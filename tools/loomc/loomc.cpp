@@ -132,6 +132,13 @@ static cl::opt<bool>
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
                cl::init(true), cl::cat(loomcCategory));
 
+static cl::opt<bool> emulateGpu(
+    "emulate-gpu",
+    cl::desc("with --target=cpu: map the step's kernels as the CUDA target "
+             "does (loom-linalg-to-gpu) but run the mapped loops on the CPU, "
+             "to check the mapping without a GPU"),
+    cl::init(false), cl::cat(loomcCategory));
+
 static cl::opt<bool>
     vectorize("vectorize",
               cl::desc("tile and vectorise the linalg ops BLAS does not take "
@@ -170,9 +177,17 @@ static std::string loweringPipeline() {
                    gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT)
                .str() +
            toLLVM;
-  return bufferize + "convert-linalg-to-blas, " +
-         (vectorize ? "func.func(loom-vectorize), canonicalize, " : "") +
-         "func.func(convert-linalg-to-loops), expand-strided-metadata, "
+  std::string loops =
+      emulateGpu ? formatv("func.func(loom-linalg-to-gpu{{threads={0} "
+                           "device-buffers=false}), ",
+                           gpuThreads.getValue())
+                       .str()
+                 : std::string(vectorize
+                                   ? "func.func(loom-vectorize), canonicalize, "
+                                   : "") +
+                       "func.func(convert-linalg-to-loops), ";
+  return bufferize + "convert-linalg-to-blas, " + loops +
+         "expand-strided-metadata, "
          "lower-affine, convert-scf-to-cf, convert-vector-to-llvm, " +
          toLLVM;
 }
@@ -378,6 +393,11 @@ int main(int argc, char **argv) {
   if (target == "cuda" && !LOOM_CUDA_ENABLED) {
     errs() << "loomc: error: this loomc was built without the CUDA toolkit "
               "and NCCL; --target=cuda is not available\n";
+    return 1;
+  }
+  if (emulateGpu && target != "cpu") {
+    errs() << "loomc: error: --emulate-gpu runs the GPU mapping on the CPU; "
+              "it needs --target=cpu\n";
     return 1;
   }
   if (emit == "ptx" && target != "cuda") {

@@ -2,6 +2,14 @@
 // cblas_sgemm with the right transposes, leading dimensions from the
 // strides; anything else stays.
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -cse | FileCheck %s
+// RUN: loom-opt %s -split-input-file -convert-linalg-to-blas=library=cublas -cse | FileCheck %s --check-prefix=CUBLAS
+// RUN: not loom-opt %s -split-input-file -convert-linalg-to-blas=library=mkl 2>&1 | FileCheck %s --check-prefix=BAD
+
+// CUBLAS: func.func private @loomrt_cublas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
+// CUBLAS-LABEL: func.func @plain
+// CUBLAS: call @loomrt_cublas_sgemm(
+// CUBLAS-NOT: cblas
+// BAD: library must be cblas or cublas, not 'mkl'
 
 // CHECK: func.func private @cblas_sgemm(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, !llvm.ptr, i32, f32, !llvm.ptr, i32)
 // CHECK-LABEL: func.func @plain

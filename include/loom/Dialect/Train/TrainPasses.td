@@ -282,12 +282,23 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     `convert-parallel-loops-to-gpu` turns the nest into a `gpu.launch`.
     Host buffers become device buffers: `memref.alloc`/`dealloc` (the arena)
     become `gpu.alloc`/`gpu.dealloc`, and `memref.copy` becomes a
-    `linalg.copy` kernel. Anything else that would touch memory on the host
-    is an error naming the op.
+    `linalg.copy` kernel. A host loop that reads memory (the embedding
+    gradient's scatter-add reads each token id) runs whole inside the kernel
+    of the one elementwise op it repeats, each thread walking the loop for
+    its element, so repeated ids add up in the CPU's order. Anything else
+    that would touch memory on the host is an error naming the op.
+
+    The mapped nests are still host-runnable `scf.parallel` loops: with
+    `device-buffers=false`, `loomc --emulate-gpu` runs them on the CPU, which
+    checks the mapping (indices, interchanges, guards) against the CPU
+    trainer without a GPU.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"256",
-           "threads per block">
+           "threads per block">,
+    Option<"deviceBuffers", "device-buffers", "bool", /*default=*/"true",
+           "move allocations to the device (false: keep memref.alloc, so "
+           "that the mapped nests can run on the host as a check)">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace loom::train {
 #define GEN_PASS_DEF_LOOMLINALGTOGPUPASS
@@ -178,15 +179,24 @@ struct LinalgToGpu {
           "loom-linalg-to-gpu: expected one loop over the parallel "
           "dimensions");
     rewriter.setInsertionPoint(parallel);
+    // Unit dimensions index 0; the others split the linear index.
+    SmallVector<int64_t> basis;
+    for (int64_t size : parallelSizes)
+      if (size != 1)
+        basis.push_back(size);
+    SmallVector<Value> split;
+    if (basis.size() == 1)
+      split.push_back(linear);
+    else if (basis.size() > 1)
+      split = affine::AffineDelinearizeIndexOp::create(
+                  rewriter, parallel.getLoc(), linear, basis,
+                  /*hasOuterBound=*/true)
+                  .getResults();
     SmallVector<Value> indices;
-    if (parallelSizes.size() == 1) {
-      indices.push_back(linear);
-    } else {
-      auto split = affine::AffineDelinearizeIndexOp::create(
-          rewriter, parallel.getLoc(), linear, parallelSizes,
-          /*hasOuterBound=*/true);
-      indices.append(split.getResults().begin(), split.getResults().end());
-    }
+    Value zero = arith::ConstantIndexOp::create(rewriter, parallel.getLoc(), 0);
+    unsigned next = 0;
+    for (int64_t size : parallelSizes)
+      indices.push_back(size == 1 ? zero : split[next++]);
     Block *body = parallel.getBody();
     rewriter.eraseOp(body->getTerminator());
     rewriter.inlineBlockBefore(body, parallel, indices);
@@ -208,7 +218,8 @@ struct LoomLinalgToGpuPass
                      "from 32 to 1024");
       return signalPassFailure();
     }
-    moveBuffersToDevice(func);
+    if (deviceBuffers)
+      moveBuffersToDevice(func);
     // A host loop that reads memory (the embedding gradient's scatter-add
     // reads each token id) runs inside the kernel of the one elementwise
     // op it repeats: each thread walks the whole loop for its element, so
@@ -247,9 +258,18 @@ struct LoomLinalgToGpuPass
       if (failed(mapper.map(op, op)))
         return signalPassFailure();
     }
+    // Fold the identity index maps the loop lowering leaves (only these
+    // patterns: canonicalising the nests would merge block and thread
+    // loops).
+    RewritePatternSet patterns(&getContext());
+    affine::AffineApplyOp::getCanonicalizationPatterns(patterns, &getContext());
+    if (failed(applyPatternsGreedily(func, std::move(patterns))))
+      return signalPassFailure();
     // What is left on the host must not touch memory.
     WalkResult result = func.walk([&](Operation *op) {
       if (onDevice(op))
+        return WalkResult::advance();
+      if (!deviceBuffers)
         return WalkResult::advance();
       if (isa<memref::LoadOp, memref::StoreOp, memref::AllocaOp>(op) ||
           op->getDialect()->getNamespace() == "vector") {

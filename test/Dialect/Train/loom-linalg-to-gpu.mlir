@@ -1,0 +1,144 @@
+// Tests loom-linalg-to-gpu: each linalg op on buffers becomes a block x
+// thread nest over its parallel dimensions, linearised with the innermost
+// dimension fastest; reductions stay in each thread, in their order; host
+// buffers move to the device.
+// (No canonicalisation before the launch: it would merge the block and
+// thread loops into one.)
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -cse | FileCheck %s
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=threads=128 | FileCheck %s --check-prefix=T128
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -convert-parallel-loops-to-gpu -canonicalize | FileCheck %s --check-prefix=LAUNCH
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+
+// Elementwise over 4 x 96 = 384 elements: 2 blocks of 256 threads, a bound
+// check, and the linear index split into (row, column).
+// CHECK-LABEL: func.func @elementwise
+// CHECK: scf.parallel (%[[B:.+]]) = (%c0) to (%c2) step (%c1)
+// CHECK: scf.parallel (%[[T:.+]]) = (%c0) to (%c256) step (%c1)
+// CHECK: %[[I:.+]] = affine.apply #{{.+}}(%[[B]], %[[T]])
+// CHECK: %[[IN:.+]] = arith.cmpi ult, %[[I]], %c384
+// CHECK: scf.if %[[IN]]
+// CHECK: %[[R:.+]]:2 = affine.delinearize_index %[[I]] into (4, 96)
+// CHECK: %[[X:.+]] = memref.load %arg0[%[[R]]#0, %[[R]]#1]
+// CHECK: math.exp %[[X]]
+// CHECK: memref.store {{.+}}, %arg1[%[[R]]#0, %[[R]]#1]
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = thread_x
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x
+// CHECK-NOT: linalg.generic
+// T128-LABEL: func.func @elementwise
+// T128: to (%c3) step
+// T128: to (%c128) step
+// LAUNCH-LABEL: func.func @elementwise
+// LAUNCH: gpu.launch blocks({{.+}}) in ({{.+}} = %c2{{.*}}, {{.+}} = %c1{{.*}}, {{.+}} = %c1{{.*}}) threads({{.+}}) in ({{.+}} = %c256{{.*}}, {{.+}} = %c1{{.*}}, {{.+}} = %c1
+func.func @elementwise(%x: memref<4x96xf32>, %y: memref<4x96xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x96xf32>) outs(%y : memref<4x96xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %e = math.exp %a : f32
+    linalg.yield %e : f32
+  }
+  return
+}
+
+// -----
+
+// A reduction written reduction-first: the row dimension moves outside,
+// one thread per row (4 rows: one block of 32), each summing its 96
+// columns in order.
+#kr = affine_map<(k, r) -> (r, k)>
+#r = affine_map<(k, r) -> (r)>
+// CHECK-LABEL: func.func @row_sum
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c1) step (%c1)
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c32) step (%c1)
+// CHECK: %[[I:.+]] = affine.apply
+// CHECK: arith.cmpi ult, %[[I]], %c4
+// CHECK: scf.for %[[K:.+]] = %c0 to %c96 step %c1
+// CHECK: memref.load %arg0[%[[I]], %[[K]]]
+// CHECK: arith.addf
+// CHECK: memref.store {{.+}}, %arg1[%[[I]]]
+func.func @row_sum(%x: memref<4x96xf32>, %s: memref<4xf32>) {
+  linalg.generic {indexing_maps = [#kr, #r], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<4x96xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %a, %acc : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// No parallel dimension: one thread runs the whole reduction.
+// CHECK-LABEL: func.func @total
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c1) step (%c1)
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c32) step (%c1)
+// CHECK: arith.cmpi ult, %{{.+}}, %c1
+// CHECK: scf.for %{{.+}} = %c0 to %c8 step %c1
+func.func @total(%x: memref<8xf32>, %s: memref<f32>) {
+  linalg.reduce ins(%x : memref<8xf32>) outs(%s : memref<f32>) dimensions = [0]
+  (%a: f32, %acc: f32) {
+    %t = arith.addf %a, %acc : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// The arena moves to the device in stream order; a copy becomes a kernel.
+// CHECK-LABEL: func.func @buffers
+// CHECK: %[[W:.+]] = gpu.wait async
+// CHECK: %[[M:.+]], %[[T:.+]] = gpu.alloc async [%[[W]]] () : memref<1024xi8>
+// CHECK: gpu.wait [%[[T]]]
+// CHECK: %[[V:.+]] = memref.view %[[M]]
+// CHECK: scf.parallel
+// CHECK: memref.load %arg0
+// CHECK: memref.store {{.+}}, %[[V]]
+// CHECK: gpu.dealloc async [%{{.+}}] %[[M]]
+// CHECK-NOT: memref.alloc
+// CHECK-NOT: memref.copy
+func.func @buffers(%x: memref<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %arena = memref.alloc() : memref<1024xi8>
+  %v = memref.view %arena[%c0][] : memref<1024xi8> to memref<16xf32>
+  memref.copy %x, %v : memref<16xf32> to memref<16xf32>
+  memref.dealloc %arena : memref<1024xi8>
+  return
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+// The embedding gradient's scatter-add: the host loop reads token ids, so it
+// runs inside the kernel of the row update, one thread per column, adding
+// repeated ids in order.
+// CHECK-LABEL: func.func @scatter_add
+// CHECK: scf.parallel
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c64) step (%c1)
+// CHECK: %[[J:.+]] = affine.apply
+// CHECK: scf.if
+// CHECK: scf.for %[[T:.+]] = %c0 to %c8 step %c1
+// CHECK: %[[ID:.+]] = memref.load %arg0[%[[T]]]
+// CHECK: memref.subview %arg2[{{.+}}, 0] [1, 64]
+// CHECK: memref.load %{{.+}}[%c0, %[[J]]]
+// CHECK: arith.addf
+func.func @scatter_add(%ids: memref<8xi32>, %dy: memref<8x64xf32>, %dw: memref<16x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  scf.for %t = %c0 to %c8 step %c1 {
+    %id = memref.load %ids[%t] : memref<8xi32>
+    %i = arith.index_cast %id : i32 to index
+    %dst = memref.subview %dw[%i, 0] [1, 64] [1, 1] : memref<16x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    %src = memref.subview %dy[%t, 0] [1, 64] [1, 1] : memref<8x64xf32> to memref<1x64xf32, strided<[64, 1], offset: ?>>
+    linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+        ins(%src : memref<1x64xf32, strided<[64, 1], offset: ?>>) outs(%dst : memref<1x64xf32, strided<[64, 1], offset: ?>>) {
+    ^bb0(%a: f32, %b: f32):
+      %s = arith.addf %b, %a : f32
+      linalg.yield %s : f32
+    }
+  }
+  return
+}
+
