@@ -12,6 +12,10 @@
 // collective stuck for LOOMRT_TIMEOUT_S seconds is aborted (ncclCommAbort)
 // with its name instead of hanging, and a device error names what failed.
 //
+// loomrt_take_stats: comm_us is the collectives' time on the communication
+// stream, from their events; exposed_us (time the compute stream stalled on
+// a wait) is not measured on the GPU and is 0.
+//
 // The MLIR host code loomc emits (gpu-to-llvm) calls the mgpu* functions
 // defined here. Kernels are loaded with cudart's library API, never the
 // driver API directly, so the trainer starts without a driver and says that
@@ -27,6 +31,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +99,13 @@ public:
 
   void *alloc(uint64_t bytes);
   void free(void *pointer);
+  void copy(void *dst, const void *src, int64_t bytes, cudaMemcpyKind kind,
+            const char *what);
+  /// Marks the step as in flight (the watchdog's clock starts).
+  void busy() {
+    double none = -1;
+    busySinceUs.compare_exchange_strong(none, nowUs());
+  }
   cudaKernel_t kernel(Module &module, const char *name);
 
   double nowUs() const {
@@ -118,7 +130,14 @@ private:
   std::string pending();
 
   Clock::time_point epoch = Clock::now();
+  /// Ends the job if the host stays stuck inside a step (a launch blocks
+  /// once the device's queue is full behind a collective that never
+  /// finishes), where loomrt_step_sync's own check cannot run.
+  void watchdog();
+
   double timeoutS = 300;
+  std::atomic<double> busySinceUs{-1};
+  std::thread watchdogThread;
   ncclComm_t nccl = nullptr;
   cudaEvent_t epochEvent = nullptr, stepDone = nullptr;
   double epochEventUs = 0;
@@ -148,25 +167,35 @@ int Context::init(int *argc, char ***argv) {
 
   int devices = 0;
   cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    std::fprintf(stderr,
-                 "loomrt: rank %d: error: no GPU (%s); this trainer was "
-                 "compiled with loomc --target=cuda, compile with "
-                 "--target=cpu to train on the CPU\n",
-                 rank,
-                 status != cudaSuccess ? cudaGetErrorString(status)
-                                       : "no CUDA device is visible");
-    MPI_Finalize();
-    return 1;
-  }
   // One process per GPU: the rank's index among the ranks on its node.
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
                       MPI_INFO_NULL, &node);
-  int localRank = 0;
+  int localRank = 0, localRanks = 1;
   MPI_Comm_rank(node, &localRank);
+  MPI_Comm_size(node, &localRanks);
   MPI_Comm_free(&node);
-  device = localRank % devices;
+  // Every rank decides together, so that none is left waiting for another.
+  int usable = status == cudaSuccess && localRanks <= devices, all = 0;
+  MPI_Allreduce(&usable, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all) {
+    if (status != cudaSuccess || devices == 0)
+      std::fprintf(stderr,
+                   "loomrt: rank %d: error: no GPU (%s); this trainer was "
+                   "compiled with loomc --target=cuda, compile with "
+                   "--target=cpu to train on the CPU\n",
+                   rank,
+                   status != cudaSuccess ? cudaGetErrorString(status)
+                                         : "no CUDA device is visible");
+    else if (localRanks > devices)
+      std::fprintf(stderr,
+                   "loomrt: rank %d: error: %d ranks on this node but %d "
+                   "GPUs; the CUDA target runs one process per GPU\n",
+                   rank, localRanks, devices);
+    MPI_Finalize();
+    return 1;
+  }
+  device = localRank;
   initialised = true;
   check(cudaSetDevice(device), "cudaSetDevice");
   check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
@@ -192,7 +221,23 @@ int Context::init(int *argc, char ***argv) {
     check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  watchdogThread = std::thread([this] { watchdog(); });
+  watchdogThread.detach();
   return 0;
+}
+
+void Context::watchdog() {
+  cudaSetDevice(device);
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    double since = busySinceUs.load();
+    // loomrt_step_sync reports a timeout itself when it gets to run; this
+    // is the fallback, a little later.
+    if (since >= 0 && nowUs() - since > (timeoutS + 10) * 1e6)
+      abort("the step did not finish in " + std::to_string(int(timeoutS)) +
+            " s (LOOMRT_TIMEOUT_S), stuck before its end; a rank may have "
+            "died or diverged");
+  }
 }
 
 void Context::check(cudaError_t status, const std::string &what) {
@@ -212,10 +257,23 @@ void Context::check(cublasStatus_t status, const std::string &what) {
 }
 
 void Context::abort(const std::string &message) {
+  static std::atomic<bool> aborting{false};
+  if (aborting.exchange(true)) {
+    // Another thread is already ending the job.
+    std::this_thread::sleep_for(std::chrono::hours(1));
+  }
   std::fprintf(stderr, "loomrt: rank %d: error: %s\n", rank, message.c_str());
   std::fflush(stderr);
   if (nccl) {
-    ncclCommAbort(nccl);
+    // ncclCommAbort can wait for peers that are gone: give it a few
+    // seconds on its own thread, then end the job regardless.
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([comm = nccl, done] {
+      ncclCommAbort(comm);
+      *done = true;
+    }).detach();
+    for (int i = 0; i < 50 && !*done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     nccl = nullptr;
   }
   if (initialised)
@@ -239,9 +297,19 @@ int64_t Context::start(int64_t kind, int64_t reduction, int64_t dtype,
                        int64_t outCount) {
   if (!initialised)
     abort("a collective started before loomrt_init");
+  busy();
   int64_t handle = int64_t(collectives.size());
   std::string what =
       std::string(kindName(kind)) + " #" + std::to_string(handle);
+  bool counts = kind == LOOMRT_ALL_GATHER       ? inCount * size == outCount
+                : kind == LOOMRT_REDUCE_SCATTER ? inCount == outCount * size
+                : kind == LOOMRT_BROADCAST
+                    ? inCount == outCount && arg >= 0 && arg < size
+                    : inCount == outCount;
+  if (!counts)
+    abort(what + ": " + std::to_string(inCount) + " elements in, " +
+          std::to_string(outCount) + " out do not fit " +
+          std::to_string(size) + " ranks");
   Collective c{kind, in, out, event(), event()};
   // The communication stream starts once compute has produced the input.
   cudaEvent_t ready = c.done;
@@ -324,20 +392,25 @@ void Context::stepSync() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  busySinceUs = -1;
   std::lock_guard<std::mutex> lock(mutex);
   for (size_t i = 0; i < collectives.size(); ++i) {
     Collective &c = collectives[i];
     if (!c.waited)
       abort(std::string(kindName(c.kind)) + " #" + std::to_string(i) +
             " was started but never waited for");
-    float startMs = 0, endMs = 0;
-    check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
-    check(cudaEventElapsedTime(&endMs, epochEvent, c.done), "timing");
-    stats.comm_us += (endMs - startMs) * 1e3;
+    // The duration from its own events (a float of milliseconds since
+    // init would lose microseconds in a long run); the trace's start from
+    // the init event.
+    float ms = 0, startMs = 0;
+    check(cudaEventElapsedTime(&ms, c.begin, c.done), "timing");
+    stats.comm_us += ms * 1e3;
     stats.collectives++;
-    if (tracing)
-      trace.push_back({kindName(c.kind), "comm", epochEventUs + startMs * 1e3,
-                       epochEventUs + endMs * 1e3});
+    if (tracing) {
+      check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
+      double begin = epochEventUs + startMs * 1e3;
+      trace.push_back({kindName(c.kind), "comm", begin, begin + ms * 1e3});
+    }
     spareEvents.push_back(c.begin);
     spareEvents.push_back(c.done);
   }
@@ -385,6 +458,15 @@ cudaKernel_t Context::kernel(Module &module, const char *name) {
   return k;
 }
 
+void Context::copy(void *dst, const void *src, int64_t bytes,
+                   cudaMemcpyKind kind, const char *what) {
+  // On the compute stream, so that the step's kernels see the copy (a
+  // plain cudaMemcpy runs on the legacy stream, which the non-blocking
+  // compute stream does not wait for).
+  check(cudaMemcpyAsync(dst, src, size_t(bytes), kind, compute), what);
+  check(cudaStreamSynchronize(compute), what);
+}
+
 void Context::finalize() {
   if (!initialised)
     return;
@@ -399,8 +481,10 @@ void Context::finalize() {
   MPI_Finalize();
 }
 
+/// CBLAS's CblasTrans (112) and CblasConjTrans (113, the same for real
+/// types) against CblasNoTrans (111).
 cublasOperation_t operation(int cblasTrans) {
-  return cblasTrans == 112 ? CUBLAS_OP_T : CUBLAS_OP_N;
+  return cblasTrans == 111 ? CUBLAS_OP_N : CUBLAS_OP_T;
 }
 
 } // namespace
@@ -439,15 +523,13 @@ void *loomrt_device_alloc(int64_t bytes) {
 void loomrt_device_free(void *device) { cudaFree(device); }
 
 void loomrt_copy_to_device(void *device, const void *host, int64_t bytes) {
-  context().check(cudaMemcpy(device, host, size_t(bytes),
-                             cudaMemcpyHostToDevice),
-                  "copying a trainer buffer to the GPU");
+  context().copy(device, host, bytes, cudaMemcpyHostToDevice,
+                 "copying a trainer buffer to the GPU");
 }
 
 void loomrt_copy_to_host(void *host, const void *device, int64_t bytes) {
-  context().check(cudaMemcpy(host, device, size_t(bytes),
-                             cudaMemcpyDeviceToHost),
-                  "copying a trainer buffer from the GPU");
+  context().copy(host, device, bytes, cudaMemcpyDeviceToHost,
+                 "copying a trainer buffer from the GPU");
 }
 
 void loomrt_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
@@ -491,10 +573,13 @@ void loomrt_trace_span(const char *name, double begin, double end) {
 // Matmuls: convert-linalg-to-blas{library=cublas} calls these with CBLAS's
 // row-major arguments. A row-major matrix is its column-major transpose, so
 // C = op(A) op(B) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ.
-void loomrt_cublas_sgemm(int32_t, int32_t transA, int32_t transB, int32_t m,
+void loomrt_cublas_sgemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
                          int32_t n, int32_t k, float alpha, const float *a,
                          int32_t lda, const float *b, int32_t ldb, float beta,
                          float *c, int32_t ldc) {
+  if (order != 101)
+    context().abort("loomrt_cublas_sgemm: only row-major (CblasRowMajor)");
+  context().busy();
   context().check(cublasSgemm(context().blas, operation(transB),
                               operation(transA), n, m, k, &alpha, b, ldb, a,
                               lda, &beta, c, ldc),
@@ -502,10 +587,13 @@ void loomrt_cublas_sgemm(int32_t, int32_t transA, int32_t transB, int32_t m,
                       std::to_string(n) + "x" + std::to_string(k) + ")");
 }
 
-void loomrt_cublas_dgemm(int32_t, int32_t transA, int32_t transB, int32_t m,
+void loomrt_cublas_dgemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
                          int32_t n, int32_t k, double alpha, const double *a,
                          int32_t lda, const double *b, int32_t ldb, double beta,
                          double *c, int32_t ldc) {
+  if (order != 101)
+    context().abort("loomrt_cublas_dgemm: only row-major (CblasRowMajor)");
+  context().busy();
   context().check(cublasDgemm(context().blas, operation(transB),
                               operation(transA), n, m, k, &alpha, b, ldb, a,
                               lda, &beta, c, ldc),
@@ -534,6 +622,7 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       intptr_t blockZ, int32_t sharedBytes, void *stream,
                       void **params, void **, size_t) {
   Context &c = context();
+  c.busy();
   cudaError_t status = cudaLaunchKernel(
       function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
       dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
