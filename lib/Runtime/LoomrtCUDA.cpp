@@ -44,7 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
-using loom::runtime::TraceEvent;
+using loom::runtime::recorder;
 
 namespace {
 
@@ -117,11 +117,6 @@ public:
   bool initialised = false;
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t blas = nullptr;
-  std::mutex mutex;
-  loomrt_stats stats{0, 0, 0};
-  bool tracing = false;
-  std::string tracePath;
-  std::vector<TraceEvent> trace;
   std::unordered_map<const void *, std::string> kernelNames;
 
 private:
@@ -393,24 +388,19 @@ void Context::stepSync() {
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
   busySinceUs = -1;
-  std::lock_guard<std::mutex> lock(mutex);
   for (size_t i = 0; i < collectives.size(); ++i) {
     Collective &c = collectives[i];
     if (!c.waited)
       abort(std::string(kindName(c.kind)) + " #" + std::to_string(i) +
             " was started but never waited for");
     // The duration from its own events (a float of milliseconds since
-    // init would lose microseconds in a long run); the trace's start from
-    // the init event.
+    // init would lose microseconds in a long run), the start from the init
+    // event.
     float ms = 0, startMs = 0;
     check(cudaEventElapsedTime(&ms, c.begin, c.done), "timing");
-    stats.comm_us += ms * 1e3;
-    stats.collectives++;
-    if (tracing) {
-      check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
-      double begin = epochEventUs + startMs * 1e3;
-      trace.push_back({kindName(c.kind), "comm", begin, begin + ms * 1e3});
-    }
+    check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
+    double begin = epochEventUs + startMs * 1e3;
+    recorder().collective(kindName(c.kind), begin, begin + ms * 1e3);
     spareEvents.push_back(c.begin);
     spareEvents.push_back(c.done);
   }
@@ -475,8 +465,7 @@ void Context::finalize() {
     check(ncclCommDestroy(nccl), "ncclCommDestroy");
   nccl = nullptr;
   cublasDestroy(blas);
-  if (tracing && !tracePath.empty())
-    loom::runtime::writeChromeTrace(tracePath, rank, trace);
+  recorder().finish(rank);
   initialised = false;
   MPI_Finalize();
 }
@@ -547,28 +536,6 @@ void loomrt_gather_f32(const float *in, int64_t count, float *out,
 }
 
 double loomrt_now_us(void) { return context().nowUs(); }
-
-loomrt_stats loomrt_take_stats(void) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  loomrt_stats stats = c.stats;
-  c.stats = {0, 0, 0};
-  return stats;
-}
-
-void loomrt_trace_to(const char *path) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.tracing = path != nullptr;
-  c.tracePath = path ? path : "";
-}
-
-void loomrt_trace_span(const char *name, double begin, double end) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.tracing)
-    c.trace.push_back({name, "compute", begin, end});
-}
 
 // Matmuls: convert-linalg-to-blas{library=cublas} calls these with CBLAS's
 // row-major arguments. A row-major matrix is its column-major transpose, so

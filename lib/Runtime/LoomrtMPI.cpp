@@ -40,7 +40,7 @@ struct Collective {
   double beginUs = 0, endUs = 0;
 };
 
-using loom::runtime::TraceEvent;
+using loom::runtime::recorder;
 
 /// The whole state of the MPI backend.
 class Context {
@@ -59,10 +59,6 @@ public:
 
   int rank = 0, size = 1;
   std::mutex mutex;
-  loomrt_stats stats{0, 0, 0};
-  bool tracing = false;
-  std::string tracePath;
-  std::vector<TraceEvent> trace;
 
 private:
   void loop();
@@ -186,11 +182,8 @@ int64_t Context::start(Collective c) {
     std::lock_guard<std::mutex> lock(mutex);
     collective->endUs = nowUs();
     collective->done = true;
-    stats.comm_us += collective->endUs - collective->beginUs;
-    stats.collectives++;
-    if (tracing)
-      trace.push_back({kindName(collective->kind), "comm",
-                       collective->beginUs, collective->endUs});
+    recorder().collective(kindName(collective->kind), collective->beginUs,
+                          collective->endUs);
   });
   wake.notify_one();
   return handle;
@@ -216,9 +209,7 @@ void Context::wait(int64_t handle, int64_t in, int64_t out) {
           " s (LOOMRT_TIMEOUT_S); a rank may have died or diverged");
   }
   double end = nowUs();
-  stats.exposed_us += end - begin;
-  if (tracing && end - begin > 1)
-    trace.push_back({"wait (stalled)", "compute", begin, end});
+  recorder().stall(begin, end);
   collectives[handle].reset();
   // Handles are positions; once every started collective is waited the
   // table starts over, so it never grows across steps.
@@ -263,8 +254,7 @@ void Context::finalize() {
   }
   wake.notify_one();
   thread.join();
-  if (tracing && !tracePath.empty())
-    loom::runtime::writeChromeTrace(tracePath, rank, trace);
+  recorder().finish(rank);
   initialised = false;
   MPI_Finalize();
 }
@@ -325,27 +315,5 @@ void loomrt_copy_to_host(void *, const void *, int64_t) {
 void loomrt_step_sync(void) {}
 
 double loomrt_now_us(void) { return context().nowUs(); }
-
-loomrt_stats loomrt_take_stats(void) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  loomrt_stats stats = c.stats;
-  c.stats = {0, 0, 0};
-  return stats;
-}
-
-void loomrt_trace_to(const char *path) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.tracing = path != nullptr;
-  c.tracePath = path ? path : "";
-}
-
-void loomrt_trace_span(const char *name, double begin, double end) {
-  Context &c = context();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  if (c.tracing)
-    c.trace.push_back({name, "compute", begin, end});
-}
 
 } // extern "C"
