@@ -102,6 +102,8 @@ def main() -> int:
         with open(forward, "w") as f:
             f.write(build_forward(cfg))
         flags = ["--world-size", str(ranks), "--zero-stage", str(stage), "--lr", "0.01"]
+        if ranks > 1:  # a block per row for every reduction of 32 or more
+            flags.append("--gpu-block-reduce=32")
         trainers[name] = (ranks, forward, flags)
 
     for name, (ranks, forward, flags) in trainers.items():

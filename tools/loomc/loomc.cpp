@@ -75,6 +75,11 @@ static cl::opt<int64_t>
     gpuThreads("gpu-threads",
                cl::desc("threads per block of the generated kernels"),
                cl::init(256), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuBlockReduce(
+    "gpu-block-reduce",
+    cl::desc("reductions along rows at least this long get a block per row "
+             "(loom-linalg-to-gpu block-reduce-min; 0: a thread per row)"),
+    cl::init(128), cl::cat(loomcCategory));
 static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
                                   cl::cat(loomcCategory));
 static cl::opt<unsigned> zeroStage("zero-stage",
@@ -167,20 +172,22 @@ static std::string loweringPipeline() {
   if (target == "cuda")
     return bufferize +
            formatv("convert-linalg-to-blas{{library=cublas}, "
-                   "func.func(loom-linalg-to-gpu{{threads={0}}), "
+                   "func.func(loom-linalg-to-gpu{{threads={0} "
+                   "block-reduce-min={3}}), "
                    "func.func(convert-parallel-loops-to-gpu), canonicalize, "
                    "expand-strided-metadata, lower-affine, "
                    "gpu-kernel-outlining, "
                    "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
                    "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), gpu-to-llvm, "
                    "gpu-module-to-binary{{format=isa toolkit={2}}, ",
-                   gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT)
+                   gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT,
+                   gpuBlockReduce.getValue())
                .str() +
            toLLVM;
   std::string loops =
       emulateGpu ? formatv("func.func(loom-linalg-to-gpu{{threads={0} "
-                           "device-buffers=false}), ",
-                           gpuThreads.getValue())
+                           "block-reduce-min={1} device-buffers=false}), ",
+                           gpuThreads.getValue(), gpuBlockReduce.getValue())
                        .str()
                  : std::string(vectorize
                                    ? "func.func(loom-vectorize), canonicalize, "
@@ -402,6 +409,10 @@ int main(int argc, char **argv) {
   }
   if (emit == "ptx" && target != "cuda") {
     errs() << "loomc: error: --emit=ptx needs --target=cuda\n";
+    return 1;
+  }
+  if (gpuBlockReduce < 0) {
+    errs() << "loomc: error: --gpu-block-reduce must not be negative\n";
     return 1;
   }
   if (gpuThreads < 32 || gpuThreads > 1024 || gpuThreads % 32) {

@@ -7,6 +7,7 @@
 // RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -cse | FileCheck %s
 // RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=threads=128 | FileCheck %s --check-prefix=T128
 // RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -convert-parallel-loops-to-gpu -canonicalize | FileCheck %s --check-prefix=LAUNCH
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=block-reduce-min=0 -cse | FileCheck %s --check-prefix=NOBLOCK
 
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
@@ -142,3 +143,107 @@ func.func @scatter_add(%ids: memref<8xi32>, %dy: memref<8x64xf32>, %dw: memref<1
   return
 }
 
+
+// -----
+
+// A long row reduction along the contiguous dimension: a block per row,
+// threads striding along it from the neutral element (thread 0 from the
+// output), combined by the block (scf.reduce, a gpu.all_reduce once
+// mapped), stored once reduced.
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @sum_of_squares
+// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernels = 1 : i64
+// CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK: scf.parallel (%[[ROW:.+]]) = (%c0) to (%c8) step (%c1)
+// CHECK: %[[S:.+]] = scf.parallel (%[[T:.+]]) = (%c0) to (%c256) step (%c1) init (%[[ZERO]]) -> f32
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[T]], %c0
+// CHECK: %[[OLD:.+]] = memref.load %arg1[%[[ROW]]]
+// CHECK: %[[START:.+]] = arith.select %[[FIRST]], %[[OLD]], %[[ZERO]]
+// CHECK: %[[P:.+]] = scf.for %[[K:.+]] = %[[T]] to %c512 step %c256 iter_args(%[[A:.+]] = %[[START]])
+// CHECK: %[[X:.+]] = memref.load %arg0[%[[ROW]], %[[K]]]
+// CHECK: %[[SQ:.+]] = arith.mulf %[[X]], %[[X]]
+// CHECK: arith.addf %[[A]], %[[SQ]]
+// CHECK: scf.reduce(%[[P]] : f32)
+// CHECK: arith.addf
+// CHECK: scf.reduce.return
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = thread_x
+// CHECK: memref.store %[[S]], %arg1[%[[ROW]]]
+// CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x
+// LAUNCH-LABEL: func.func @sum_of_squares
+// LAUNCH: gpu.launch
+// LAUNCH: gpu.all_reduce
+// LAUNCH: arith.addf
+// NOBLOCK-LABEL: func.func @sum_of_squares
+// NOBLOCK-SAME: loom.gpu_block_reductions = 0
+// NOBLOCK: scf.for %{{.+}} = %c0 to %c512 step %c1
+// NOBLOCK-NOT: scf.reduce(
+func.func @sum_of_squares(%x: memref<8x512xf32>, %s: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xf32>) outs(%s : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %sq = arith.mulf %a, %a : f32
+    %t = arith.addf %acc, %sq : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// A max over the last of three dimensions: the two outer ones are split
+// from the block index; 200 elements take 224 threads (whole warps) from
+// -inf.
+// CHECK-LABEL: func.func @row_max
+// CHECK-DAG: %[[NEG:.+]] = arith.constant 0xFF800000 : f32
+// CHECK: scf.parallel (%[[B:.+]]) = (%c0) to (%c6) step (%c1)
+// CHECK: %[[R:.+]]:2 = affine.delinearize_index %[[B]] into (2, 3)
+// CHECK: scf.parallel (%{{.+}}) = (%c0) to (%c224) step (%c1) init (%[[NEG]]) -> f32
+// CHECK: memref.load %arg0[%[[R]]#0, %[[R]]#1, %{{.+}}]
+// CHECK: arith.maximumf
+// CHECK: scf.reduce
+// CHECK: arith.maximumf
+func.func @row_max(%x: memref<2x3x200xf32>, %s: memref<2x3xf32>) {
+  linalg.reduce ins(%x : memref<2x3x200xf32>) outs(%s : memref<2x3xf32>) dimensions = [2]
+  (%a: f32, %acc: f32) {
+    %t = arith.maximumf %a, %acc : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// Not a block reduction: a column sum (the reduction is not along the
+// contiguous dimension: threads across columns already read neighbours),
+// a short row (under 128), and two results.
+#tj = affine_map<(t, j) -> (t, j)>
+#j = affine_map<(t, j) -> (j)>
+#ij2 = affine_map<(i, j) -> (i, j)>
+#i2 = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @not_block
+// CHECK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernels = 3 : i64
+// CHECK-NOT: scf.reduce(
+func.func @not_block(%x: memref<512x64xf32>, %c: memref<64xf32>, %y: memref<8x64xf32>,
+                     %r: memref<8xf32>, %z: memref<8x512xf32>, %m: memref<8xf32>, %n: memref<8xf32>) {
+  linalg.generic {indexing_maps = [#tj, #j], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<512x64xf32>) outs(%c : memref<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %acc, %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#ij2, #i2], iterator_types = ["parallel", "reduction"]}
+      ins(%y : memref<8x64xf32>) outs(%r : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %acc, %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.generic {indexing_maps = [#ij2, #i2, #i2], iterator_types = ["parallel", "reduction"]}
+      ins(%z : memref<8x512xf32>) outs(%m, %n : memref<8xf32>, memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32, %acc2: f32):
+    %t = arith.addf %acc, %a : f32
+    %u = arith.maximumf %acc2, %a : f32
+    linalg.yield %t, %u : f32, f32
+  }
+  return
+}

@@ -264,6 +264,28 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     the op's reductions for its element. An op with no parallel dimension
     runs on one thread.
 
+    A single reduction of at least `block-reduce-min` elements along the
+    innermost, unit-stride dimension of every input that reads it, with an
+    add, mul, max or min combiner (softmax's max and sum, RMSNorm's sum of
+    squares, the loss's log-sum-exp), gets a block per output element
+    instead. Its threads stride along the row (coalesced), each folding a
+    partial from the combiner's neutral element, and the block combines the
+    partials: an `scf.reduce`, which `convert-parallel-loops-to-gpu` turns
+    into a `gpu.all_reduce` (warp shuffles and one shared-memory step).
+    The sum's order then differs from the CPU's. The function gets
+    `loom.gpu_kernels` and `loom.gpu_block_reductions`, the counts.
+
+    ```mlir
+    // sum over 512 columns of each of 8 rows
+    scf.parallel (%row) = (%c0) to (%c8) step (%c1) {
+      %s = scf.parallel (%t) = (%c0) to (%c256) step (%c1) init (%zero) -> f32 {
+        %p = scf.for %k = %t to %c512 step %c256 iter_args(%a = %zero) -> (f32) {...}
+        scf.reduce(%p : f32) { ^bb0(%l: f32, %r: f32): ... arith.addf ... }
+      } {mapping = [#gpu.loop_dim_map<processor = thread_x, ...>]}
+      // out[row] = out[row] + %s
+    } {mapping = [#gpu.loop_dim_map<processor = block_x, ...>]}
+    ```
+
     ```mlir
     linalg.generic {iterator_types = ["parallel", "parallel"]}
         ins(%x : memref<4x96xf32>) outs(%y : memref<4x96xf32>) {...}
@@ -296,6 +318,9 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"256",
            "threads per block">,
+    Option<"blockReduceMin", "block-reduce-min", "int64_t", /*default=*/"128",
+           "a reduction along the rows' contiguous dimension this long or "
+           "longer gets a block per row (0: never)">,
     Option<"deviceBuffers", "device-buffers", "bool", /*default=*/"true",
            "move allocations to the device (false: keep memref.alloc, so "
            "that the mapped nests can run on the host as a check)">

@@ -3,11 +3,15 @@
 // One kernel per linalg op: the parallel iteration space, linearised with
 // the innermost parallel dimension fastest, in blocks of `threads`; each
 // thread runs the op's reduction loops for its element, in the order the
-// CPU runs them. docs/CUDA.md has the rationale.
+// CPU runs them. A long reduction along the rows' contiguous dimension
+// (softmax, RMSNorm, log-sum-exp) gets a block per row instead: threads
+// stride along the row and combine through a block reduction.
+// docs/CUDA.md has the rationale.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -84,9 +88,167 @@ void moveBuffersToDevice(func::FuncOp func) {
   }
 }
 
+/// The combiner of `op` (parallel dimensions first, one reduction last) if
+/// it can be a block reduction: one result, a recognised combiner (add, mul,
+/// max, min), at least `minLength` elements, and the reduction along the
+/// innermost unit-stride dimension of every input that reads it.
+Operation *blockReduction(linalg::GenericOp op, int64_t minLength) {
+  unsigned red = op.getNumLoops() - 1;
+  if (minLength <= 0 || op.getNumReductionLoops() != 1 ||
+      op.getNumDpsInits() != 1 || op.getNumDpsInputs() == 0 ||
+      linalg::isParallelIterator(op.getIteratorTypesArray()[red]) ||
+      op.getStaticLoopRanges()[red] < minLength ||
+      !op.getBlock()->getOps<linalg::IndexOp>().empty())
+    return nullptr;
+  SmallVector<Operation *> combiners;
+  Value reduced = matchReduction(op.getRegionOutputArgs(), 0, combiners);
+  if (!reduced || combiners.size() != 1 ||
+      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp,
+           arith::MaxNumFOp, arith::MinNumFOp>(combiners[0]) ||
+      !arith::getNeutralElement(combiners[0]) ||
+      !op.getRegionOutputArgs()[0].hasOneUse())
+    return nullptr;
+  AffineExpr along = getAffineDimExpr(red, op.getContext());
+  if (op.getIndexingMapsArray().back().isFunctionOfDim(red))
+    return nullptr;
+  for (OpOperand *input : op.getDpsInputOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(input);
+    if (!map.isFunctionOfDim(red))
+      continue;
+    auto type = dyn_cast<MemRefType>(input->get().getType());
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (!type || map.getNumResults() == 0 || map.getResults().back() != along ||
+        failed(type.getStridesAndOffset(strides, offset)) ||
+        strides.back() != 1)
+      return nullptr;
+    for (AffineExpr e : map.getResults().drop_back())
+      if (e.isFunctionOfDim(red))
+        return nullptr;
+  }
+  return combiners[0];
+}
+
 struct LinalgToGpu {
   IRRewriter &rewriter;
   int64_t threads;
+  int64_t blockReduceMin;
+  /// Kernels made, and how many of them reduce with a block per row.
+  int64_t kernels = 0, blockReductions = 0;
+
+  /// Splits the linear index `linear` into one index per size (unit sizes
+  /// index 0).
+  SmallVector<Value> delinearize(Location loc, Value linear,
+                                 ArrayRef<int64_t> sizes) {
+    SmallVector<int64_t> basis;
+    for (int64_t size : sizes)
+      if (size != 1)
+        basis.push_back(size);
+    SmallVector<Value> split;
+    if (basis.size() == 1)
+      split.push_back(linear);
+    else if (basis.size() > 1)
+      split = affine::AffineDelinearizeIndexOp::create(
+                  rewriter, loc, linear, basis, /*hasOuterBound=*/true)
+                  .getResults();
+    SmallVector<Value> indices;
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    unsigned next = 0;
+    for (int64_t size : sizes)
+      indices.push_back(size == 1 ? zero : split[next++]);
+    return indices;
+  }
+
+  /// `map` applied to `dims`, one index per result.
+  SmallVector<Value> apply(Location loc, AffineMap map, ValueRange dims) {
+    SmallVector<Value> indices;
+    for (AffineExpr e : map.getResults())
+      indices.push_back(affine::AffineApplyOp::create(
+          rewriter, loc, AffineMap::get(map.getNumDims(), 0, e), dims));
+    return indices;
+  }
+
+  /// A block per output element; its threads stride along the reduction,
+  /// each folding its share into a partial, and the block combines the
+  /// partials (scf.reduce, a gpu.all_reduce once mapped).
+  void mapBlockReduction(linalg::GenericOp op, Operation *combiner,
+                         ArrayRef<int64_t> parallelSizes) {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = op.getContext();
+    int64_t length = op.getStaticLoopRanges().back();
+    int64_t count = 1;
+    for (int64_t size : parallelSizes)
+      count *= size;
+    int64_t block = std::min<int64_t>(threads, (length + 31) / 32 * 32);
+    rewriter.setInsertionPoint(op);
+    auto c = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, v);
+    };
+    Value identity = arith::ConstantOp::create(
+        rewriter, loc, *arith::getNeutralElement(combiner));
+    auto rows = scf::ParallelOp::create(rewriter, loc, ValueRange{c(0)},
+                                        ValueRange{c(count)}, ValueRange{c(1)});
+    (void)gpu::setMappingAttr(rows, {mapTo(ctx, gpu::Processor::BlockX)});
+    rewriter.setInsertionPointToStart(rows.getBody());
+    SmallVector<Value> dims =
+        delinearize(loc, rows.getInductionVars()[0], parallelSizes);
+    auto lanes = scf::ParallelOp::create(
+        rewriter, loc, ValueRange{c(0)}, ValueRange{c(block)}, ValueRange{c(1)},
+        ValueRange{identity});
+    (void)gpu::setMappingAttr(lanes, {mapTo(ctx, gpu::Processor::ThreadX)});
+    Value total = lanes.getResult(0);
+
+    // Each thread: k = t, t + block, ... folded into its partial. Thread 0
+    // starts from the output's value; the others from the neutral element.
+    // Every thread reads the output before the block reduction (a barrier)
+    // and writes the same total after it.
+    rewriter.setInsertionPointToStart(lanes.getBody());
+    Value lane = lanes.getInductionVars()[0];
+    OpOperand *init = op.getDpsInitOperand(0);
+    SmallVector<Value> outDims(dims);
+    outDims.push_back(c(0));
+    SmallVector<Value> at =
+        apply(loc, op.getMatchingIndexingMap(init), outDims);
+    Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
+                                        lane, c(0));
+    Value start = arith::SelectOp::create(
+        rewriter, loc, first,
+        memref::LoadOp::create(rewriter, loc, init->get(), at), identity);
+    auto loop = scf::ForOp::create(rewriter, loc, lane, c(length), c(block),
+                                   ValueRange{start});
+    rewriter.setInsertionPointToStart(loop.getBody());
+    SmallVector<Value> all(dims);
+    all.push_back(loop.getInductionVar());
+    IRMapping body;
+    for (OpOperand *input : op.getDpsInputOperands())
+      body.map(op.getMatchingBlockArgument(input),
+               memref::LoadOp::create(
+                   rewriter, loc, input->get(),
+                   apply(loc, op.getMatchingIndexingMap(input), all)));
+    body.map(op.getRegionOutputArgs()[0], loop.getRegionIterArg(0));
+    for (Operation &inner : op.getBlock()->without_terminator())
+      rewriter.clone(inner, body);
+    scf::YieldOp::create(
+        rewriter, loc,
+        body.lookup(op.getBlock()->getTerminator()->getOperand(0)));
+
+    // The block's partials, combined: the loop's terminator (a parallel
+    // loop with an init is built without one; the reduce's builder gives
+    // its region a block of two arguments).
+    rewriter.setInsertionPointToEnd(lanes.getBody());
+    auto partials = scf::ReduceOp::create(rewriter, loc, loop.getResult(0));
+    Block *merge = &partials.getReductions()[0].front();
+    rewriter.setInsertionPointToEnd(merge);
+    IRMapping pair;
+    pair.map(combiner->getOperand(0), merge->getArgument(0));
+    pair.map(combiner->getOperand(1), merge->getArgument(1));
+    scf::ReduceReturnOp::create(rewriter, loc,
+                                rewriter.clone(*combiner, pair)->getResult(0));
+
+    rewriter.setInsertionPointAfter(lanes);
+    memref::StoreOp::create(rewriter, loc, total, init->get(), at);
+    rewriter.eraseOp(op);
+  }
 
   /// Builds the block x thread nest for `count` iterations before `op` and
   /// returns the linear index inside its bound check.
@@ -150,8 +312,7 @@ struct LinalgToGpu {
       rewriter.eraseOp(op);
       return success();
     }
-    Value linear = buildNest(anchor, count);
-
+    bool whole = anchor == op.getOperation();
     rewriter.setInsertionPoint(op);
     FailureOr<linalg::GenericOp> generic =
         isa<linalg::GenericOp>(op.getOperation())
@@ -164,6 +325,18 @@ struct LinalgToGpu {
       if (failed(generic))
         return op.emitError("loom-linalg-to-gpu: cannot interchange loops");
     }
+    if (whole) {
+      anchor = *generic;
+      if (Operation *combiner = blockReduction(*generic, blockReduceMin)) {
+        mapBlockReduction(*generic, combiner, parallelSizes);
+        ++kernels;
+        ++blockReductions;
+        return success();
+      }
+    }
+    Value linear = buildNest(anchor, count);
+    ++kernels;
+    rewriter.setInsertionPoint(*generic);
     FailureOr<linalg::LinalgLoops> loops =
         linalg::linalgOpToParallelLoops(rewriter, *generic);
     if (failed(loops))
@@ -179,24 +352,8 @@ struct LinalgToGpu {
           "loom-linalg-to-gpu: expected one loop over the parallel "
           "dimensions");
     rewriter.setInsertionPoint(parallel);
-    // Unit dimensions index 0; the others split the linear index.
-    SmallVector<int64_t> basis;
-    for (int64_t size : parallelSizes)
-      if (size != 1)
-        basis.push_back(size);
-    SmallVector<Value> split;
-    if (basis.size() == 1)
-      split.push_back(linear);
-    else if (basis.size() > 1)
-      split = affine::AffineDelinearizeIndexOp::create(
-                  rewriter, parallel.getLoc(), linear, basis,
-                  /*hasOuterBound=*/true)
-                  .getResults();
-    SmallVector<Value> indices;
-    Value zero = arith::ConstantIndexOp::create(rewriter, parallel.getLoc(), 0);
-    unsigned next = 0;
-    for (int64_t size : parallelSizes)
-      indices.push_back(size == 1 ? zero : split[next++]);
+    SmallVector<Value> indices =
+        delinearize(parallel.getLoc(), linear, parallelSizes);
     Block *body = parallel.getBody();
     rewriter.eraseOp(body->getTerminator());
     rewriter.inlineBlockBefore(body, parallel, indices);
@@ -212,7 +369,7 @@ struct LoomLinalgToGpuPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     IRRewriter rewriter(&getContext());
-    LinalgToGpu mapper{rewriter, threads};
+    LinalgToGpu mapper{rewriter, threads, blockReduceMin};
     if (threads < 32 || threads > 1024 || threads % 32) {
       func.emitError("loom-linalg-to-gpu: threads must be a multiple of 32 "
                      "from 32 to 1024");
@@ -258,6 +415,10 @@ struct LoomLinalgToGpuPass
       if (failed(mapper.map(op, op)))
         return signalPassFailure();
     }
+    Builder b(&getContext());
+    func->setAttr("loom.gpu_kernels", b.getI64IntegerAttr(mapper.kernels));
+    func->setAttr("loom.gpu_block_reductions",
+                  b.getI64IntegerAttr(mapper.blockReductions));
     // Fold the identity index maps the loop lowering leaves (only these
     // patterns: canonicalising the nests would merge block and thread
     // loops).
