@@ -50,8 +50,8 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
 # (--emulate-gpu): with a thread per output element every sum runs in the
 # CPU's order, so the same bits; with a block of 32 threads per row for
 # every reduction of 32 or more (softmax, RMSNorm, the loss's log-sum-exp),
-# each thread folds every 32nd element and the partials are combined after:
-# another order, within 1e-5.
+# each thread folds every 32nd element and the partials are combined after,
+# and with elementwise producers fused into their consumers: within 1e-5.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")
 GPU_MAPPED = ("r1-gpu-mapped", 1, 0, "adamw")
@@ -59,7 +59,8 @@ GPU_BLOCKS = ("r1-gpu-blocks", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
-               GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32"]}
+               GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
+                            "--gpu-fuse-elementwise"]}
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
            "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
 failures = 0
@@ -168,7 +169,8 @@ def equal(work: str) -> None:
     blocks = train(GPU_BLOCKS[0], 1)
     worst = max(abs(g - w) / abs(w) for g, w in zip(blocks, want))
     check(len(blocks) == STEPS and worst <= 1e-5,
-          f"and with block reductions: {STEPS} losses within {worst:.1e} relative")
+          f"and with block reductions and fused elementwise ops: {STEPS} losses within "
+          f"{worst:.1e} relative")
     fused = train(CHUNKED[0], 1)
     worst = max(abs(g - w) / abs(w) for g, w in zip(fused, want))
     check(len(fused) == STEPS and worst <= 1e-5,
