@@ -1,7 +1,8 @@
-// Tests convert-linalg-to-blas: 2-D contractions on buffers become one
-// cblas_sgemm with the right transposes, leading dimensions from the
-// strides; anything else stays.
+// Tests convert-linalg-to-blas: contractions on buffers become one
+// cblas_sgemm (per batch element) with the right transposes, leading
+// dimensions from the strides; anything else stays.
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -cse | FileCheck %s
+// RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -canonicalize -cse | FileCheck %s --check-prefix=BATCH
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas=library=cublas -cse | FileCheck %s --check-prefix=CUBLAS
 // RUN: not loom-opt %s -split-input-file -convert-linalg-to-blas=library=mkl 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -63,17 +64,76 @@ func.func @transposed_b_view(%x: memref<6x8xf32>, %w: memref<5x8xf32, strided<[1
 
 // -----
 
-// Not a plain contraction: batched (4 loops), a non-unit inner stride, and
-// tensors (not bufferised). All stay.
+// Batched: one call per batch element, each operand at its batch offset.
+// BATCH-LABEL: func.func @batched
+// (Byte offsets: 48, 40 and 30 floats per batch element.)
+// BATCH-DAG: %[[A:.+]] = arith.constant 192 : index
+// BATCH-DAG: %[[B:.+]] = arith.constant 160 : index
+// BATCH-DAG: %[[C:.+]] = arith.constant 120 : index
+// BATCH: scf.for %[[I:.+]] = %c0 to %c2 step %c1
+// BATCH: arith.muli %[[I]], %[[A]]
+// BATCH: arith.muli %[[I]], %[[B]]
+// BATCH: arith.muli %[[I]], %[[C]]
+// BATCH: call @cblas_sgemm(
+// BATCH-NOT: linalg.batch_matmul
+// BATCH: return
+func.func @batched(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x6x5xf32>) {
+  linalg.batch_matmul ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<2x6x5xf32>)
+  return
+}
+
+// -----
+
+// Attention's scores under grouped-query attention: Q is [batch, seq,
+// kv-heads, group, dim], K [batch, seq, kv-heads, dim] (no group: stride 0),
+// the scores [batch, kv-heads, group, seq, seq]. Rows of Q are 64 apart
+// (lda), K is read transposed, three batch loops.
+#q = affine_map<(b, h, g, i, j, d) -> (b, i, h, g, d)>
+#kk = affine_map<(b, h, g, i, j, d) -> (b, j, h, d)>
+#s = affine_map<(b, h, g, i, j, d) -> (b, h, g, i, j)>
+// BATCH-LABEL: func.func @gqa_scores
+// BATCH-DAG: %[[T:.+]] = arith.constant 112 : i32
+// BATCH-DAG: %[[LDA:.+]] = arith.constant 64 : i32
+// BATCH: scf.for %[[B:.+]] = %c0 to %c4
+// BATCH: scf.for %[[H:.+]] = %c0 to %c2
+// BATCH: scf.for %[[G:.+]] = %c0 to %c2
+// BATCH: call @cblas_sgemm(%{{.+}}, %{{.+}}, %[[T]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LDA]],
+// BATCH-NOT: linalg.generic
+// BATCH: return
+func.func @gqa_scores(%q: memref<4x32x2x2x16xf32>, %k: memref<4x32x2x16xf32>, %s: memref<4x2x2x32x32xf32>) {
+  linalg.generic {indexing_maps = [#q, #kk, #s], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<4x32x2x2x16xf32>, memref<4x32x2x16xf32>) outs(%s : memref<4x2x2x32x32xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %m = arith.mulf %a, %b : f32
+    %t = arith.addf %c, %m : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// Not a contraction BLAS takes: a non-unit inner stride, a batch dimension
+// that is not C's (summed over: two reductions), and tensors (not
+// bufferised). All stay.
+#bik = affine_map<(b, i, j, k) -> (b, i, k)>
+#bkj = affine_map<(b, i, j, k) -> (b, k, j)>
+#ij4 = affine_map<(b, i, j, k) -> (i, j)>
 // CHECK-LABEL: func.func @left_alone
 // CHECK-NOT: cblas_sgemm
-// CHECK: linalg.batch_matmul
+// CHECK: linalg.generic
 // CHECK: linalg.matmul
 // CHECK: linalg.matmul
-func.func @left_alone(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x6x5xf32>,
+func.func @left_alone(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<6x5xf32>,
                       %s: memref<6x8xf32, strided<[1, 6]>>, %t: memref<8x5xf32>, %u: memref<6x5xf32>,
                       %ta: tensor<6x8xf32>, %tb: tensor<8x5xf32>, %tc: tensor<6x5xf32>) -> tensor<6x5xf32> {
-  linalg.batch_matmul ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<2x6x5xf32>)
+  linalg.generic {indexing_maps = [#bik, #bkj, #ij4], iterator_types = ["reduction", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<6x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %z, %m : f32
+    linalg.yield %r : f32
+  }
   linalg.matmul ins(%s, %t : memref<6x8xf32, strided<[1, 6]>>, memref<8x5xf32>) outs(%u : memref<6x5xf32>)
   %r = linalg.matmul ins(%ta, %tb : tensor<6x8xf32>, tensor<8x5xf32>) outs(%tc : tensor<6x5xf32>) -> tensor<6x5xf32>
   return %r : tensor<6x5xf32>

@@ -106,17 +106,23 @@ def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
 
 
 def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp"> {
-  let summary = "Replaces 2-D buffer contractions by cblas_sgemm/dgemm calls";
+  let summary = "Replaces buffer contractions by cblas_sgemm/dgemm calls";
   let description = [{
     On bufferised IR, every linalg op that computes
     `C(i, j) += A(i, k) * B(k, j)` becomes one CBLAS call. This covers
     `linalg.matmul` with any indexing maps, and the `linalg.generic`
     contractions autodiff emits for weight gradients (`dW = dYᵀ X`). A and
-    B may each be transposed; C may be written transposed (A and B swap).
-    All three must be 2-D f32 (or f64) memrefs with unit inner stride. The
-    leading dimension comes from the outer stride, so row-contiguous views
-    need no copy. Everything else (batched attention contractions,
-    reductions) is left to the loops.
+    B may each be transposed. The matrices must be f32 (or f64) with unit
+    stride along their memref's last dimension, which must be one of the
+    two matrix dimensions; the leading dimension is the other one's stride,
+    so strided views (a head inside `[batch, seq, heads, dim]`) need no
+    copy.
+
+    A contraction with batch dimensions (C's leading dimensions, e.g.
+    attention's `Q Kᵀ` over batch and heads) becomes a loop nest over them
+    with one call per batch element, at each operand's offset; A or B may
+    skip a batch dimension (grouped-query attention's shared K and V).
+    Everything else (reductions, non-contiguous rows) is left to the loops.
 
     ```mlir
     linalg.matmul ins(%x, %w : memref<32x64xf32>, memref<64x64xf32>)
@@ -138,7 +144,8 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::LLVM::LLVMDialect",
-                           "::mlir::memref::MemRefDialect"];
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
 }
 
 def TrainFuseLinearCrossEntropyPass

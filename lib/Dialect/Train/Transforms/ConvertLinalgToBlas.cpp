@@ -1,7 +1,8 @@
-//===- ConvertLinalgToBlas.cpp - 2-D contractions to cblas_?gemm ----------===//
+//===- ConvertLinalgToBlas.cpp - contractions to cblas_?gemm ---------------===//
 //
-// CBLAS takes 32-bit sizes (Debian's libopenblas is LP64); larger
-// dimensions are left to the loops.
+// A contraction with batch dimensions (attention's) becomes a loop nest of
+// GEMM calls, one per batch element. CBLAS takes 32-bit sizes (Debian's
+// libopenblas is LP64); larger dimensions are left to the loops.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,9 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <limits>
 
 namespace loom::train {
 #define GEN_PASS_DEF_CONVERTLINALGTOBLASPASS
@@ -45,59 +49,108 @@ bool isMulAdd(linalg::LinalgOp op) {
          (mul.getLhs() == b && mul.getRhs() == a);
 }
 
-/// The two loop dimensions a 2-result projected-permutation map reads.
-std::optional<std::pair<unsigned, unsigned>> dimsOf(AffineMap map) {
-  if (map.getNumResults() != 2 || !map.isProjectedPermutation())
-    return std::nullopt;
-  return std::make_pair(map.getDimPosition(0), map.getDimPosition(1));
-}
-
-struct Gemm {
-  Value a, b, c;
-  bool transA, transB;
+/// One operand of a GEMM: its memref, whether the matrix is read transposed,
+/// the memref dimension whose stride is the leading dimension, and the
+/// memref dimension each batch loop indexes (-1: not read, stride 0).
+struct Matrix {
+  Value memref;
+  bool transposed;
+  unsigned lead;
+  SmallVector<int64_t> batchPos;
 };
 
-/// Recognises C(i,j) += A(i|k, k|i) * B(k|j, j|k) with 2-D f32/f64 memrefs.
+struct Gemm {
+  Matrix a, b, c;
+  int64_t m, n, k;
+  /// The batch loops' sizes, outermost first.
+  SmallVector<int64_t> batch;
+};
+
+/// `operand` as a matrix over loop dimensions (row, col): the map must
+/// read both, plus only batch loops; the memref's last dimension must be
+/// one of them with a unit stride.
+std::optional<Matrix> matrixOf(Value operand, AffineMap map, unsigned row,
+                               unsigned col, ArrayRef<unsigned> batchLoops) {
+  auto type = dyn_cast<MemRefType>(operand.getType());
+  if (!type || !map.isProjectedPermutation() || map.getNumResults() < 2)
+    return std::nullopt;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)) || strides.back() != 1)
+    return std::nullopt;
+  std::optional<unsigned> rowPos = map.getResultPosition(
+                              getAffineDimExpr(row, map.getContext())),
+                          colPos = map.getResultPosition(
+                              getAffineDimExpr(col, map.getContext()));
+  unsigned last = map.getNumResults() - 1;
+  if (!rowPos || !colPos || (*rowPos != last && *colPos != last))
+    return std::nullopt;
+  Matrix m{operand, /*transposed=*/*rowPos == last,
+           /*lead=*/*rowPos == last ? *colPos : *rowPos, {}};
+  unsigned batchRead = 0;
+  for (unsigned loop : batchLoops) {
+    std::optional<unsigned> pos =
+        map.getResultPosition(getAffineDimExpr(loop, map.getContext()));
+    m.batchPos.push_back(pos ? int64_t(*pos) : -1);
+    batchRead += pos.has_value();
+  }
+  if (batchRead + 2 != map.getNumResults())
+    return std::nullopt;
+  return m;
+}
+
+/// Recognises C(b.., i, j) += A(b.., i|k, k|i) * B(b.., k|j, j|k) on f32/f64
+/// memrefs whose rows are contiguous: batch loops are every parallel loop
+/// but C's last two, and A or B may skip one (a broadcast, stride 0).
 std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op.getNumLoops() != 3 ||
-      op.getNumReductionLoops() != 1 || !isMulAdd(op))
+      op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
+      !isMulAdd(op))
     return std::nullopt;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
-  auto c = dimsOf(maps[2]), x = dimsOf(maps[0]), y = dimsOf(maps[1]);
-  if (!c || !x || !y)
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic) ||
+      !maps[2].isProjectedPermutation() ||
+      maps[2].getNumResults() + 1 != op.getNumLoops())
     return std::nullopt;
-  unsigned i = c->first, j = c->second;
+  unsigned rank = maps[2].getNumResults();
+  if (rank < 2)
+    return std::nullopt;
+  unsigned i = maps[2].getDimPosition(rank - 2),
+           j = maps[2].getDimPosition(rank - 1), k = 0;
+  SmallVector<unsigned> batchLoops;
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
-  if (iterators[i] != utils::IteratorType::parallel ||
-      iterators[j] != utils::IteratorType::parallel)
+  for (unsigned d = 0; d < op.getNumLoops(); ++d)
+    if (iterators[d] == utils::IteratorType::reduction)
+      k = d;
+  if (maps[2].isFunctionOfDim(k))
     return std::nullopt;
-  unsigned k = 3 - i - j;
-  Value a = op.getDpsInputs()[0], b = op.getDpsInputs()[1];
+  for (unsigned r = 0; r + 2 < rank; ++r)
+    batchLoops.push_back(maps[2].getDimPosition(r));
+  Value x = op.getDpsInputs()[0], y = op.getDpsInputs()[1];
+  AffineMap xMap = maps[0], yMap = maps[1];
   // The operand that reads row i is A.
-  auto reads = [](std::pair<unsigned, unsigned> d, unsigned dim) {
-    return d.first == dim || d.second == dim;
-  };
-  if (reads(*y, i) && reads(*x, j))
-    std::swap(a, b), std::swap(x, y);
-  if (!reads(*x, i) || !reads(*x, k) || !reads(*y, k) || !reads(*y, j))
+  if (!xMap.isFunctionOfDim(i))
+    std::swap(x, y), std::swap(xMap, yMap);
+  std::optional<Matrix> a = matrixOf(x, xMap, i, k, batchLoops),
+                        b = matrixOf(y, yMap, k, j, batchLoops),
+                        c = matrixOf(op.getDpsInits()[0], maps[2], i, j,
+                                     batchLoops);
+  if (!a || !b || !c || c->transposed)
     return std::nullopt;
-  for (Value v : {a, b, op.getDpsInits()[0]}) {
-    auto type = dyn_cast<MemRefType>(v.getType());
-    if (!type || type.getRank() != 2 ||
-        type.getElementType() != cast<MemRefType>(a.getType()).getElementType())
+  Type element = cast<MemRefType>(c->memref.getType()).getElementType();
+  if ((!element.isF32() && !element.isF64()) ||
+      cast<MemRefType>(a->memref.getType()).getElementType() != element ||
+      cast<MemRefType>(b->memref.getType()).getElementType() != element)
+    return std::nullopt;
+  // CBLAS takes 32-bit sizes.
+  for (unsigned d : {i, j, k})
+    if (ranges[d] > std::numeric_limits<int32_t>::max())
       return std::nullopt;
-    Type element = type.getElementType();
-    if (!element.isF32() && !element.isF64())
-      return std::nullopt;
-    // Rows must be contiguous: unit inner stride.
-    SmallVector<int64_t> strides;
-    int64_t offset;
-    if (failed(type.getStridesAndOffset(strides, offset)) || strides[1] != 1)
-      return std::nullopt;
-  }
-  return Gemm{a, b, op.getDpsInits()[0], /*transA=*/x->first == k,
-              /*transB=*/y->first == j};
+  Gemm gemm{*a, *b, *c, ranges[i], ranges[j], ranges[k], {}};
+  for (unsigned loop : batchLoops)
+    gemm.batch.push_back(ranges[loop]);
+  return gemm;
 }
 
 struct ConvertLinalgToBlasPass
@@ -114,7 +167,7 @@ struct ConvertLinalgToBlasPass
       return signalPassFailure();
     }
     bool cublas = library == "cublas";
-    SmallVector<std::pair<linalg::LinalgOp, Gemm>> gemms;
+    std::vector<std::pair<linalg::LinalgOp, Gemm>> gemms;
     module.walk([&](linalg::LinalgOp op) {
       if (std::optional<Gemm> gemm = matchGemm(op))
         gemms.push_back({op, *gemm});
@@ -127,7 +180,8 @@ struct ConvertLinalgToBlasPass
     auto ptr = LLVM::LLVMPointerType::get(ctx);
     for (auto [op, gemm] : gemms) {
       Location loc = op.getLoc();
-      Type element = cast<MemRefType>(gemm.c.getType()).getElementType();
+      Type element =
+          cast<MemRefType>(gemm.c.memref.getType()).getElementType();
       bool f64 = element.isF64();
       StringRef name = cublas ? (f64 ? "loomrt_cublas_dgemm"
                                      : "loomrt_cublas_sgemm")
@@ -147,32 +201,49 @@ struct ConvertLinalgToBlasPass
         }
       }
       builder.setInsertionPoint(op);
-      // Base pointer + offset, and the leading dimension, of each operand.
-      auto operand = [&](Value memref) -> std::pair<Value, Value> {
-        auto meta =
-            memref::ExtractStridedMetadataOp::create(builder, loc, memref);
-        Value base = memref::ExtractAlignedPointerAsIndexOp::create(
-            builder, loc, memref);
-        Value bytes = arith::MulIOp::create(
-            builder, loc, meta.getOffset(),
-            arith::ConstantIndexOp::create(builder, loc, f64 ? 8 : 4));
+      auto index = [&](int64_t v) -> Value {
+        return arith::ConstantIndexOp::create(builder, loc, v);
+      };
+      // Each operand's metadata once; then one call per batch element, at
+      // base + (offset + sum of batch index x stride) elements.
+      SmallVector<memref::ExtractStridedMetadataOp> metas;
+      SmallVector<Value> bases;
+      for (Matrix *x : {&gemm.a, &gemm.b, &gemm.c}) {
+        metas.push_back(
+            memref::ExtractStridedMetadataOp::create(builder, loc, x->memref));
+        bases.push_back(memref::ExtractAlignedPointerAsIndexOp::create(
+            builder, loc, x->memref));
+      }
+      SmallVector<Value> batchIndex;
+      for (int64_t size : gemm.batch) {
+        auto loop = scf::ForOp::create(builder, loc, index(0), index(size),
+                                       index(1));
+        builder.setInsertionPointToStart(loop.getBody());
+        batchIndex.push_back(loop.getInductionVar());
+      }
+      auto operand = [&](unsigned which,
+                         const Matrix &x) -> std::pair<Value, Value> {
+        memref::ExtractStridedMetadataOp meta = metas[which];
+        Value elements = meta.getOffset();
+        for (auto [pos, iv] : llvm::zip(x.batchPos, batchIndex))
+          if (pos >= 0)
+            elements = arith::AddIOp::create(
+                builder, loc, elements,
+                arith::MulIOp::create(builder, loc, iv,
+                                      meta.getStrides()[pos]));
+        Value bytes =
+            arith::MulIOp::create(builder, loc, elements, index(f64 ? 8 : 4));
         Value address = arith::IndexCastOp::create(
             builder, loc, i64,
-            arith::AddIOp::create(builder, loc, base, bytes));
+            arith::AddIOp::create(builder, loc, bases[which], bytes));
         Value pointer = LLVM::IntToPtrOp::create(builder, loc, ptr, address);
         Value lead = arith::IndexCastOp::create(builder, loc, i32,
-                                                meta.getStrides()[0]);
+                                                meta.getStrides()[x.lead]);
         return {pointer, lead};
       };
-      auto dim = [&](Value memref, int64_t d) -> Value {
-        return arith::IndexCastOp::create(
-            builder, loc, i32, memref::DimOp::create(builder, loc, memref, d));
-      };
-      auto [pa, lda] = operand(gemm.a);
-      auto [pb, ldb] = operand(gemm.b);
-      auto [pc, ldc] = operand(gemm.c);
-      Value m = dim(gemm.c, 0), n = dim(gemm.c, 1);
-      Value k = dim(gemm.a, gemm.transA ? 0 : 1);
+      auto [pa, lda] = operand(0, gemm.a);
+      auto [pb, ldb] = operand(1, gemm.b);
+      auto [pc, ldc] = operand(2, gemm.c);
       auto i32Const = [&](int32_t v) -> Value {
         return arith::ConstantIntOp::create(builder, loc, i32, v);
       };
@@ -181,9 +252,11 @@ struct ConvertLinalgToBlasPass
       func::CallOp::create(
           builder, loc, callee,
           ValueRange{i32Const(kRowMajor),
-                     i32Const(gemm.transA ? kTrans : kNoTrans),
-                     i32Const(gemm.transB ? kTrans : kNoTrans), m, n, k, one,
-                     pa, lda, pb, ldb, one, pc, ldc});
+                     i32Const(gemm.a.transposed ? kTrans : kNoTrans),
+                     i32Const(gemm.b.transposed ? kTrans : kNoTrans),
+                     i32Const(int32_t(gemm.m)), i32Const(int32_t(gemm.n)),
+                     i32Const(int32_t(gemm.k)), one, pa, lda, pb, ldb, one, pc,
+                     ldc});
       op->erase();
     }
   }
