@@ -476,6 +476,26 @@ cublasOperation_t operation(int cblasTrans) {
   return cblasTrans == 111 ? CUBLAS_OP_N : CUBLAS_OP_T;
 }
 
+/// C = alpha op(A) op(B) + beta C on row-major matrices, on the compute
+/// stream. A row-major matrix is its column-major transpose, so cuBLAS
+/// computes Cᵀ = op(B)ᵀ op(A)ᵀ. The message is built only on failure.
+template <typename T, typename Gemm>
+void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
+                  int32_t transB, int32_t m, int32_t n, int32_t k, T alpha,
+                  const T *a, int32_t lda, const T *b, int32_t ldb, T beta,
+                  T *c, int32_t ldc) {
+  Context &ctx = context();
+  if (order != 101)
+    ctx.abort(std::string(name) + ": only row-major (CblasRowMajor)");
+  ctx.busy();
+  cublasStatus_t status =
+      gemm(ctx.blas, operation(transB), operation(transA), n, m, k, &alpha, b,
+           ldb, a, lda, &beta, c, ldc);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    ctx.check(status, std::string(name) + " (" + std::to_string(m) + "x" +
+                          std::to_string(n) + "x" + std::to_string(k) + ")");
+}
+
 } // namespace
 
 extern "C" {
@@ -538,34 +558,21 @@ void loomrt_gather_f32(const float *in, int64_t count, float *out,
 double loomrt_now_us(void) { return context().nowUs(); }
 
 // Matmuls: convert-linalg-to-blas{library=cublas} calls these with CBLAS's
-// row-major arguments. A row-major matrix is its column-major transpose, so
-// C = op(A) op(B) is computed as Cᵀ = op(B)ᵀ op(A)ᵀ.
-void loomrt_cublas_sgemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
-                         int32_t n, int32_t k, float alpha, const float *a,
-                         int32_t lda, const float *b, int32_t ldb, float beta,
-                         float *c, int32_t ldc) {
-  if (order != 101)
-    context().abort("loomrt_cublas_sgemm: only row-major (CblasRowMajor)");
-  context().busy();
-  context().check(cublasSgemm(context().blas, operation(transB),
-                              operation(transA), n, m, k, &alpha, b, ldb, a,
-                              lda, &beta, c, ldc),
-                  "cublasSgemm (" + std::to_string(m) + "x" +
-                      std::to_string(n) + "x" + std::to_string(k) + ")");
+// row-major arguments.
+void loomrt_cublas_sgemm(int32_t order, int32_t transA, int32_t transB,
+                         int32_t m, int32_t n, int32_t k, float alpha,
+                         const float *a, int32_t lda, const float *b,
+                         int32_t ldb, float beta, float *c, int32_t ldc) {
+  rowMajorGemm(cublasSgemm, "cublasSgemm", order, transA, transB, m, n, k,
+               alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void loomrt_cublas_dgemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
-                         int32_t n, int32_t k, double alpha, const double *a,
-                         int32_t lda, const double *b, int32_t ldb, double beta,
-                         double *c, int32_t ldc) {
-  if (order != 101)
-    context().abort("loomrt_cublas_dgemm: only row-major (CblasRowMajor)");
-  context().busy();
-  context().check(cublasDgemm(context().blas, operation(transB),
-                              operation(transA), n, m, k, &alpha, b, ldb, a,
-                              lda, &beta, c, ldc),
-                  "cublasDgemm (" + std::to_string(m) + "x" +
-                      std::to_string(n) + "x" + std::to_string(k) + ")");
+void loomrt_cublas_dgemm(int32_t order, int32_t transA, int32_t transB,
+                         int32_t m, int32_t n, int32_t k, double alpha,
+                         const double *a, int32_t lda, const double *b,
+                         int32_t ldb, double beta, double *c, int32_t ldc) {
+  rowMajorGemm(cublasDgemm, "cublasDgemm", order, transA, transB, m, n, k,
+               alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run

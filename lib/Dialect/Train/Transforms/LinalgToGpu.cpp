@@ -313,17 +313,19 @@ struct LinalgToGpu {
       return success();
     }
     bool whole = anchor == op.getOperation();
+    // The op is replaced as it is generalised and interchanged.
+    Location loc = op.getLoc();
     rewriter.setInsertionPoint(op);
     FailureOr<linalg::GenericOp> generic =
         isa<linalg::GenericOp>(op.getOperation())
             ? FailureOr<linalg::GenericOp>(cast<linalg::GenericOp>(op))
             : linalg::generalizeNamedOp(rewriter, op);
     if (failed(generic))
-      return op.emitError("loom-linalg-to-gpu: cannot generalise this op");
+      return emitError(loc, "loom-linalg-to-gpu: cannot generalise this op");
     if (!llvm::equal(order, llvm::seq<unsigned>(0, order.size()))) {
       generic = linalg::interchangeGenericOp(rewriter, *generic, order);
       if (failed(generic))
-        return op.emitError("loom-linalg-to-gpu: cannot interchange loops");
+        return emitError(loc, "loom-linalg-to-gpu: cannot interchange loops");
     }
     if (whole) {
       anchor = *generic;
@@ -340,17 +342,18 @@ struct LinalgToGpu {
     FailureOr<linalg::LinalgLoops> loops =
         linalg::linalgOpToParallelLoops(rewriter, *generic);
     if (failed(loops))
-      return generic->emitError("loom-linalg-to-gpu: cannot lower to loops");
+      return emitError(loc, "loom-linalg-to-gpu: cannot lower to loops");
     rewriter.eraseOp(*generic);
     if (parallelSizes.empty())
       return success();
     // The outer scf.parallel over every parallel dimension: its induction
     // variables are the delinearised thread index.
-    auto parallel = dyn_cast<scf::ParallelOp>(loops->front());
+    auto parallel = loops->empty()
+                        ? scf::ParallelOp()
+                        : dyn_cast<scf::ParallelOp>(loops->front());
     if (!parallel || parallel.getNumLoops() != parallelSizes.size())
-      return parallel->emitError(
-          "loom-linalg-to-gpu: expected one loop over the parallel "
-          "dimensions");
+      return emitError(loc, "loom-linalg-to-gpu: expected one loop over the "
+                            "parallel dimensions");
     rewriter.setInsertionPoint(parallel);
     SmallVector<Value> indices =
         delinearize(parallel.getLoc(), linear, parallelSizes);
