@@ -26,24 +26,13 @@ import re
 import subprocess
 import sys
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python-bindings"))
+from harness import CORPUS, ROOT, Check, mpi_env  # noqa: E402
 from loom.models.llama import CONFIGS, build_forward  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
 STEPS = 20
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "60"}
-CORPUS = next(p for p in ("/usr/share/common-licenses/GPL-3",
-                          "/usr/share/doc/cmake/copyright",
-                          os.path.join(ROOT, "README.md")) if os.path.exists(p))
-failures = 0
-
-
-def check(ok: bool, message: str) -> None:
-    global failures
-    print(("PASS: " if ok else "FAIL: ") + message, flush=True)
-    failures += not ok
+MPI_ENV = mpi_env(60)
+check = Check()
 
 
 def loomc(*args: str) -> subprocess.CompletedProcess:
@@ -128,7 +117,7 @@ def main() -> int:
         two = run(os.path.join(work, "r2-z3-cuda"), 2, "--steps", "1")
         check(two.returncode != 0 and two.stderr.count("no GPU") >= 1,
               f"and under mpirun -np 2 (exit {two.returncode}, no hang)")
-        return 1 if failures else 0
+        return 1 if check.failures else 0
 
     # A GPU: the CUDA trainer against the CPU trainer.
     gpus = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
@@ -157,7 +146,7 @@ def main() -> int:
             check(row["peak_bytes"] == int(row["planned_peak_bytes"]),
                   f"{name}: the step's device memory {row['peak_bytes']} = plan "
                   f"{row['planned_peak_bytes']}")
-    return 1 if failures else 0
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

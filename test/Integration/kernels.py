@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -28,22 +29,12 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python-bindings"))
+from harness import CORPUS, ROOT, Check  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
 B, S, D, V, H, KV, HD, F = 2, 32, 64, 128, 4, 2, 16, 96
 STEPS = 3
-CORPUS = next(p for p in ("/usr/share/common-licenses/GPL-3",
-                          "/usr/share/doc/cmake/copyright",
-                          os.path.join(ROOT, "README.md")) if os.path.exists(p))
-failures = 0
-
-
-def check(ok: bool, message: str) -> None:
-    global failures
-    print(("PASS: " if ok else "FAIL: ") + message, flush=True)
-    failures += not ok
+check = Check()
 
 
 def matmul(out: str, x: str, w: str, rows: int, cols: int, inner: int) -> str:
@@ -120,7 +111,7 @@ def forward(op: str) -> str:
 """
 
 
-def train(exe: str, work: str) -> tuple[list[float], dict[str, np.ndarray]]:
+def train(exe: str) -> tuple[list[float], dict[str, np.ndarray]]:
     ckpt = exe + ".ckpt"
     shutil.rmtree(ckpt, ignore_errors=True)
     proc = subprocess.run([exe, "--data", CORPUS, "--steps", str(STEPS), "--log", exe + ".jsonl",
@@ -128,7 +119,6 @@ def train(exe: str, work: str) -> tuple[list[float], dict[str, np.ndarray]]:
     if proc.returncode:
         print(proc.stderr[-2000:])
         return [], {}
-    import json
     with open(exe + ".jsonl") as f:
         losses = [json.loads(line)["loss"] for line in f]
     os.remove(exe + ".jsonl")
@@ -165,7 +155,7 @@ def main() -> int:
                                    *flags, "-o", exe], capture_output=True, text=True)
             if proc.returncode:
                 print(proc.stderr[-3000:])
-            runs[kind] = train(exe, args.dir) if proc.returncode == 0 else ([], {})
+            runs[kind] = train(exe) if proc.returncode == 0 else ([], {})
         (want, want_state), (got, got_state) = runs["cpu"], runs["gpu"]
         loss_err = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
         state_err = max((float(np.abs(got_state[n] - w).max() / max(np.abs(w).max(), 1e-30))
@@ -174,7 +164,7 @@ def main() -> int:
               and loss_err <= tolerance and state_err <= tolerance,
               f"{op}: {STEPS} losses within {loss_err:.1e} and {len(want_state)} updated "
               f"tensors within {state_err:.1e} (relative to each tensor's largest value)")
-    return 1 if failures else 0
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":

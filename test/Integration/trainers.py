@@ -30,8 +30,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-sys.path.insert(0, os.path.join(ROOT, "python-bindings"))
+from harness import CORPUS, ROOT, Check, mpi_env  # noqa: E402
 from loom.models.llama import CONFIGS, build_forward  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
@@ -61,25 +60,8 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"]}
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "20"}
-failures = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global failures
-    failures += not ok
-    print(f"{'ok' if ok else 'FAIL'} {what}", flush=True)
-
-
-def corpus(work: str) -> str:
-    # Installed documentation text: the same bytes on every machine with
-    # the package, and it is always there (CMake's own copyright file).
-    for path in ("/usr/share/common-licenses/GPL-3", "/usr/share/doc/cmake/copyright",
-                 os.path.join(ROOT, "README.md")):
-        if os.path.exists(path):
-            return path
-    raise SystemExit("no corpus found")
+MPI_ENV = mpi_env(20)
+check = Check()
 
 
 def build(work: str) -> None:
@@ -110,7 +92,7 @@ def build(work: str) -> None:
 
 
 def run(work, name, ranks, *args, expect_fail=False, env=None, timeout=120):
-    cmd = [os.path.join(work, name), "--data", corpus(work), *args]
+    cmd = [os.path.join(work, name), "--data", CORPUS, *args]
     if ranks > 1:
         cmd = ["mpirun", "-np", str(ranks), *cmd]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -240,7 +222,7 @@ def torch_reference(work: str) -> None:
     shutil.rmtree(init, ignore_errors=True)
     run(work, "r1-sgd", 1, "--steps", "0", "--checkpoint", init)
     before = {n: np.load(os.path.join(init, "step-0", f"param.{n}.npy")) for n in names}
-    data = np.frombuffer(open(corpus(work), "rb").read(), np.uint8).astype(np.int64)
+    data = np.frombuffer(open(CORPUS, "rb").read(), np.uint8).astype(np.int64)
     seq, span = cfg.seq, len(data) - cfg.seq - 1
     starts = [(b * seq) % span for b in range(cfg.batch)]
     tokens = np.stack([data[s:s + seq] for s in starts])
@@ -312,7 +294,7 @@ def bad_input(work: str) -> None:
         ranks = opts.get("ranks", 4)
         cmd = ["mpirun", "-np", str(ranks), os.path.join(work, "r4-z3")]
         if not data:
-            cmd += ["--data", corpus(work)]
+            cmd += ["--data", CORPUS]
         cmd += proc_args
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
@@ -336,8 +318,8 @@ def main() -> int:
     args = parser.parse_args()
     {"build": build, "equal": equal, "resume": resume, "reshard": reshard,
      "torch": torch_reference, "bad-input": bad_input}[args.test](args.dir)
-    print(f"{'FAIL' if failures else 'PASS'}: trainers.py {args.test}")
-    return 1 if failures else 0
+    print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
+    return 1 if check.failures else 0
 
 
 if __name__ == "__main__":
