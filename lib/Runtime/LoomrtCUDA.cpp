@@ -107,6 +107,12 @@ public:
     busySinceUs.compare_exchange_strong(none, nowUs());
   }
   cudaKernel_t kernel(Module &module, const char *name);
+  /// The device's memory in use (every process's), from cudaMemGetInfo.
+  int64_t usedBytes() {
+    size_t free = 0, total = 0;
+    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+    return int64_t(total - free);
+  }
 
   double nowUs() const {
     return std::chrono::duration<double, std::micro>(Clock::now() - epoch)
@@ -114,6 +120,8 @@ public:
   }
 
   int rank = 0, size = 1, device = -1;
+  /// In use once the context existed: the baseline of loomrt_device_used_bytes.
+  int64_t contextBytes = 0;
   bool initialised = false;
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t blas = nullptr;
@@ -193,6 +201,8 @@ int Context::init(int *argc, char ***argv) {
   device = localRank;
   initialised = true;
   check(cudaSetDevice(device), "cudaSetDevice");
+  check(cudaFree(nullptr), "creating the CUDA context");
+  contextBytes = usedBytes();
   check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
         "creating the compute stream");
   check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
@@ -520,6 +530,10 @@ void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {
 }
 
 void loomrt_step_sync(void) { context().stepSync(); }
+int64_t loomrt_device_used_bytes(void) {
+  Context &c = context();
+  return c.usedBytes() - c.contextBytes;
+}
 
 void *loomrt_device_alloc(int64_t bytes) {
   void *pointer = nullptr;

@@ -313,6 +313,7 @@ void loomrt_copy_to_host(void *, const void *, int64_t) {
   context().abort("loomrt_copy_to_host: the MPI backend has no device");
 }
 void loomrt_step_sync(void) {}
+int64_t loomrt_device_used_bytes(void) { return -1; }
 
 double loomrt_now_us(void) { return context().nowUs(); }
 

@@ -570,7 +570,7 @@ int main(int argc, char **argv) {
                      "\"planned_peak_bytes\": %s, "
                      "\"planned_arena_bytes\": %s, "
                      "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
-                     "\"rss_bytes\": %lld, "
+                     "\"rss_bytes\": %lld, \"device_bytes\": %lld, "
                      "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
                      (long long)step, lossValue, tokensPerS,
                      (long long)peakBytes,
@@ -578,7 +578,8 @@ int main(int argc, char **argv) {
                      property(m, "planned_peak_bytes"),
                      property(m, "planned_arena_bytes"),
                      property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
-                     (long long)peakResidentBytes(), worst[0], worst[1]);
+                     (long long)peakResidentBytes(),
+                     (long long)loomrt_device_used_bytes(), worst[0], worst[1]);
         std::fflush(log);
       }
     }

@@ -111,10 +111,11 @@ def forward(op: str) -> str:
 """
 
 
-def train(exe: str) -> tuple[list[float], dict[str, np.ndarray]]:
+def train(exe: str, data: str = CORPUS) -> tuple[list[float], dict[str, np.ndarray]]:
+    """Trains STEPS steps on `data`; the losses and the updated parameters."""
     ckpt = exe + ".ckpt"
     shutil.rmtree(ckpt, ignore_errors=True)
-    proc = subprocess.run([exe, "--data", CORPUS, "--steps", str(STEPS), "--log", exe + ".jsonl",
+    proc = subprocess.run([exe, "--data", data, "--steps", str(STEPS), "--log", exe + ".jsonl",
                            "--checkpoint", ckpt], capture_output=True, text=True, timeout=300)
     if proc.returncode:
         print(proc.stderr[-2000:])
@@ -156,15 +157,21 @@ def main() -> int:
             if proc.returncode:
                 print(proc.stderr[-3000:])
             runs[kind] = train(exe) if proc.returncode == 0 else ([], {})
-        (want, want_state), (got, got_state) = runs["cpu"], runs["gpu"]
-        loss_err = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
-        state_err = max((float(np.abs(got_state[n] - w).max() / max(np.abs(w).max(), 1e-30))
-                         for n, w in want_state.items() if n in got_state), default=1.0)
-        check(len(got) == STEPS and len(want) == STEPS and set(got_state) == set(want_state)
-              and loss_err <= tolerance and state_err <= tolerance,
-              f"{op}: {STEPS} losses within {loss_err:.1e} and {len(want_state)} updated "
-              f"tensors within {state_err:.1e} (relative to each tensor's largest value)")
+        compare(op, runs["cpu"], runs["gpu"], tolerance)
     return 1 if check.failures else 0
+
+
+def compare(op: str, cpu: tuple[list[float], dict[str, np.ndarray]],
+            gpu: tuple[list[float], dict[str, np.ndarray]], tolerance: float) -> None:
+    """Checks the GPU run's losses and updated parameters against the CPU's."""
+    (want, want_state), (got, got_state) = cpu, gpu
+    loss_err = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
+    state_err = max((float(np.abs(got_state[n] - w).max() / max(np.abs(w).max(), 1e-30))
+                     for n, w in want_state.items() if n in got_state), default=1.0)
+    check(len(got) == STEPS and len(want) == STEPS and set(got_state) == set(want_state)
+          and loss_err <= tolerance and state_err <= tolerance,
+          f"{op}: {STEPS} losses within {loss_err:.1e} and {len(want_state)} updated "
+          f"tensors within {state_err:.1e} (relative to each tensor's largest value)")
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ static std::string loweringPipeline() {
                    "block-reduce-min={3}}), "
                    "func.func(convert-parallel-loops-to-gpu), canonicalize, "
                    "expand-strided-metadata, lower-affine, "
-                   "gpu-kernel-outlining, "
+                   "gpu-kernel-outlining, loom-name-gpu-kernels, "
                    "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
                    "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), gpu-to-llvm, "
                    "gpu-module-to-binary{{format=isa toolkit={2}}, ",
@@ -277,8 +277,12 @@ LogicalResult emitObject(llvm::Module &module, StringRef path) {
            << error << "\n";
     return failure();
   }
+  // Constructors in .init_array: crtbegin and lld no longer run .ctors, and
+  // the CUDA target's kernel modules are loaded by a global constructor.
+  TargetOptions options;
+  options.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
-      triple, sys::getHostCPUName(), "", TargetOptions(), Reloc::PIC_,
+      triple, sys::getHostCPUName(), "", options, Reloc::PIC_,
       std::nullopt,
       optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
   module.setTargetTriple(triple);
@@ -364,7 +368,12 @@ LogicalResult link(StringRef object, StringRef exe) {
     for (const char *lib : {"-lcublas", "-lnccl", "-lcudart"})
       args.push_back(lib);
   }
+  // Only what the step calls is a dependency: a trainer that needs nothing
+  // from the MLIR runner utilities must not pull in libMLIR and libLLVM, so
+  // it runs on machines without an LLVM installation.
+  args.push_back("-Wl,--push-state,--as-needed");
   args.push_back(LOOM_C_RUNNER_UTILS);
+  args.push_back("-Wl,--pop-state");
   args.push_back("-Wl,-rpath," +
                  sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
   if (target == "cpu")

@@ -94,6 +94,12 @@ void loomrt_copy_to_host(void *host, const void *device, int64_t bytes);
  * with a message naming the operation. */
 void loomrt_step_sync(void);
 
+/* Device memory in use on this rank's GPU beyond what its CUDA context took
+ * at start-up (cudaMemGetInfo): the step's arena, the trainer's buffers,
+ * cuBLAS's workspace, NCCL's buffers and the loaded kernels. -1 on the MPI
+ * backend. The measured side of "device memory against the plan". */
+int64_t loomrt_device_used_bytes(void);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer

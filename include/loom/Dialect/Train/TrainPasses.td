@@ -421,4 +421,24 @@ def LoomPackBuffersPass : Pass<"loom-pack-buffers", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def LoomNameGpuKernelsPass : Pass<"loom-name-gpu-kernels", "::mlir::ModuleOp"> {
+  let summary = "Names each outlined kernel after its gpu.module";
+  let description = [{
+    `gpu-kernel-outlining` names every kernel of a function `<func>_kernel`
+    and uniques only the modules, so a step's few hundred kernels all share
+    one entry name and profilers (Nsight Compute, the CUDA trace) cannot tell
+    them apart. This pass renames the kernel of each `gpu.module` that holds
+    one `gpu.func` kernel to the module's own (unique) name and updates every
+    `gpu.launch_func` that calls it.
+
+    ```mlir
+    gpu.module @step_kernel_3 {                 gpu.module @step_kernel_3 {
+      gpu.func @step_kernel(...) kernel           gpu.func @step_kernel_3(...) kernel
+    }                                           }
+    gpu.launch_func @step_kernel_3::@step_kernel  gpu.launch_func @step_kernel_3::@step_kernel_3
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD
