@@ -16,6 +16,11 @@
 // stream, from their events; exposed_us (time the compute stream stalled on
 // a wait) is not measured on the GPU and is 0.
 //
+// LOOMRT_PROFILE=1 times every kernel and GEMM with events (which adds a
+// little time to each launch) and prints, at exit, the device time per
+// kernel and GEMM shape, per step, with the device memory taken by the
+// CUDA context, cuBLAS and NCCL.
+//
 // The MLIR host code loomc emits (gpu-to-llvm) calls the mgpu* functions
 // defined here. Kernels are loaded with cudart's library API, never the
 // driver API directly, so the trainer starts without a driver and says that
@@ -31,6 +36,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,6 +88,23 @@ struct Module {
   std::unordered_map<std::string, cudaKernel_t> kernels;
 };
 
+/// LOOMRT_PROFILE: device time by kernel (or GEMM shape).
+struct Profile {
+  struct Span {
+    std::string name;
+    cudaEvent_t begin, end;
+  };
+  struct Total {
+    int64_t launches = 0;
+    double ms = 0;
+  };
+  std::vector<Span> pending;
+  std::map<std::string, Total> totals;
+  double stepMs = 0;
+  int64_t steps = 0;
+  std::vector<std::pair<std::string, int64_t>> memory;
+};
+
 /// The whole state of the CUDA backend.
 class Context {
 public:
@@ -107,6 +130,19 @@ public:
     busySinceUs.compare_exchange_strong(none, nowUs());
   }
   cudaKernel_t kernel(Module &module, const char *name);
+  /// Runs `enqueue` (one launch on the compute stream), timed under `name`
+  /// when profiling.
+  template <typename F> void timed(const std::string &name, F enqueue) {
+    if (!profile) {
+      enqueue();
+      return;
+    }
+    Profile::Span span{name, event(), event()};
+    check(cudaEventRecord(span.begin, compute), "profiling " + name);
+    enqueue();
+    check(cudaEventRecord(span.end, compute), "profiling " + name);
+    profile->pending.push_back(span);
+  }
   /// The device's memory in use (every process's), from cudaMemGetInfo.
   int64_t usedBytes() {
     size_t free = 0, total = 0;
@@ -122,6 +158,7 @@ public:
   int rank = 0, size = 1, device = -1;
   /// In use once the context existed: the baseline of loomrt_device_used_bytes.
   int64_t contextBytes = 0;
+  std::unique_ptr<Profile> profile;
   bool initialised = false;
   cudaStream_t compute = nullptr, comm = nullptr;
   cublasHandle_t blas = nullptr;
@@ -129,6 +166,11 @@ public:
 
 private:
   cudaEvent_t event();
+  /// The communicator, made at the first collective: a one-rank step has
+  /// none, and NCCL's buffers then cost no device memory.
+  void ensureNccl();
+  void profileStep(double stepMs);
+  void printProfile();
   /// The collective a stuck or failed step was waiting for, or "".
   std::string pending();
 
@@ -203,7 +245,10 @@ int Context::init(int *argc, char ***argv) {
   check(cudaSetDevice(device), "cudaSetDevice");
   check(cudaFree(nullptr), "creating the CUDA context");
   contextBytes = usedBytes();
-  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+  if (const char *p = std::getenv("LOOMRT_PROFILE"); p && *p && *p != '0') {
+    profile = std::make_unique<Profile>();
+    profile->memory.push_back({"CUDA context", contextBytes});
+  }  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
         "creating the compute stream");
   check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
         "creating the communication stream");
@@ -220,15 +265,69 @@ int Context::init(int *argc, char ***argv) {
   check(cudaEventRecord(epochEvent, compute), "cudaEventRecord");
   check(cudaEventSynchronize(epochEvent), "cudaEventSynchronize");
   epochEventUs = nowUs();
+  if (profile)
+    profile->memory.push_back({"cuBLAS handle", usedBytes() - contextBytes});
+  watchdogThread = std::thread([this] { watchdog(); });
+  watchdogThread.detach();
+  return 0;
+}
 
+void Context::ensureNccl() {
+  if (nccl)
+    return;
+  int64_t before = usedBytes();
+  // Every rank starts the same collectives in the same order, so every
+  // rank gets here at its first.
   ncclUniqueId id;
   if (rank == 0)
     check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
-  watchdogThread = std::thread([this] { watchdog(); });
-  watchdogThread.detach();
-  return 0;
+  if (profile)
+    profile->memory.push_back({"NCCL communicator", usedBytes() - before});
+}
+
+void Context::profileStep(double ms) {
+  for (Profile::Span &span : profile->pending) {
+    float t = 0;
+    check(cudaEventElapsedTime(&t, span.begin, span.end), "profiling");
+    Profile::Total &total = profile->totals[span.name];
+    ++total.launches;
+    total.ms += t;
+    spareEvents.push_back(span.begin);
+    spareEvents.push_back(span.end);
+  }
+  profile->pending.clear();
+  profile->stepMs += ms;
+  ++profile->steps;
+}
+
+void Context::printProfile() {
+  if (!profile || !profile->steps || rank != 0)
+    return;
+  double steps = double(profile->steps), timed = 0;
+  std::vector<std::pair<double, std::string>> order;
+  for (auto &[name, total] : profile->totals) {
+    timed += total.ms;
+    order.push_back({total.ms, name});
+  }
+  std::sort(order.rbegin(), order.rend());
+  std::fprintf(stderr,
+               "loomrt: profile of %lld steps: %.3f ms a step, %.3f ms of it "
+               "in %zu timed kernels and GEMM shapes\n",
+               (long long)profile->steps, profile->stepMs / steps,
+               timed / steps, order.size());
+  std::fprintf(stderr, "%10s %8s %7s  %s\n", "ms/step", "launches", "share",
+               "kernel or GEMM (m x n x k)");
+  for (auto &[ms, name] : order)
+    std::fprintf(stderr, "%10.3f %8lld %6.1f%%  %s\n", ms / steps,
+                 (long long)(profile->totals[name].launches / profile->steps),
+                 100 * ms / std::max(timed, 1e-9), name.c_str());
+  profile->memory.push_back(
+      {"in use beyond the context at exit", usedBytes() - contextBytes});
+  for (auto &[what, bytes] : profile->memory)
+    std::fprintf(stderr, "loomrt: device memory: %s %.1f MiB\n", what.c_str(),
+                 double(bytes) / (1 << 20));
 }
 
 void Context::watchdog() {
@@ -315,6 +414,7 @@ int64_t Context::start(int64_t kind, int64_t reduction, int64_t dtype,
     abort(what + ": " + std::to_string(inCount) + " elements in, " +
           std::to_string(outCount) + " out do not fit " +
           std::to_string(size) + " ranks");
+  ensureNccl();
   Collective c{kind, in, out, event(), event()};
   // The communication stream starts once compute has produced the input.
   cudaEvent_t ready = c.done;
@@ -397,6 +497,8 @@ void Context::stepSync() {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+  if (profile && busySinceUs.load() >= 0)
+    profileStep((nowUs() - busySinceUs.load()) / 1e3);
   busySinceUs = -1;
   for (size_t i = 0; i < collectives.size(); ++i) {
     Collective &c = collectives[i];
@@ -471,6 +573,7 @@ void Context::finalize() {
   if (!initialised)
     return;
   stepSync();
+  printProfile();
   if (nccl)
     check(ncclCommDestroy(nccl), "ncclCommDestroy");
   nccl = nullptr;
@@ -498,9 +601,17 @@ void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
   if (order != 101)
     ctx.abort(std::string(name) + ": only row-major (CblasRowMajor)");
   ctx.busy();
-  cublasStatus_t status =
-      gemm(ctx.blas, operation(transB), operation(transA), n, m, k, &alpha, b,
-           ldb, a, lda, &beta, c, ldc);
+  cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+  auto enqueue = [&] {
+    status = gemm(ctx.blas, operation(transB), operation(transA), n, m, k,
+                  &alpha, b, ldb, a, lda, &beta, c, ldc);
+  };
+  if (ctx.profile)
+    ctx.timed(std::string(name) + " " + std::to_string(m) + "x" +
+                  std::to_string(n) + "x" + std::to_string(k),
+              enqueue);
+  else
+    enqueue();
   if (status != CUBLAS_STATUS_SUCCESS)
     ctx.check(status, std::string(name) + " (" + std::to_string(m) + "x" +
                           std::to_string(n) + "x" + std::to_string(k) + ")");
@@ -611,10 +722,19 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
                       void **params, void **, size_t) {
   Context &c = context();
   c.busy();
-  cudaError_t status = cudaLaunchKernel(
-      function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
-      dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
-      size_t(sharedBytes), static_cast<cudaStream_t>(stream));
+  cudaError_t status = cudaSuccess;
+  auto enqueue = [&] {
+    status = cudaLaunchKernel(
+        function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
+        dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
+        size_t(sharedBytes), static_cast<cudaStream_t>(stream));
+  };
+  if (c.profile)
+    c.timed(c.kernelNames[function] + " <<<" + std::to_string(gridX) + ", " +
+                std::to_string(blockX) + ">>>",
+            enqueue);
+  else
+    enqueue();
   if (status != cudaSuccess)
     c.check(status, "launching kernel " + c.kernelNames[function]);
 }

@@ -113,20 +113,20 @@ func.func @gqa_scores(%q: memref<4x32x2x2x16xf32>, %k: memref<4x32x2x16xf32>, %s
 
 // -----
 
-// Not a contraction BLAS takes: a non-unit inner stride, a batch dimension
-// that is not C's (summed over: two reductions), and tensors (not
-// bufferised). All stay.
+// A second reduction (summed over b) is an inner loop of GEMMs that
+// accumulate into the same C (beta = 1), each at its b's offsets in A and B.
 #bik = affine_map<(b, i, j, k) -> (b, i, k)>
 #bkj = affine_map<(b, i, j, k) -> (b, k, j)>
 #ij4 = affine_map<(b, i, j, k) -> (i, j)>
-// CHECK-LABEL: func.func @left_alone
-// CHECK-NOT: cblas_sgemm
-// CHECK: linalg.generic
-// CHECK: linalg.matmul
-// CHECK: linalg.matmul
-func.func @left_alone(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<6x5xf32>,
-                      %s: memref<6x8xf32, strided<[1, 6]>>, %t: memref<8x5xf32>, %u: memref<6x5xf32>,
-                      %ta: tensor<6x8xf32>, %tb: tensor<8x5xf32>, %tc: tensor<6x5xf32>) -> tensor<6x5xf32> {
+// CHECK-LABEL: func.func @two_reductions
+// CHECK: scf.for %[[B:.*]] = %c0 to %c2 step %c1
+// CHECK: arith.muli %[[B]], %strides#0
+// CHECK: arith.muli %[[B]], %strides_{{[0-9]+}}#0
+// CHECK-NOT: arith.muli %[[B]]
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: func.call @cblas_sgemm(%c101_i32, %c111_i32, %c111_i32, %c6_i32, %c5_i32, %c8_i32, %[[ONE]], {{.*}}, %[[ONE]], {{.*}})
+// CHECK-NOT: linalg.generic
+func.func @two_reductions(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<6x5xf32>) {
   linalg.generic {indexing_maps = [#bik, #bkj, #ij4], iterator_types = ["reduction", "parallel", "parallel", "reduction"]}
       ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<6x5xf32>) {
   ^bb0(%x: f32, %y: f32, %z: f32):
@@ -134,7 +134,87 @@ func.func @left_alone(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<6
     %r = arith.addf %z, %m : f32
     linalg.yield %r : f32
   }
+  return
+}
+
+// -----
+
+// Grouped-query attention's P @ V into the [b, s, kv, g, d] layout: C's
+// second-last dimension is the group (3), but the GEMM's rows are the
+// sequence (32, the largest that fits, ldc = kv x g x d), so there are
+// b x kv x g = 8 GEMMs of 32x16x32 rather than b x s x kv = 128 of 3x16x32.
+// The scale in the body is alpha.
+#p = affine_map<(b, s, kv, g, d, t) -> (b, kv, g, s, t)>
+#v = affine_map<(b, s, kv, g, d, t) -> (b, t, kv, d)>
+#o = affine_map<(b, s, kv, g, d, t) -> (b, s, kv, g, d)>
+// CHECK-LABEL: func.func @gqa_pv
+// CHECK-COUNT-3: scf.for
+// CHECK-NOT: scf.for
+// CHECK-DAG: %[[ALPHA:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+// CHECK: func.call @cblas_sgemm(%c101_i32, %c111_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, %[[ALPHA]], {{.*}}, %[[ONE]], {{.*}})
+// CHECK-NOT: linalg.generic
+func.func @gqa_pv(%p: memref<2x2x3x32x32xf32>, %v: memref<2x32x2x16xf32>, %o: memref<2x32x2x3x16xf32>) {
+  %scale = arith.constant 0.25 : f32
+  linalg.generic {indexing_maps = [#p, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<2x2x3x32x32xf32>, memref<2x32x2x16xf32>) outs(%o : memref<2x32x2x3x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.mulf %m, %scale : f32
+    %r = arith.addf %z, %s : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Its dV: summed over the group and the sequence. The sequence (32) is the
+// GEMM's reduction, Pᵀ is A (transposed), and the group is an inner
+// accumulation loop inside the b x kv batch loops.
+#pg = affine_map<(b, t, kv, d, g, s) -> (b, kv, g, s, t)>
+#dog = affine_map<(b, t, kv, d, g, s) -> (b, s, kv, g, d)>
+#dv = affine_map<(b, t, kv, d, g, s) -> (b, t, kv, d)>
+// CHECK-LABEL: func.func @gqa_dv
+// CHECK-COUNT-3: scf.for
+// CHECK-NOT: scf.for
+// CHECK: func.call @cblas_sgemm(%c101_i32, %c112_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, {{.*}})
+// CHECK-NOT: linalg.generic
+func.func @gqa_dv(%p: memref<2x2x3x32x32xf32>, %do: memref<2x32x2x3x16xf32>, %dv: memref<2x32x2x16xf32>) {
+  linalg.generic {indexing_maps = [#pg, #dog, #dv], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}
+      ins(%p, %do : memref<2x2x3x32x32xf32>, memref<2x32x2x3x16xf32>) outs(%dv : memref<2x32x2x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %z, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Not a contraction BLAS takes: a non-unit inner stride, a scale that is not
+// a constant, and tensors (not bufferised). All stay.
+#ik = affine_map<(i, j, k) -> (i, k)>
+#kj = affine_map<(i, j, k) -> (k, j)>
+#ij = affine_map<(i, j, k) -> (i, j)>
+// CHECK-LABEL: func.func @left_alone
+// CHECK-NOT: cblas_sgemm
+// CHECK: linalg.matmul
+// CHECK: linalg.generic
+// CHECK: linalg.matmul
+func.func @left_alone(%s: memref<6x8xf32, strided<[1, 6]>>, %t: memref<8x5xf32>, %u: memref<6x5xf32>,
+                      %a: memref<6x8xf32>, %w: f32,
+                      %ta: tensor<6x8xf32>, %tb: tensor<8x5xf32>, %tc: tensor<6x5xf32>) -> tensor<6x5xf32> {
   linalg.matmul ins(%s, %t : memref<6x8xf32, strided<[1, 6]>>, memref<8x5xf32>) outs(%u : memref<6x5xf32>)
+  linalg.generic {indexing_maps = [#ik, #kj, #ij], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %t : memref<6x8xf32>, memref<8x5xf32>) outs(%u : memref<6x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %m = arith.mulf %x, %y : f32
+    %sc = arith.mulf %m, %w : f32
+    %r = arith.addf %z, %sc : f32
+    linalg.yield %r : f32
+  }
   %r = linalg.matmul ins(%ta, %tb : tensor<6x8xf32>, tensor<8x5xf32>) outs(%tc : tensor<6x5xf32>) -> tensor<6x5xf32>
   return %r : tensor<6x5xf32>
 }

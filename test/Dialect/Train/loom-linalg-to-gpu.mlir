@@ -214,9 +214,47 @@ func.func @row_max(%x: memref<2x3x200xf32>, %s: memref<2x3xf32>) {
 
 // -----
 
-// Not a block reduction: a column sum (the reduction is not along the
-// contiguous dimension: threads across columns already read neighbours),
-// a short row (under 128), and two results.
+// A column sum over 512 rows into 64 outputs (a norm's weight gradient): a
+// thread per column would be a fraction of one block, so each column gets a
+// block whose threads stride down the rows, though the loads do not coalesce.
+#tj0 = affine_map<(t, j) -> (t, j)>
+#j0 = affine_map<(t, j) -> (j)>
+// CHECK-LABEL: func.func @column_sum_few
+// CHECK-SAME: loom.gpu_block_reductions = 2 : i64, loom.gpu_kernels = 2 : i64
+// CHECK: scf.parallel (%[[COL:.*]]) = (%c0) to (%c64) step (%c1)
+// CHECK: scf.parallel (%[[T:.*]]) = (%c0) to (%c256) step (%c1) init
+// CHECK: scf.for %[[ROW:.*]] = %[[T]] to %c512 step %c256
+// CHECK: memref.load %{{.*}}[%[[ROW]], %[[COL]]]
+// CHECK: scf.reduce(
+// A sum over two dimensions (batch and sequence) runs as one reduction of
+// 4 x 64 elements, each thread's position split into the two indices.
+// CHECK: scf.parallel (%[[COL2:.*]]) = (%c0) to (%c96) step (%c1)
+// CHECK: scf.parallel (%[[T2:.*]]) = (%c0) to (%c256) step (%c1) init
+// CHECK: scf.for %[[K:.*]] = %[[T2]] to %c256 step %c256
+// CHECK: %[[BS:.*]]:2 = affine.delinearize_index %[[K]] into (4, 64)
+// CHECK: memref.load %{{.*}}[%[[BS]]#0, %[[BS]]#1, %[[COL2]]]
+// CHECK: scf.reduce(
+func.func @column_sum_few(%x: memref<512x64xf32>, %c: memref<64xf32>,
+                          %y: memref<4x64x96xf32>, %g: memref<96xf32>) {
+  linalg.generic {indexing_maps = [#tj0, #j0], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<512x64xf32>) outs(%c : memref<64xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %t = arith.addf %acc, %a : f32
+    linalg.yield %t : f32
+  }
+  linalg.reduce ins(%y : memref<4x64x96xf32>) outs(%g : memref<96xf32>) dimensions = [0, 1]
+  (%a: f32, %acc: f32) {
+    %t = arith.addf %a, %acc : f32
+    linalg.yield %t : f32
+  }
+  return
+}
+
+// -----
+
+// Not a block reduction: a column sum into more outputs than 128 blocks of
+// threads (threads across columns read neighbours, and the GPU is full), a
+// short row (under 128), and two results.
 #tj = affine_map<(t, j) -> (t, j)>
 #j = affine_map<(t, j) -> (j)>
 #ij2 = affine_map<(i, j) -> (i, j)>
@@ -224,10 +262,10 @@ func.func @row_max(%x: memref<2x3x200xf32>, %s: memref<2x3xf32>) {
 // CHECK-LABEL: func.func @not_block
 // CHECK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernels = 3 : i64
 // CHECK-NOT: scf.reduce(
-func.func @not_block(%x: memref<512x64xf32>, %c: memref<64xf32>, %y: memref<8x64xf32>,
+func.func @not_block(%x: memref<512x32800xf32>, %c: memref<32800xf32>, %y: memref<8x64xf32>,
                      %r: memref<8xf32>, %z: memref<8x512xf32>, %m: memref<8xf32>, %n: memref<8xf32>) {
   linalg.generic {indexing_maps = [#tj, #j], iterator_types = ["reduction", "parallel"]}
-      ins(%x : memref<512x64xf32>) outs(%c : memref<64xf32>) {
+      ins(%x : memref<512x32800xf32>) outs(%c : memref<32800xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %t = arith.addf %acc, %a : f32
     linalg.yield %t : f32

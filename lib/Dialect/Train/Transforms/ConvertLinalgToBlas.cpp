@@ -1,7 +1,11 @@
 //===- ConvertLinalgToBlas.cpp - contractions to cblas_?gemm ---------------===//
 //
 // A contraction with batch dimensions (attention's) becomes a loop nest of
-// GEMM calls, one per batch element. CBLAS takes 32-bit sizes (Debian's
+// GEMM calls, one per batch element; a second reduction (grouped-query
+// attention's dK and dV sum over the query heads of a group too) becomes an
+// inner loop of GEMMs accumulating into the same C. The GEMM's rows and
+// reduction are the largest dimensions that fit the operands' layouts, so
+// that few, large GEMMs are called. CBLAS takes 32-bit sizes (Debian's
 // libopenblas is LP64); larger dimensions are left to the loops.
 //
 //===----------------------------------------------------------------------===//
@@ -13,6 +17,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Matchers.h"
 
 #include <limits>
 
@@ -28,25 +33,36 @@ namespace {
 // CBLAS enums.
 constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
-/// True if the body is `out + a * b` (in either order of the add).
-bool isMulAdd(linalg::LinalgOp op) {
+/// If the body is `out + a * b` or `out + (a * b) * s` for a constant s
+/// (attention's scale), in any operand order: alpha (1 or s).
+std::optional<double> mulAddAlpha(linalg::LinalgOp op) {
   Block *body = op.getBlock();
-  if (body->getOperations().size() != 3)
-    return false;
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
-  if (!add)
-    return false;
+  if (!add || add->getBlock() != body)
+    return std::nullopt;
   Value out = body->getArgument(2);
-  Value product = add.getLhs() == out ? add.getRhs() : add.getLhs();
   if ((add.getLhs() == out) == (add.getRhs() == out))
-    return false;
-  auto mul = product.getDefiningOp<arith::MulFOp>();
-  if (!mul)
-    return false;
+    return std::nullopt;
+  Value product = add.getLhs() == out ? add.getRhs() : add.getLhs();
   Value a = body->getArgument(0), b = body->getArgument(1);
-  return (mul.getLhs() == a && mul.getRhs() == b) ||
-         (mul.getLhs() == b && mul.getRhs() == a);
+  auto isProduct = [&](Value v) {
+    auto mul = v.getDefiningOp<arith::MulFOp>();
+    return mul && ((mul.getLhs() == a && mul.getRhs() == b) ||
+                   (mul.getLhs() == b && mul.getRhs() == a));
+  };
+  if (isProduct(product))
+    return body->getOperations().size() == 3 ? std::optional<double>(1.0)
+                                              : std::nullopt;
+  auto scaled = product.getDefiningOp<arith::MulFOp>();
+  if (!scaled || body->getOperations().size() != 4)
+    return std::nullopt;
+  Value inner = isProduct(scaled.getLhs()) ? scaled.getLhs() : scaled.getRhs();
+  Value scale = inner == scaled.getLhs() ? scaled.getRhs() : scaled.getLhs();
+  FloatAttr value;
+  if (!isProduct(inner) || !matchPattern(scale, m_Constant(&value)))
+    return std::nullopt;
+  return value.getValueAsDouble();
 }
 
 /// One operand of a GEMM: its memref, whether the matrix is read transposed,
@@ -62,7 +78,10 @@ struct Matrix {
 struct Gemm {
   Matrix a, b, c;
   int64_t m, n, k;
-  /// The batch loops' sizes, outermost first.
+  double alpha;
+  /// The loops around the call, outermost first: C's batch dimensions, then
+  /// the reductions other than k (C is the same in each; the GEMMs
+  /// accumulate).
   SmallVector<int64_t> batch;
 };
 
@@ -99,58 +118,77 @@ std::optional<Matrix> matrixOf(Value operand, AffineMap map, unsigned row,
   return m;
 }
 
-/// Recognises C(b.., i, j) += A(b.., i|k, k|i) * B(b.., k|j, j|k) on f32/f64
-/// memrefs whose rows are contiguous: batch loops are every parallel loop
-/// but C's last two, and A or B may skip one (a broadcast, stride 0).
+/// Recognises C(.., i, .., j) += alpha A(.., i|k, .., k|i) * B(.., k|j, ..,
+/// j|k) on f32/f64 memrefs whose rows are contiguous. j is C's last
+/// dimension; i is the largest other dimension of C, and k the largest
+/// reduction, whose layouts fit a GEMM. C's other dimensions are batch
+/// loops (A or B may skip one: a broadcast, stride 0), and the other
+/// reductions are inner loops whose GEMMs accumulate.
 std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || op.getNumReductionLoops() != 1 ||
-      !isMulAdd(op))
+      op.getNumDpsInits() != 1 || op.getNumReductionLoops() < 1)
+    return std::nullopt;
+  std::optional<double> alpha = mulAddAlpha(op);
+  if (!alpha)
     return std::nullopt;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
-  if (llvm::any_of(ranges, ShapedType::isDynamic) ||
-      !maps[2].isProjectedPermutation() ||
-      maps[2].getNumResults() + 1 != op.getNumLoops())
-    return std::nullopt;
   unsigned rank = maps[2].getNumResults();
-  if (rank < 2)
+  if (llvm::any_of(ranges, ShapedType::isDynamic) ||
+      !maps[2].isProjectedPermutation() || rank < 2 ||
+      rank + op.getNumReductionLoops() != op.getNumLoops())
     return std::nullopt;
-  unsigned i = maps[2].getDimPosition(rank - 2),
-           j = maps[2].getDimPosition(rank - 1), k = 0;
-  SmallVector<unsigned> batchLoops;
+  Type element = cast<MemRefType>(op.getDpsInits()[0].getType()).getElementType();
+  if ((!element.isF32() && !element.isF64()) ||
+      getElementTypeOrSelf(op.getDpsInputs()[0].getType()) != element ||
+      getElementTypeOrSelf(op.getDpsInputs()[1].getType()) != element)
+    return std::nullopt;
+  unsigned j = maps[2].getDimPosition(rank - 1);
+  SmallVector<unsigned> rows, reductions;
+  for (unsigned r = 0; r + 1 < rank; ++r)
+    rows.push_back(maps[2].getDimPosition(r));
   SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
   for (unsigned d = 0; d < op.getNumLoops(); ++d)
     if (iterators[d] == utils::IteratorType::reduction)
-      k = d;
-  if (maps[2].isFunctionOfDim(k))
-    return std::nullopt;
-  for (unsigned r = 0; r + 2 < rank; ++r)
-    batchLoops.push_back(maps[2].getDimPosition(r));
-  Value x = op.getDpsInputs()[0], y = op.getDpsInputs()[1];
-  AffineMap xMap = maps[0], yMap = maps[1];
-  // The operand that reads row i is A.
-  if (!xMap.isFunctionOfDim(i))
-    std::swap(x, y), std::swap(xMap, yMap);
-  std::optional<Matrix> a = matrixOf(x, xMap, i, k, batchLoops),
-                        b = matrixOf(y, yMap, k, j, batchLoops),
-                        c = matrixOf(op.getDpsInits()[0], maps[2], i, j,
-                                     batchLoops);
-  if (!a || !b || !c || c->transposed)
-    return std::nullopt;
-  Type element = cast<MemRefType>(c->memref.getType()).getElementType();
-  if ((!element.isF32() && !element.isF64()) ||
-      cast<MemRefType>(a->memref.getType()).getElementType() != element ||
-      cast<MemRefType>(b->memref.getType()).getElementType() != element)
-    return std::nullopt;
+      reductions.push_back(d);
+  auto largestFirst = [&](unsigned p, unsigned q) {
+    return ranges[p] > ranges[q];
+  };
+  llvm::stable_sort(rows, largestFirst);
+  llvm::stable_sort(reductions, largestFirst);
   // CBLAS takes 32-bit sizes.
-  for (unsigned d : {i, j, k})
-    if (ranges[d] > std::numeric_limits<int32_t>::max())
-      return std::nullopt;
-  Gemm gemm{*a, *b, *c, ranges[i], ranges[j], ranges[k], {}};
-  for (unsigned loop : batchLoops)
-    gemm.batch.push_back(ranges[loop]);
-  return gemm;
+  auto fits = [&](unsigned d) {
+    return ranges[d] <= std::numeric_limits<int32_t>::max();
+  };
+  for (unsigned k : reductions) {
+    for (unsigned i : rows) {
+      if (!fits(i) || !fits(j) || !fits(k))
+        continue;
+      SmallVector<unsigned> loops;
+      for (unsigned r = 0; r + 1 < rank; ++r)
+        if (maps[2].getDimPosition(r) != i)
+          loops.push_back(maps[2].getDimPosition(r));
+      for (unsigned d = 0; d < op.getNumLoops(); ++d)
+        if (iterators[d] == utils::IteratorType::reduction && d != k)
+          loops.push_back(d);
+      Value x = op.getDpsInputs()[0], y = op.getDpsInputs()[1];
+      AffineMap xMap = maps[0], yMap = maps[1];
+      // The operand that reads row i is A.
+      if (!xMap.isFunctionOfDim(i))
+        std::swap(x, y), std::swap(xMap, yMap);
+      std::optional<Matrix> a = matrixOf(x, xMap, i, k, loops),
+                            b = matrixOf(y, yMap, k, j, loops),
+                            c = matrixOf(op.getDpsInits()[0], maps[2], i, j,
+                                         loops);
+      if (!a || !b || !c || c->transposed)
+        continue;
+      Gemm gemm{*a, *b, *c, ranges[i], ranges[j], ranges[k], *alpha, {}};
+      for (unsigned loop : loops)
+        gemm.batch.push_back(ranges[loop]);
+      return gemm;
+    }
+  }
+  return std::nullopt;
 }
 
 struct ConvertLinalgToBlasPass
@@ -249,13 +287,15 @@ struct ConvertLinalgToBlasPass
       };
       Value one = arith::ConstantOp::create(builder, loc,
                                             builder.getFloatAttr(element, 1.0));
+      Value alpha = arith::ConstantOp::create(
+          builder, loc, builder.getFloatAttr(element, gemm.alpha));
       func::CallOp::create(
           builder, loc, callee,
           ValueRange{i32Const(kRowMajor),
                      i32Const(gemm.a.transposed ? kTrans : kNoTrans),
                      i32Const(gemm.b.transposed ? kTrans : kNoTrans),
                      i32Const(int32_t(gemm.m)), i32Const(int32_t(gemm.n)),
-                     i32Const(int32_t(gemm.k)), one, pa, lda, pb, ldb, one, pc,
+                     i32Const(int32_t(gemm.k)), alpha, pa, lda, pb, ldb, one, pc,
                      ldc});
       op->erase();
     }

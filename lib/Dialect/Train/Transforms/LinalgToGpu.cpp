@@ -90,14 +90,27 @@ void moveBuffersToDevice(func::FuncOp func) {
 
 /// The combiner of `op` (parallel dimensions first, one reduction last) if
 /// it can be a block reduction: one result, a recognised combiner (add, mul,
-/// max, min), at least `minLength` elements, and the reduction along the
-/// innermost unit-stride dimension of every input that reads it.
-Operation *blockReduction(linalg::GenericOp op, int64_t minLength) {
+/// max, min), at least `minLength` elements, and either the reduction along
+/// the innermost unit-stride dimension of every input that reads it (the
+/// block's loads coalesce), or so few outputs (`fewOutputs`) that a thread
+/// per output would leave most of the GPU idle: a column sum over the tokens
+/// (a norm's weight gradient) runs as a block per column, its loads strided
+/// but spread over the whole GPU instead of a few blocks' worth of threads
+/// each walking thousands of rows.
+Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
+                          bool fewOutputs) {
   unsigned red = op.getNumLoops() - 1;
-  if (minLength <= 0 || op.getNumReductionLoops() != 1 ||
-      op.getNumDpsInits() != 1 || op.getNumDpsInputs() == 0 ||
+  // Several reductions (a sum over batch and sequence) run as one, their
+  // indices delinearised from the thread's position along it.
+  unsigned reductions = op.getNumReductionLoops();
+  int64_t length = 1;
+  for (unsigned d = op.getNumLoops() - reductions; d < op.getNumLoops(); ++d)
+    length *= op.getStaticLoopRanges()[d];
+  if (minLength <= 0 || reductions == 0 ||
+      (reductions > 1 && !fewOutputs) || op.getNumDpsInits() != 1 ||
+      op.getNumDpsInputs() == 0 ||
       linalg::isParallelIterator(op.getIteratorTypesArray()[red]) ||
-      op.getStaticLoopRanges()[red] < minLength ||
+      length < minLength ||
       !op.getBlock()->getOps<linalg::IndexOp>().empty())
     return nullptr;
   SmallVector<Operation *> combiners;
@@ -109,11 +122,14 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength) {
       !op.getRegionOutputArgs()[0].hasOneUse())
     return nullptr;
   AffineExpr along = getAffineDimExpr(red, op.getContext());
-  if (op.getIndexingMapsArray().back().isFunctionOfDim(red))
-    return nullptr;
+  for (unsigned d = op.getNumLoops() - reductions; d < op.getNumLoops(); ++d)
+    if (op.getIndexingMapsArray().back().isFunctionOfDim(d))
+      return nullptr;
   for (OpOperand *input : op.getDpsInputOperands()) {
     AffineMap map = op.getMatchingIndexingMap(input);
     if (!map.isFunctionOfDim(red))
+      continue;
+    if (fewOutputs)
       continue;
     auto type = dyn_cast<MemRefType>(input->get().getType());
     SmallVector<int64_t> strides;
@@ -128,6 +144,10 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength) {
   }
   return combiners[0];
 }
+
+/// Below this many blocks of `threads`, a reduction gets a block per output
+/// whatever its layout (see blockReduction).
+constexpr int64_t kFewBlocks = 128;
 
 struct LinalgToGpu {
   IRRewriter &rewriter;
@@ -175,7 +195,12 @@ struct LinalgToGpu {
                          ArrayRef<int64_t> parallelSizes) {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
-    int64_t length = op.getStaticLoopRanges().back();
+    SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+    SmallVector<int64_t> reductionSizes(ranges.begin() + parallelSizes.size(),
+                                        ranges.end());
+    int64_t length = 1;
+    for (int64_t size : reductionSizes)
+      length *= size;
     int64_t count = 1;
     for (int64_t size : parallelSizes)
       count *= size;
@@ -206,7 +231,7 @@ struct LinalgToGpu {
     Value lane = lanes.getInductionVars()[0];
     OpOperand *init = op.getDpsInitOperand(0);
     SmallVector<Value> outDims(dims);
-    outDims.push_back(c(0));
+    outDims.append(reductionSizes.size(), c(0));
     SmallVector<Value> at =
         apply(loc, op.getMatchingIndexingMap(init), outDims);
     Value first = arith::CmpIOp::create(rewriter, loc, arith::CmpIPredicate::eq,
@@ -218,7 +243,8 @@ struct LinalgToGpu {
                                    ValueRange{start});
     rewriter.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> all(dims);
-    all.push_back(loop.getInductionVar());
+    llvm::append_range(
+        all, delinearize(loc, loop.getInductionVar(), reductionSizes));
     IRMapping body;
     for (OpOperand *input : op.getDpsInputOperands())
       body.map(op.getMatchingBlockArgument(input),
@@ -329,7 +355,11 @@ struct LinalgToGpu {
     }
     if (whole) {
       anchor = *generic;
-      if (Operation *combiner = blockReduction(*generic, blockReduceMin)) {
+      // A thread per output would fill fewer blocks than a GPU has
+      // multiprocessors (132 on an H100).
+      bool fewOutputs = count <= kFewBlocks * threads;
+      if (Operation *combiner =
+              blockReduction(*generic, blockReduceMin, fewOutputs)) {
         mapBlockReduction(*generic, combiner, parallelSizes);
         ++kernels;
         ++blockReductions;
