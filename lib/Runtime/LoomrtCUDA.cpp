@@ -248,7 +248,8 @@ int Context::init(int *argc, char ***argv) {
   if (const char *p = std::getenv("LOOMRT_PROFILE"); p && *p && *p != '0') {
     profile = std::make_unique<Profile>();
     profile->memory.push_back({"CUDA context", contextBytes});
-  }  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
+  }
+  check(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking),
         "creating the compute stream");
   check(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking),
         "creating the communication stream");

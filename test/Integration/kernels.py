@@ -111,6 +111,11 @@ def forward(op: str) -> str:
 """
 
 
+def compile_flags(op: str) -> list[str]:
+    """loomc's flags for OP's trainer on either side: SGD (see above), and the op's own."""
+    return ["-O1", "--optimizer", "sgd", "--lr", "0.5", *FLAGS.get(op, [])]
+
+
 def train(exe: str, data: str = CORPUS) -> tuple[list[float], dict[str, np.ndarray]]:
     """Trains STEPS steps on `data`; the losses and the updated parameters."""
     ckpt = exe + ".ckpt"
@@ -151,9 +156,8 @@ def main() -> int:
         runs = {}
         for kind, flags in (("cpu", []), ("gpu", gpu_flags)):
             exe = os.path.join(args.dir, f"{op}-{kind}")
-            proc = subprocess.run([loomc, source, "-O1", "--optimizer", "sgd", "--lr", "0.5",
-                                   *FLAGS.get(op, []),
-                                   *flags, "-o", exe], capture_output=True, text=True)
+            proc = subprocess.run([loomc, source, *compile_flags(op), *flags, "-o", exe],
+                                  capture_output=True, text=True)
             if proc.returncode:
                 print(proc.stderr[-3000:])
             runs[kind] = train(exe) if proc.returncode == 0 else ([], {})
