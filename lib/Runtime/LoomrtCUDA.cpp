@@ -130,13 +130,14 @@ public:
     busySinceUs.compare_exchange_strong(none, nowUs());
   }
   cudaKernel_t kernel(Module &module, const char *name);
-  /// Runs `enqueue` (one launch on the compute stream), timed under `name`
-  /// when profiling.
-  template <typename F> void timed(const std::string &name, F enqueue) {
+  /// Runs `enqueue` (one launch on the compute stream); when profiling,
+  /// timed under `nameOf()` (built only then).
+  template <typename N, typename F> void timed(N nameOf, F enqueue) {
     if (!profile) {
       enqueue();
       return;
     }
+    std::string name = nameOf();
     Profile::Span span{name, event(), event()};
     check(cudaEventRecord(span.begin, compute), "profiling " + name);
     enqueue();
@@ -603,16 +604,15 @@ void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
     ctx.abort(std::string(name) + ": only row-major (CblasRowMajor)");
   ctx.busy();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  auto enqueue = [&] {
-    status = gemm(ctx.blas, operation(transB), operation(transA), n, m, k,
-                  &alpha, b, ldb, a, lda, &beta, c, ldc);
-  };
-  if (ctx.profile)
-    ctx.timed(std::string(name) + " " + std::to_string(m) + "x" +
-                  std::to_string(n) + "x" + std::to_string(k),
-              enqueue);
-  else
-    enqueue();
+  ctx.timed(
+      [&] {
+        return std::string(name) + " " + std::to_string(m) + "x" +
+               std::to_string(n) + "x" + std::to_string(k);
+      },
+      [&] {
+        status = gemm(ctx.blas, operation(transB), operation(transA), n, m, k,
+                      &alpha, b, ldb, a, lda, &beta, c, ldc);
+      });
   if (status != CUBLAS_STATUS_SUCCESS)
     ctx.check(status, std::string(name) + " (" + std::to_string(m) + "x" +
                           std::to_string(n) + "x" + std::to_string(k) + ")");
@@ -724,18 +724,17 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   Context &c = context();
   c.busy();
   cudaError_t status = cudaSuccess;
-  auto enqueue = [&] {
-    status = cudaLaunchKernel(
-        function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
-        dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
-        size_t(sharedBytes), static_cast<cudaStream_t>(stream));
-  };
-  if (c.profile)
-    c.timed(c.kernelNames[function] + " <<<" + std::to_string(gridX) + ", " +
-                std::to_string(blockX) + ">>>",
-            enqueue);
-  else
-    enqueue();
+  c.timed(
+      [&] {
+        return c.kernelNames[function] + " <<<" + std::to_string(gridX) +
+               ", " + std::to_string(blockX) + ">>>";
+      },
+      [&] {
+        status = cudaLaunchKernel(
+            function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
+            dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)),
+            params, size_t(sharedBytes), static_cast<cudaStream_t>(stream));
+      });
   if (status != cudaSuccess)
     c.check(status, "launching kernel " + c.kernelNames[function]);
 }
