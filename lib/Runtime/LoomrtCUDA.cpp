@@ -591,31 +591,61 @@ cublasOperation_t operation(int cblasTrans) {
   return cblasTrans == 111 ? CUBLAS_OP_N : CUBLAS_OP_T;
 }
 
-/// C = alpha op(A) op(B) + beta C on row-major matrices, on the compute
-/// stream. A row-major matrix is its column-major transpose, so cuBLAS
-/// computes Cᵀ = op(B)ᵀ op(A)ᵀ. The message is built only on failure.
-template <typename T, typename Gemm>
-void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
-                  int32_t transB, int32_t m, int32_t n, int32_t k, T alpha,
-                  const T *a, int32_t lda, const T *b, int32_t ldb, T beta,
-                  T *c, int32_t ldc) {
+/// Runs one cuBLAS GEMM call on the compute stream, timed under "name
+/// shape"; a failure names both. `shape` is built only when needed.
+template <typename Shape, typename Call>
+void blasCall(const char *name, int32_t order, Shape shape, Call call) {
   Context &ctx = context();
   if (order != 101)
     ctx.abort(std::string(name) + ": only row-major (CblasRowMajor)");
   ctx.busy();
   cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
-  ctx.timed(
+  ctx.timed([&] { return std::string(name) + " " + shape(); },
+            [&] { status = call(); });
+  if (status != CUBLAS_STATUS_SUCCESS)
+    ctx.check(status, std::string(name) + " (" + shape() + ")");
+}
+
+/// C = alpha op(A) op(B) + beta C on row-major matrices. A row-major
+/// matrix is its column-major transpose, so cuBLAS computes
+/// Cᵀ = op(B)ᵀ op(A)ᵀ.
+template <typename T, typename Gemm>
+void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
+                  int32_t transB, int32_t m, int32_t n, int32_t k, T alpha,
+                  const T *a, int32_t lda, const T *b, int32_t ldb, T beta,
+                  T *c, int32_t ldc) {
+  blasCall(
+      name, order,
       [&] {
-        return std::string(name) + " " + std::to_string(m) + "x" +
+        return std::to_string(m) + "x" + std::to_string(n) + "x" +
+               std::to_string(k);
+      },
+      [&] {
+        return gemm(context().blas, operation(transB), operation(transA), n,
+                    m, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
+      });
+}
+
+/// `count` such GEMMs at strides (in elements) in one strided batched
+/// call: convert-linalg-to-blas's batch (attention's heads).
+template <typename T, typename Gemm>
+void rowMajorBatchedGemm(Gemm gemm, const char *name, int32_t order,
+                         int32_t transA, int32_t transB, int32_t m, int32_t n,
+                         int32_t k, T alpha, const T *a, int32_t lda,
+                         int64_t strideA, const T *b, int32_t ldb,
+                         int64_t strideB, T beta, T *c, int32_t ldc,
+                         int64_t strideC, int32_t count) {
+  blasCall(
+      name, order,
+      [&] {
+        return std::to_string(count) + "x" + std::to_string(m) + "x" +
                std::to_string(n) + "x" + std::to_string(k);
       },
       [&] {
-        status = gemm(ctx.blas, operation(transB), operation(transA), n, m, k,
-                      &alpha, b, ldb, a, lda, &beta, c, ldc);
+        return gemm(context().blas, operation(transB), operation(transA), n,
+                    m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
+                    ldc, strideC, count);
       });
-  if (status != CUBLAS_STATUS_SUCCESS)
-    ctx.check(status, std::string(name) + " (" + std::to_string(m) + "x" +
-                          std::to_string(n) + "x" + std::to_string(k) + ")");
 }
 
 } // namespace
@@ -699,6 +729,30 @@ void loomrt_cublas_dgemm(int32_t order, int32_t transA, int32_t transB,
                          int32_t ldb, double beta, double *c, int32_t ldc) {
   rowMajorGemm(cublasDgemm, "cublasDgemm", order, transA, transB, m, n, k,
                alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void loomrt_cublas_sgemm_batched(int32_t order, int32_t transA,
+                                 int32_t transB, int32_t m, int32_t n,
+                                 int32_t k, float alpha, const float *a,
+                                 int32_t lda, int64_t strideA, const float *b,
+                                 int32_t ldb, int64_t strideB, float beta,
+                                 float *c, int32_t ldc, int64_t strideC,
+                                 int32_t count) {
+  rowMajorBatchedGemm(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",
+                      order, transA, transB, m, n, k, alpha, a, lda, strideA,
+                      b, ldb, strideB, beta, c, ldc, strideC, count);
+}
+
+void loomrt_cublas_dgemm_batched(int32_t order, int32_t transA,
+                                 int32_t transB, int32_t m, int32_t n,
+                                 int32_t k, double alpha, const double *a,
+                                 int32_t lda, int64_t strideA, const double *b,
+                                 int32_t ldb, int64_t strideB, double beta,
+                                 double *c, int32_t ldc, int64_t strideC,
+                                 int32_t count) {
+  rowMajorBatchedGemm(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",
+                      order, transA, transB, m, n, k, alpha, a, lda, strideA,
+                      b, ldb, strideB, beta, c, ldc, strideC, count);
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run

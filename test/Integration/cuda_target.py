@@ -42,8 +42,9 @@ def loomc(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-def ptxas_all(ptx: str, work: str, ptxas: str) -> tuple[int, list[str]]:
-    """Splits loomc --emit=ptx output into its modules and assembles each."""
+def ptxas_all(ptx: str, work: str, ptxas: str) -> tuple[int, int, list[str]]:
+    """Splits loomc --emit=ptx output into its modules and assembles each;
+    the number of modules, of kernels, and ptxas's errors."""
     parts = re.split(r"^// loom-module (\S+)\n", open(ptx).read(), flags=re.M)
     modules = list(zip(parts[1::2], parts[2::2]))
     os.makedirs(os.path.join(work, "ptx"), exist_ok=True)
@@ -59,7 +60,7 @@ def ptxas_all(ptx: str, work: str, ptxas: str) -> tuple[int, list[str]]:
 
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         errors = [e for e in pool.map(one, modules) if e]
-    return len(modules), errors
+    return len(modules), sum(text.count(".entry ") for _, text in modules), errors
 
 
 def run(exe: str, ranks: int, *args: str) -> subprocess.CompletedProcess:
@@ -100,9 +101,9 @@ def main() -> int:
         proc = loomc(forward, *flags, "--target=cuda", "--emit=ptx", "-o", ptx)
         check(proc.returncode == 0, f"{name}: loomc --target=cuda --emit=ptx")
         if proc.returncode == 0:
-            count, errors = ptxas_all(ptx, os.path.join(work, name), ptxas)
-            check(count > 0 and not errors,
-                  f"{name}: ptxas -arch=sm_90 accepts all {count} kernel modules"
+            count, kernels, errors = ptxas_all(ptx, os.path.join(work, name), ptxas)
+            check(count == 1 and kernels > 0 and not errors,
+                  f"{name}: one kernel module; ptxas -arch=sm_90 accepts its {kernels} kernels"
                   + "".join("\n  " + e for e in errors[:5]))
         exe = os.path.join(work, f"{name}-cuda")
         proc = loomc(forward, *flags, "--target=cuda", "-O1", "-o", exe)

@@ -71,6 +71,12 @@ static cl::opt<std::string>
 static cl::opt<std::string> gpuChip("gpu-chip",
                                     cl::desc("the CUDA target's GPU"),
                                     cl::init("sm_90"), cl::cat(loomcCategory));
+static cl::opt<std::string> gpuFormat(
+    "gpu-format",
+    cl::desc("how the kernels are embedded: cubin (ptxas at compile time, "
+             "for --gpu-chip only) or ptx (the driver JIT-compiles them at "
+             "the first launch, for that GPU or a later one)"),
+    cl::init("cubin"), cl::cat(loomcCategory));
 static cl::opt<int64_t>
     gpuThreads("gpu-threads",
                cl::desc("threads per block of the generated kernels"),
@@ -164,8 +170,8 @@ static cl::opt<bool>
 ///
 /// On the CUDA target the step is host code that launches kernels: matmuls
 /// go to cuBLAS, every other linalg op becomes a kernel lowered through
-/// NVVM to PTX (embedded, JIT-compiled by the driver at first launch), and
-/// the arena is a gpu.alloc.
+/// NVVM (one module, identical kernels once) to a cubin or PTX embedded in
+/// the trainer, and the arena is a gpu.alloc.
 static std::string loweringPipeline() {
   std::string bufferize =
       std::string("eliminate-empty-tensors, "
@@ -185,11 +191,13 @@ static std::string loweringPipeline() {
                    "func.func(convert-parallel-loops-to-gpu), canonicalize, "
                    "expand-strided-metadata, lower-affine, "
                    "gpu-kernel-outlining, loom-name-gpu-kernels, "
+                   "loom-merge-gpu-modules, "
                    "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
                    "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), gpu-to-llvm, "
-                   "gpu-module-to-binary{{format=isa toolkit={2}}, ",
+                   "gpu-module-to-binary{{format={4} toolkit={2}}, ",
                    gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT,
-                   gpuBlockReduce.getValue())
+                   gpuBlockReduce.getValue(),
+                   emit == "ptx" || gpuFormat == "ptx" ? "isa" : "bin")
                .str() +
            toLLVM;
   std::string loops =
@@ -426,6 +434,11 @@ int main(int argc, char **argv) {
   }
   if (emit == "ptx" && target != "cuda") {
     errs() << "loomc: error: --emit=ptx needs --target=cuda\n";
+    return 1;
+  }
+  if (gpuFormat != "cubin" && gpuFormat != "ptx") {
+    errs() << "loomc: error: --gpu-format must be cubin or ptx, not '"
+           << gpuFormat << "'\n";
     return 1;
   }
   if (gpuBlockReduce < 0) {

@@ -100,6 +100,49 @@ void loomrt_step_sync(void);
  * backend. The measured side of "device memory against the plan". */
 int64_t loomrt_device_used_bytes(void);
 
+/* Matmuls (convert-linalg-to-blas). CBLAS's row-major arguments (order 101;
+ * 111 no transpose, 112 transpose), C = alpha op(A) op(B) + beta C; the
+ * batched forms run `count` such GEMMs, the i-th on A + i * stride_a, B +
+ * i * stride_b and C + i * stride_c (strides in elements; A's and B's may be
+ * 0). The MPI backend defines the batched forms over CBLAS; the CUDA backend
+ * defines all four over cuBLAS on its compute stream. */
+void loomrt_cblas_sgemm_batched(int32_t order, int32_t trans_a,
+                                int32_t trans_b, int32_t m, int32_t n,
+                                int32_t k, float alpha, const float *a,
+                                int32_t lda, int64_t stride_a, const float *b,
+                                int32_t ldb, int64_t stride_b, float beta,
+                                float *c, int32_t ldc, int64_t stride_c,
+                                int32_t count);
+void loomrt_cblas_dgemm_batched(int32_t order, int32_t trans_a,
+                                int32_t trans_b, int32_t m, int32_t n,
+                                int32_t k, double alpha, const double *a,
+                                int32_t lda, int64_t stride_a, const double *b,
+                                int32_t ldb, int64_t stride_b, double beta,
+                                double *c, int32_t ldc, int64_t stride_c,
+                                int32_t count);
+void loomrt_cublas_sgemm(int32_t order, int32_t trans_a, int32_t trans_b,
+                         int32_t m, int32_t n, int32_t k, float alpha,
+                         const float *a, int32_t lda, const float *b,
+                         int32_t ldb, float beta, float *c, int32_t ldc);
+void loomrt_cublas_dgemm(int32_t order, int32_t trans_a, int32_t trans_b,
+                         int32_t m, int32_t n, int32_t k, double alpha,
+                         const double *a, int32_t lda, const double *b,
+                         int32_t ldb, double beta, double *c, int32_t ldc);
+void loomrt_cublas_sgemm_batched(int32_t order, int32_t trans_a,
+                                 int32_t trans_b, int32_t m, int32_t n,
+                                 int32_t k, float alpha, const float *a,
+                                 int32_t lda, int64_t stride_a,
+                                 const float *b, int32_t ldb, int64_t stride_b,
+                                 float beta, float *c, int32_t ldc,
+                                 int64_t stride_c, int32_t count);
+void loomrt_cublas_dgemm_batched(int32_t order, int32_t trans_a,
+                                 int32_t trans_b, int32_t m, int32_t n,
+                                 int32_t k, double alpha, const double *a,
+                                 int32_t lda, int64_t stride_a,
+                                 const double *b, int32_t ldb,
+                                 int64_t stride_b, double beta, double *c,
+                                 int32_t ldc, int64_t stride_c, int32_t count);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer

@@ -1,8 +1,9 @@
 // Tests convert-linalg-to-blas: contractions on buffers become one
-// cblas_sgemm (per batch element) with the right transposes, leading
-// dimensions from the strides; anything else stays.
+// cblas_sgemm (or one strided batched call over a batch dimension) with the
+// right transposes, leading dimensions from the strides; anything else stays.
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -cse | FileCheck %s
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas -canonicalize -cse | FileCheck %s --check-prefix=BATCH
+// RUN: loom-opt %s -split-input-file -convert-linalg-to-blas=batch=false -canonicalize -cse | FileCheck %s --check-prefix=LOOP
 // RUN: loom-opt %s -split-input-file -convert-linalg-to-blas=library=cublas -cse | FileCheck %s --check-prefix=CUBLAS
 // RUN: not loom-opt %s -split-input-file -convert-linalg-to-blas=library=mkl 2>&1 | FileCheck %s --check-prefix=BAD
 
@@ -64,19 +65,30 @@ func.func @transposed_b_view(%x: memref<6x8xf32>, %w: memref<5x8xf32, strided<[1
 
 // -----
 
-// Batched: one call per batch element, each operand at its batch offset.
+// Batched: one strided batched call (strides 48, 40 and 30 floats, 2
+// elements) or, with batch=false, one call per batch element, each operand
+// at its batch offset.
+// BATCH: func.func private @loomrt_cblas_sgemm_batched(i32, i32, i32, i32, i32, i32, f32, !llvm.ptr, i32, i64, !llvm.ptr, i32, i64, f32, !llvm.ptr, i32, i64, i32)
 // BATCH-LABEL: func.func @batched
-// (Byte offsets: 48, 40 and 30 floats per batch element.)
-// BATCH-DAG: %[[A:.+]] = arith.constant 192 : index
-// BATCH-DAG: %[[B:.+]] = arith.constant 160 : index
-// BATCH-DAG: %[[C:.+]] = arith.constant 120 : index
-// BATCH: scf.for %[[I:.+]] = %c0 to %c2 step %c1
-// BATCH: arith.muli %[[I]], %[[A]]
-// BATCH: arith.muli %[[I]], %[[B]]
-// BATCH: arith.muli %[[I]], %[[C]]
-// BATCH: call @cblas_sgemm(
+// BATCH-DAG: %[[SA:.+]] = arith.constant 48 : i64
+// BATCH-DAG: %[[SB:.+]] = arith.constant 40 : i64
+// BATCH-DAG: %[[SC:.+]] = arith.constant 30 : i64
+// BATCH-DAG: %[[TWO:.+]] = arith.constant 2 : i32
+// BATCH-NOT: scf.for
+// BATCH: call @loomrt_cblas_sgemm_batched({{.*}}, %[[SA]], {{.*}}, %[[SB]], {{.*}}, %[[SC]], %[[TWO]])
 // BATCH-NOT: linalg.batch_matmul
 // BATCH: return
+// LOOP-LABEL: func.func @batched
+// LOOP-DAG: %[[A:.+]] = arith.constant 192 : index
+// LOOP-DAG: %[[B:.+]] = arith.constant 160 : index
+// LOOP-DAG: %[[C:.+]] = arith.constant 120 : index
+// LOOP: scf.for %[[I:.+]] = %c0 to %c2 step %c1
+// LOOP: arith.muli %[[I]], %[[A]]
+// LOOP: arith.muli %[[I]], %[[B]]
+// LOOP: arith.muli %[[I]], %[[C]]
+// LOOP: call @cblas_sgemm(
+// LOOP-NOT: linalg.batch_matmul
+// LOOP: return
 func.func @batched(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x6x5xf32>) {
   linalg.batch_matmul ins(%a, %b : memref<2x6x8xf32>, memref<2x8x5xf32>) outs(%c : memref<2x6x5xf32>)
   return
@@ -87,19 +99,27 @@ func.func @batched(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<2x6x
 // Attention's scores under grouped-query attention: Q is [batch, seq,
 // kv-heads, group, dim], K [batch, seq, kv-heads, dim] (no group: stride 0),
 // the scores [batch, kv-heads, group, seq, seq]. Rows of Q are 64 apart
-// (lda), K is read transposed, three batch loops.
+// (lda), K is read transposed. The largest batch dimension (batch, 4) is the
+// call's, with strides 2048, 1024 and 4096; the others are loops.
 #q = affine_map<(b, h, g, i, j, d) -> (b, i, h, g, d)>
 #kk = affine_map<(b, h, g, i, j, d) -> (b, j, h, d)>
 #s = affine_map<(b, h, g, i, j, d) -> (b, h, g, i, j)>
 // BATCH-LABEL: func.func @gqa_scores
 // BATCH-DAG: %[[T:.+]] = arith.constant 112 : i32
 // BATCH-DAG: %[[LDA:.+]] = arith.constant 64 : i32
-// BATCH: scf.for %[[B:.+]] = %c0 to %c4
+// BATCH-DAG: %[[FOUR:.+]] = arith.constant 4 : i32
 // BATCH: scf.for %[[H:.+]] = %c0 to %c2
 // BATCH: scf.for %[[G:.+]] = %c0 to %c2
-// BATCH: call @cblas_sgemm(%{{.+}}, %{{.+}}, %[[T]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LDA]],
+// BATCH-NOT: scf.for
+// BATCH: call @loomrt_cblas_sgemm_batched(%{{.+}}, %{{.+}}, %[[T]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[LDA]], %c2048_i64, %{{.+}}, %{{.+}}, %c1024_i64, %{{.+}}, %{{.+}}, %{{.+}}, %c4096_i64, %[[FOUR]])
 // BATCH-NOT: linalg.generic
 // BATCH: return
+// LOOP-LABEL: func.func @gqa_scores
+// LOOP: scf.for %[[B:.+]] = %c0 to %c4
+// LOOP: scf.for %[[H:.+]] = %c0 to %c2
+// LOOP: scf.for %[[G:.+]] = %c0 to %c2
+// LOOP: call @cblas_sgemm(%{{.+}}, %{{.+}}, %c112_i32, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %c64_i32,
+// LOOP: return
 func.func @gqa_scores(%q: memref<4x32x2x2x16xf32>, %k: memref<4x32x2x16xf32>, %s: memref<4x2x2x32x32xf32>) {
   linalg.generic {indexing_maps = [#q, #kk, #s], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
       ins(%q, %k : memref<4x32x2x2x16xf32>, memref<4x32x2x16xf32>) outs(%s : memref<4x2x2x32x32xf32>) {
@@ -120,10 +140,10 @@ func.func @gqa_scores(%q: memref<4x32x2x2x16xf32>, %k: memref<4x32x2x16xf32>, %s
 #ij4 = affine_map<(b, i, j, k) -> (i, j)>
 // CHECK-LABEL: func.func @two_reductions
 // CHECK: scf.for %[[B:.*]] = %c0 to %c2 step %c1
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK: arith.muli %[[B]], %strides#0
 // CHECK: arith.muli %[[B]], %strides_{{[0-9]+}}#0
 // CHECK-NOT: arith.muli %[[B]]
-// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
 // CHECK: func.call @cblas_sgemm(%c101_i32, %c111_i32, %c111_i32, %c6_i32, %c5_i32, %c8_i32, %[[ONE]], {{.*}}, %[[ONE]], {{.*}})
 // CHECK-NOT: linalg.generic
 func.func @two_reductions(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memref<6x5xf32>) {
@@ -142,18 +162,22 @@ func.func @two_reductions(%a: memref<2x6x8xf32>, %b: memref<2x8x5xf32>, %c: memr
 // Grouped-query attention's P @ V into the [b, s, kv, g, d] layout: C's
 // second-last dimension is the group (3), but the GEMM's rows are the
 // sequence (32, the largest that fits, ldc = kv x g x d), so there are
-// b x kv x g = 8 GEMMs of 32x16x32 rather than b x s x kv = 128 of 3x16x32.
-// The scale in the body is alpha.
+// b x kv x g = 12 GEMMs of 32x16x32 rather than b x s x kv = 128 of 3x16x32:
+// a batched call over the group (V's stride 0) in b x kv loops. The scale
+// in the body is alpha.
 #p = affine_map<(b, s, kv, g, d, t) -> (b, kv, g, s, t)>
 #v = affine_map<(b, s, kv, g, d, t) -> (b, t, kv, d)>
 #o = affine_map<(b, s, kv, g, d, t) -> (b, s, kv, g, d)>
 // CHECK-LABEL: func.func @gqa_pv
-// CHECK-COUNT-3: scf.for
+// CHECK-COUNT-2: scf.for
 // CHECK-NOT: scf.for
 // CHECK-DAG: %[[ALPHA:.*]] = arith.constant 2.500000e-01 : f32
 // CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
-// CHECK: func.call @cblas_sgemm(%c101_i32, %c111_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, %[[ALPHA]], {{.*}}, %[[ONE]], {{.*}})
+// CHECK: func.call @loomrt_cblas_sgemm_batched(%c101_i32, %c111_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, %[[ALPHA]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %c0_i64, %[[ONE]], %{{.*}}, %{{.*}}, %{{.*}}, %c3_i32)
 // CHECK-NOT: linalg.generic
+// LOOP-LABEL: func.func @gqa_pv
+// LOOP-COUNT-3: scf.for
+// LOOP: func.call @cblas_sgemm(%c101_i32, %c111_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32,
 func.func @gqa_pv(%p: memref<2x2x3x32x32xf32>, %v: memref<2x32x2x16xf32>, %o: memref<2x32x2x3x16xf32>) {
   %scale = arith.constant 0.25 : f32
   linalg.generic {indexing_maps = [#p, #v, #o], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "reduction"]}
@@ -171,14 +195,16 @@ func.func @gqa_pv(%p: memref<2x2x3x32x32xf32>, %v: memref<2x32x2x16xf32>, %o: me
 
 // Its dV: summed over the group and the sequence. The sequence (32) is the
 // GEMM's reduction, Pᵀ is A (transposed), and the group is an inner
-// accumulation loop inside the b x kv batch loops.
+// accumulation loop; kv (2, the innermost of the largest) is the call's
+// batch, b a loop.
 #pg = affine_map<(b, t, kv, d, g, s) -> (b, kv, g, s, t)>
 #dog = affine_map<(b, t, kv, d, g, s) -> (b, s, kv, g, d)>
 #dv = affine_map<(b, t, kv, d, g, s) -> (b, t, kv, d)>
 // CHECK-LABEL: func.func @gqa_dv
-// CHECK-COUNT-3: scf.for
+// CHECK: scf.for %{{.*}} = %c0 to %c2
+// CHECK: scf.for %{{.*}} = %c0 to %c3
 // CHECK-NOT: scf.for
-// CHECK: func.call @cblas_sgemm(%c101_i32, %c112_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, {{.*}})
+// CHECK: func.call @loomrt_cblas_sgemm_batched(%c101_i32, %c112_i32, %c111_i32, %c32_i32, %c16_i32, %c32_i32, {{.*}}, %c2_i32)
 // CHECK-NOT: linalg.generic
 func.func @gqa_dv(%p: memref<2x2x3x32x32xf32>, %do: memref<2x32x2x3x16xf32>, %dv: memref<2x32x2x16xf32>) {
   linalg.generic {indexing_maps = [#pg, #dog, #dv], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction"]}

@@ -119,10 +119,22 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
     copy.
 
     A contraction with batch dimensions (C's leading dimensions, e.g.
-    attention's `Q Kᵀ` over batch and heads) becomes a loop nest over them
-    with one call per batch element, at each operand's offset; A or B may
-    skip a batch dimension (grouped-query attention's shared K and V).
-    Everything else (reductions, non-contiguous rows) is left to the loops.
+    attention's `Q Kᵀ` over batch and heads) becomes one strided batched
+    call over the largest of them (heads), in a loop nest over the others
+    (batch), at each operand's offset; A or B may skip a batch dimension
+    (grouped-query attention's shared K and V: stride 0). A second
+    reduction becomes an inner loop of calls that accumulate into C.
+    Everything else (non-contiguous rows, dynamic shapes) is left to the
+    loops.
+
+    ```mlir
+    // scores[b, h, i, j] += q[b, i, h, d] * k[b, j, h, d], 4 x 12 heads
+    scf.for %b = %c0 to %c4 step %c1 {
+      call @loomrt_cblas_sgemm_batched(%c101, %c111, %c112, %m, %n, %k,
+          %alpha, %q, %ldq, %strideq, %k, %ldk, %stridek, %one,
+          %scores, %lds, %strides, %c12)
+    }
+    ```
 
     ```mlir
     linalg.matmul ins(%x, %w : memref<32x64xf32>, memref<64x64xf32>)
@@ -132,14 +144,20 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
                       %b, %ldb, %one, %c, %ldc)
     ```
 
-    The caller links a CBLAS (loomc links OpenBLAS). With
-    `library=cublas` the calls go to `loomrt_cublas_sgemm`/`dgemm`, which
-    take the same arguments and run cuBLAS on the CUDA backend's compute
-    stream (the operands are then device memory).
+    The caller links a CBLAS (loomc links OpenBLAS) and, for batched
+    calls, `loomrt_cblas_?gemm_batched` (libloomrt_mpi: a loop of CBLAS
+    calls). With `library=cublas` the calls go to
+    `loomrt_cublas_sgemm`/`dgemm` and `loomrt_cublas_?gemm_batched`, which
+    take the same arguments and run cuBLAS (`cublas?gemmStridedBatched`)
+    on the CUDA backend's compute stream (the operands are then device
+    memory).
   }];
   let options = [
     Option<"library", "library", "std::string", /*default=*/"\"cblas\"",
-           "cblas (cblas_?gemm) or cublas (loomrt_cublas_?gemm)">
+           "cblas (cblas_?gemm) or cublas (loomrt_cublas_?gemm)">,
+    Option<"batch", "batch", "bool", /*default=*/"true",
+           "call a strided batched GEMM over a batch dimension instead of "
+           "looping over it">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
@@ -438,6 +456,42 @@ def LoomNameGpuKernelsPass : Pass<"loom-name-gpu-kernels", "::mlir::ModuleOp"> {
     gpu.launch_func @step_kernel_3::@step_kernel  gpu.launch_func @step_kernel_3::@step_kernel_3
     ```
   }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def LoomMergeGpuModulesPass : Pass<"loom-merge-gpu-modules", "::mlir::ModuleOp"> {
+  let summary = "Merges the kernel modules into one, keeping identical kernels once";
+  let description = [{
+    After `gpu-kernel-outlining` every kernel has its own `gpu.module`, and a
+    model's layers repeat the same kernels (they differ only in the buffers
+    they are launched on). Each module is compiled on its own (a PTX JIT at
+    the first launch, or a ptxas run for a cubin) and loaded on its own.
+    This pass moves the kernels of every module that holds kernels only (no
+    target attached yet) into one `gpu.module`, keeps one of each set of
+    kernels whose text is equal up to their names, and points every
+    `gpu.launch_func` at the kept kernel. Run it after
+    `loom-name-gpu-kernels`, before `nvvm-attach-target`.
+
+    ```mlir
+    gpu.module @k_0 {                        gpu.module @loom_kernels {
+      gpu.func @k_0(%a: memref<4xf32>)         gpu.func @k_0(%a: memref<4xf32>)
+          kernel { A }                             kernel { A }
+    }                                          gpu.func @k_2(%a: memref<8xf32>)
+    gpu.module @k_1 {                              kernel { B }
+      gpu.func @k_1(%a: memref<4xf32>)       }
+          kernel { A }                       gpu.launch_func @loom_kernels::@k_0
+    }                                        gpu.launch_func @loom_kernels::@k_0
+    gpu.module @k_2 { ... B ... }            gpu.launch_func @loom_kernels::@k_2
+    gpu.launch_func @k_0::@k_0
+    gpu.launch_func @k_1::@k_1
+    gpu.launch_func @k_2::@k_2
+    ```
+  }];
+  let options = [
+    Option<"moduleName", "module-name", "std::string",
+           /*default=*/"\"loom_kernels\"",
+           "the merged module's name (made unique if taken)">
+  ];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 

@@ -1,9 +1,10 @@
 //===- ConvertLinalgToBlas.cpp - contractions to cblas_?gemm ---------------===//
 //
-// A contraction with batch dimensions (attention's) becomes a loop nest of
-// GEMM calls, one per batch element; a second reduction (grouped-query
-// attention's dK and dV sum over the query heads of a group too) becomes an
-// inner loop of GEMMs accumulating into the same C. The GEMM's rows and
+// A contraction with batch dimensions (attention's) becomes one strided
+// batched GEMM call over its largest batch dimension, inside a loop nest
+// over the others; a second reduction (grouped-query attention's dK and dV
+// sum over the query heads of a group too) becomes an inner loop of calls
+// accumulating into the same C. The GEMM's rows and
 // reduction are the largest dimensions that fit the operands' layouts, so
 // that few, large GEMMs are called. CBLAS takes 32-bit sizes (Debian's
 // libopenblas is LP64); larger dimensions are left to the loops.
@@ -83,6 +84,8 @@ struct Gemm {
   /// the reductions other than k (C is the same in each; the GEMMs
   /// accumulate).
   SmallVector<int64_t> batch;
+  /// How many of `batch` are C's batch dimensions.
+  unsigned outputBatch = 0;
 };
 
 /// `operand` as a matrix over loop dimensions (row, col): the map must
@@ -185,6 +188,7 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
       Gemm gemm{*a, *b, *c, ranges[i], ranges[j], ranges[k], *alpha, {}};
       for (unsigned loop : loops)
         gemm.batch.push_back(ranges[loop]);
+      gemm.outputBatch = rank - 2;
       return gemm;
     }
   }
@@ -221,20 +225,36 @@ struct ConvertLinalgToBlasPass
       Type element =
           cast<MemRefType>(gemm.c.memref.getType()).getElementType();
       bool f64 = element.isF64();
-      StringRef name = cublas ? (f64 ? "loomrt_cublas_dgemm"
-                                     : "loomrt_cublas_sgemm")
-                              : (f64 ? "cblas_dgemm" : "cblas_sgemm");
+      // The batch loop the call takes over: C's largest (the innermost on
+      // ties), when batching is on and it has more than one element.
+      std::optional<unsigned> batched;
+      for (unsigned l = 0; batch && l < gemm.outputBatch; ++l)
+        if (gemm.batch[l] > 1 &&
+            gemm.batch[l] <= std::numeric_limits<int32_t>::max() &&
+            (!batched || gemm.batch[l] >= gemm.batch[*batched]))
+          batched = l;
+      std::string name =
+          (Twine(cublas ? "loomrt_cublas_" : batched ? "loomrt_cblas_" : "cblas_") +
+           (f64 ? "dgemm" : "sgemm") + (batched ? "_batched" : ""))
+              .str();
       func::FuncOp callee;
       {
         OpBuilder::InsertionGuard guard(builder);
         builder.setInsertionPointToStart(module.getBody());
         callee = module.lookupSymbol<func::FuncOp>(name);
         if (!callee) {
-          callee = func::FuncOp::create(
-              builder, loc, name,
-              builder.getFunctionType({i32, i32, i32, i32, i32, i32, element,
-                                       ptr, i32, ptr, i32, element, ptr, i32},
-                                      {}));
+          SmallVector<Type> args = {i32, i32, i32, i32, i32, i32, element};
+          for (int x = 0; x < 3; ++x) {
+            if (x == 2)
+              args.push_back(element); // beta
+            args.append({ptr, i32});
+            if (batched)
+              args.push_back(i64); // the stride between batch elements
+          }
+          if (batched)
+            args.push_back(i32); // the batch count
+          callee = func::FuncOp::create(builder, loc, name,
+                                        builder.getFunctionType(args, {}));
           callee.setPrivate();
         }
       }
@@ -242,8 +262,9 @@ struct ConvertLinalgToBlasPass
       auto index = [&](int64_t v) -> Value {
         return arith::ConstantIndexOp::create(builder, loc, v);
       };
-      // Each operand's metadata once; then one call per batch element, at
-      // base + (offset + sum of batch index x stride) elements.
+      // Each operand's metadata once; then one call per batch element (the
+      // batched one at index 0), at base + (offset + sum of batch index x
+      // stride) elements.
       SmallVector<memref::ExtractStridedMetadataOp> metas;
       SmallVector<Value> bases;
       for (Matrix *x : {&gemm.a, &gemm.b, &gemm.c}) {
@@ -253,17 +274,31 @@ struct ConvertLinalgToBlasPass
             builder, loc, x->memref));
       }
       SmallVector<Value> batchIndex;
-      for (int64_t size : gemm.batch) {
+      for (auto [l, size] : llvm::enumerate(gemm.batch)) {
+        if (batched && l == *batched) {
+          batchIndex.push_back(index(0));
+          continue;
+        }
         auto loop = scf::ForOp::create(builder, loc, index(0), index(size),
                                        index(1));
         builder.setInsertionPointToStart(loop.getBody());
         batchIndex.push_back(loop.getInductionVar());
       }
-      auto operand = [&](unsigned which,
-                         const Matrix &x) -> std::pair<Value, Value> {
+      auto i32Const = [&](int32_t v) -> Value {
+        return arith::ConstantIntOp::create(builder, loc, i32, v);
+      };
+      SmallVector<Value> operands = {
+          i32Const(kRowMajor), i32Const(gemm.a.transposed ? kTrans : kNoTrans),
+          i32Const(gemm.b.transposed ? kTrans : kNoTrans),
+          i32Const(int32_t(gemm.m)), i32Const(int32_t(gemm.n)),
+          i32Const(int32_t(gemm.k)),
+          arith::ConstantOp::create(builder, loc,
+                                    builder.getFloatAttr(element, gemm.alpha))};
+      for (auto [which, x] : llvm::enumerate(
+               std::array<Matrix *, 3>{&gemm.a, &gemm.b, &gemm.c})) {
         memref::ExtractStridedMetadataOp meta = metas[which];
         Value elements = meta.getOffset();
-        for (auto [pos, iv] : llvm::zip(x.batchPos, batchIndex))
+        for (auto [pos, iv] : llvm::zip(x->batchPos, batchIndex))
           if (pos >= 0)
             elements = arith::AddIOp::create(
                 builder, loc, elements,
@@ -274,29 +309,24 @@ struct ConvertLinalgToBlasPass
         Value address = arith::IndexCastOp::create(
             builder, loc, i64,
             arith::AddIOp::create(builder, loc, bases[which], bytes));
-        Value pointer = LLVM::IntToPtrOp::create(builder, loc, ptr, address);
-        Value lead = arith::IndexCastOp::create(builder, loc, i32,
-                                                meta.getStrides()[x.lead]);
-        return {pointer, lead};
-      };
-      auto [pa, lda] = operand(0, gemm.a);
-      auto [pb, ldb] = operand(1, gemm.b);
-      auto [pc, ldc] = operand(2, gemm.c);
-      auto i32Const = [&](int32_t v) -> Value {
-        return arith::ConstantIntOp::create(builder, loc, i32, v);
-      };
-      Value one = arith::ConstantOp::create(builder, loc,
-                                            builder.getFloatAttr(element, 1.0));
-      Value alpha = arith::ConstantOp::create(
-          builder, loc, builder.getFloatAttr(element, gemm.alpha));
-      func::CallOp::create(
-          builder, loc, callee,
-          ValueRange{i32Const(kRowMajor),
-                     i32Const(gemm.a.transposed ? kTrans : kNoTrans),
-                     i32Const(gemm.b.transposed ? kTrans : kNoTrans),
-                     i32Const(int32_t(gemm.m)), i32Const(int32_t(gemm.n)),
-                     i32Const(int32_t(gemm.k)), alpha, pa, lda, pb, ldb, one, pc,
-                     ldc});
+        if (which == 2) // beta: C accumulates.
+          operands.push_back(arith::ConstantOp::create(
+              builder, loc, builder.getFloatAttr(element, 1.0)));
+        operands.push_back(LLVM::IntToPtrOp::create(builder, loc, ptr, address));
+        operands.push_back(arith::IndexCastOp::create(
+            builder, loc, i32, meta.getStrides()[x->lead]));
+        if (batched) {
+          int64_t pos = x->batchPos[*batched];
+          operands.push_back(
+              pos >= 0 ? Value(arith::IndexCastOp::create(
+                             builder, loc, i64, meta.getStrides()[pos]))
+                       : Value(arith::ConstantIntOp::create(builder, loc, i64,
+                                                            0)));
+        }
+      }
+      if (batched)
+        operands.push_back(i32Const(int32_t(gemm.batch[*batched])));
+      func::CallOp::create(builder, loc, callee, operands);
       op->erase();
     }
   }
