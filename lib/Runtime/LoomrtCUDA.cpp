@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "FlashAttention.h"
 #include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -753,6 +754,49 @@ void loomrt_cublas_dgemm_batched(int32_t order, int32_t transA,
   rowMajorBatchedGemm(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",
                       order, transA, transB, m, n, k, alpha, a, lda, strideA,
                       b, ldb, strideB, beta, c, ldc, strideC, count);
+}
+
+// Fused attention (FlashAttention.cu) on the compute stream.
+void loomrt_attention_f32(const float *q, const float *k, const float *v,
+                          float *out, float *lse, int64_t batch, int64_t seq,
+                          int64_t heads, int64_t kvHeads, int64_t dim,
+                          int32_t causal, float scale) {
+  Context &ctx = context();
+  if (!loom::flash::supports(dim))
+    ctx.abort("loomrt_attention_f32: no fused attention kernel for head "
+              "dim " +
+              std::to_string(dim) + " (compile with --fuse-attention=false)");
+  ctx.busy();
+  cudaError_t status = cudaSuccess;
+  ctx.timed([] { return std::string("flash attention forward"); },
+            [&] {
+              status = loom::flash::forward(ctx.compute, q, k, v, out, lse,
+                                            batch, seq, heads, kvHeads, dim,
+                                            causal, scale);
+            });
+  ctx.check(status, "the fused attention forward");
+}
+
+void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
+                               const float *out, const float *lse,
+                               const float *dout, float *dq, float *dk,
+                               float *dv, float *delta, int64_t batch,
+                               int64_t seq, int64_t heads, int64_t kvHeads,
+                               int64_t dim, int32_t causal, float scale) {
+  Context &ctx = context();
+  if (!loom::flash::supports(dim))
+    ctx.abort("loomrt_attention_grad_f32: no fused attention kernel for "
+              "head dim " +
+              std::to_string(dim) + " (compile with --fuse-attention=false)");
+  ctx.busy();
+  cudaError_t status = cudaSuccess;
+  ctx.timed([] { return std::string("flash attention backward"); },
+            [&] {
+              status = loom::flash::backward(
+                  ctx.compute, q, k, v, out, lse, dout, dq, dk, dv, delta,
+                  batch, seq, heads, kvHeads, dim, causal, scale);
+            });
+  ctx.check(status, "the fused attention backward");
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run

@@ -7,7 +7,8 @@
                              vector loops give the scalar loops' bits; the
                              loss fused in chunks gives the unfused losses;
                              the CUDA kernel mapping run on the CPU gives
-                             the CPU trainer's bits
+                             the CPU trainer's bits; fused attention gives
+                             the decomposed attention's losses
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
@@ -55,11 +56,15 @@ SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")
 GPU_MAPPED = ("r1-gpu-mapped", 1, 0, "adamw")
 GPU_BLOCKS = ("r1-gpu-blocks", 1, 0, "adamw")
+# Attention decomposed to linalg (seq x seq scores) instead of the runtime's
+# fused kernels: the same losses within 1e-5.
+PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
-                            "--gpu-fuse-elementwise"]}
+                            "--gpu-fuse-elementwise"],
+               PLAIN_ATTENTION: ["--fuse-attention=false"]}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -159,6 +164,11 @@ def equal(work: str) -> None:
           f"the loss fused in 32-token chunks and 64-entry vocabulary blocks: {STEPS} "
           f"losses within {worst:.1e} "
           f"relative of the unfused")
+    plain = train(PLAIN_ATTENTION[0], 1)
+    worst = max(abs(g - w) / abs(w) for g, w in zip(plain, want))
+    check(len(plain) == STEPS and worst <= 1e-5,
+          f"fused attention kernels against attention decomposed to linalg: {STEPS} "
+          f"losses within {worst:.1e} relative")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))

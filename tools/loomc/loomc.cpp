@@ -9,13 +9,15 @@
 //      --fuse-cross-entropy=0), train-autodiff, train-optimizer;
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
-//   4. lowering: decompositions, bufferisation, matmuls to BLAS, loops,
-//      LLVM dialect;
+//   4. lowering: fused attention kernels (train-fuse-attention, unless
+//      --fuse-attention=false), decompositions, the memory plan,
+//      bufferisation, runtime kernel calls, matmuls to BLAS, loops, LLVM
+//      dialect;
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
 //   6. link with the loomrt MPI runtime and the trainer main.
 //
 // --target=cuda keeps stages 1-3; stage 4 sends matmuls to cuBLAS and the
-// other linalg ops to kernels lowered through NVVM to PTX (embedded), and
+// other linalg ops to kernels lowered through NVVM to a cubin (embedded), and
 // stage 6 links the CUDA backend (NCCL, cuBLAS, cudart).
 //
 //===----------------------------------------------------------------------===//
@@ -138,6 +140,11 @@ static cl::opt<int64_t> fuseVocab(
              "vocabulary entries (an online log-sum-exp; 0: the whole "
              "vocabulary)"),
     cl::init(0), cl::cat(loomcCategory));
+static cl::opt<bool> fuseAttention(
+    "fuse-attention",
+    cl::desc("run attention and its gradient as the runtime's fused kernels "
+             "(train-fuse-attention: no seq x seq scores are held)"),
+    cl::init(true), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
@@ -178,7 +185,8 @@ static std::string loweringPipeline() {
                   "one-shot-bufferize{bufferize-function-boundaries "
                   "function-boundary-type-conversion=identity-layout-map}, "
                   "buffer-deallocation-pipeline, canonicalize, ") +
-      (memoryPlan ? "func.func(loom-pack-buffers), " : "");
+      (memoryPlan ? "func.func(loom-pack-buffers), " : "") +
+      "convert-train-kernels-to-calls, ";
   std::string toLLVM = "convert-math-to-llvm, convert-math-to-libm, "
                        "finalize-memref-to-llvm{use-generic-functions=true "
                        "use-aligned-alloc=true}, "
@@ -553,7 +561,10 @@ int main(int argc, char **argv) {
   // producers into their consumers first (the plan then sees the fused ops).
   bool gpuKernels = target == "cuda" || emulateGpu;
   if (failed(runStage(*module, "memory-plan",
-                      std::string("train-decompose, canonicalize") +
+                      std::string(fuseAttention
+                                      ? "func.func(train-fuse-attention), "
+                                      : "") +
+                          "train-decompose, canonicalize" +
                           (gpuKernels && fuseElementwise
                                ? ", linalg-fuse-elementwise-ops, canonicalize"
                                : "") +

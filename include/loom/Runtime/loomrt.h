@@ -143,6 +143,26 @@ void loomrt_cublas_dgemm_batched(int32_t order, int32_t trans_a,
                                  int64_t stride_b, double beta, double *c,
                                  int32_t ldc, int64_t stride_c, int32_t count);
 
+/* Fused attention (train-fuse-attention). q and out are [batch, seq, heads,
+ * dim], k and v [batch, seq, kv_heads, dim], lse and delta [batch, heads,
+ * seq], all contiguous row-major f32 (device memory on the CUDA backend).
+ * Query head h reads kv head h / (heads / kv_heads); with `causal`, position
+ * s attends to positions <= s; scores are scale * q . k. The forward writes
+ * out and each query row's log-sum-exp; the backward takes them with dout
+ * and writes dq, dk and dv (summed over each kv head's query heads), using
+ * delta (rowsum(dout * out)) as its workspace. Nothing of size seq x seq is
+ * held. Every output is overwritten. */
+void loomrt_attention_f32(const float *q, const float *k, const float *v,
+                          float *out, float *lse, int64_t batch, int64_t seq,
+                          int64_t heads, int64_t kv_heads, int64_t dim,
+                          int32_t causal, float scale);
+void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
+                               const float *out, const float *lse,
+                               const float *dout, float *dq, float *dk,
+                               float *dv, float *delta, int64_t batch,
+                               int64_t seq, int64_t heads, int64_t kv_heads,
+                               int64_t dim, int32_t causal, float scale);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer

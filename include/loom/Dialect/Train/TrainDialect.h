@@ -16,6 +16,10 @@ namespace loom::train {
 /// functions the training passes transform.
 std::optional<unsigned> getLossResultIndex(mlir::FunctionOpInterface func);
 
+/// Makes train.call_kernel bufferizable (one-shot bufferisation): called
+/// when the dialect loads.
+void attachCallKernelBufferization(mlir::MLIRContext &context);
+
 } // namespace loom::train
 
 #endif // LOOM_DIALECT_TRAIN_TRAINDIALECT_H

@@ -13,6 +13,7 @@ include "loom/Dialect/Train/TrainDialect.td"
 include "loom/Dialect/Train/TrainInterfaces.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/DestinationStyleOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Train_PositiveF64Attr : ConfinedAttr<F64Attr, [
@@ -393,6 +394,51 @@ def Train_LinearCrossEntropyGradOp
             forward.getChunkTokensAttr(), forward.getChunkVocabAttr());
     }]>
   ];
+}
+
+//===----------------------------------------------------------------------===//
+// Runtime kernels
+//===----------------------------------------------------------------------===//
+
+def Train_CallKernelOp : Train_Op<"call_kernel", [
+    AttrSizedOperandSegments, DestinationStyleOpInterface,
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+  let summary = "a runtime kernel in destination-passing style";
+  let description = [{
+    Calls the runtime function `callee`, which reads `inputs` and overwrites
+    `outputs` (it never reads them), with `scalars` after them. On tensors
+    the op returns the new values of `outputs`, like a linalg op, so that
+    the memory timeline, the memory plan and one-shot bufferisation place
+    its results; on buffers it returns nothing. `convert-train-kernels-to-calls`
+    lowers it, on buffers, to a `func.call` of `callee` with each buffer's
+    aligned address (contiguous row-major, copied there if need be) and then
+    the scalars. `train-fuse-attention` makes the fused attention kernels.
+
+    ```mlir
+    %o, %lse = train.call_kernel @loomrt_attention_f32(%b, %s, %h, %kvh, %d,
+        %causal, %scale : i64, i64, i64, i64, i64, i32, f32)
+        ins(%q, %k, %v : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>,
+                         tensor<4x32x2x16xf32>)
+        outs(%e0, %e1 : tensor<4x32x8x16xf32>, tensor<4x8x32xf32>)
+        -> tensor<4x32x8x16xf32>, tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyShaped>:$inputs,
+                       Variadic<AnyShaped>:$outputs,
+                       Variadic<AnyTypeOf<[AnySignlessInteger, AnyFloat]>>:$scalars);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = [{
+    $callee `(` ($scalars^ `:` type($scalars))? `)`
+    `ins` `(` $inputs `:` type($inputs) `)`
+    `outs` `(` $outputs `:` type($outputs) `)`
+    attr-dict (`->` type($results)^)?
+  }];
+  let extraClassDeclaration = [{
+    ::mlir::MutableOperandRange getDpsInitsMutable() {
+      return getOutputsMutable();
+    }
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // LOOM_DIALECT_TRAIN_TRAINOPS_TD

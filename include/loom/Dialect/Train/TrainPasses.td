@@ -495,4 +495,56 @@ def LoomMergeGpuModulesPass : Pass<"loom-merge-gpu-modules", "::mlir::ModuleOp">
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def TrainFuseAttentionPass
+    : Pass<"train-fuse-attention", "::mlir::func::FuncOp"> {
+  let summary = "Runs attention and its gradient as fused runtime kernels";
+  let description = [{
+    Replaces each f32 `train.attention` with equal query and key lengths by
+    a `train.call_kernel` of `loomrt_attention_f32`, which returns the
+    output and each query row's log-sum-exp (`[batch, heads, seq]`), and
+    each `train.attention_grad` after it in the same block on the same
+    query, key and value (and `causal`, `scale`) by a call of
+    `loomrt_attention_grad_f32`, which takes that output and log-sum-exp
+    and a `[batch, heads, seq]` workspace. The runtime's kernels tile the
+    sequence (online softmax, FlashAttention-2's backward) and never hold
+    the `seq x seq` scores the decomposition does. Run after
+    `train-autodiff`, before `train-decompose`.
+
+    ```mlir
+    %o = train.attention %q, %k, %v causal scale = 0.25
+        : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
+    // becomes
+    %o, %lse = train.call_kernel @loomrt_attention_f32(%c4, %c32, %c8, %c2,
+        %c16, %true, %scale : i64, i64, i64, i64, i64, i32, f32)
+        ins(%q, %k, %v : ...) outs(%e0, %e1 : ...) -> ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def ConvertTrainKernelsToCallsPass
+    : Pass<"convert-train-kernels-to-calls", "::mlir::ModuleOp"> {
+  let summary = "Lowers bufferised train.call_kernel ops to runtime calls";
+  let description = [{
+    Each `train.call_kernel` on memrefs becomes a `func.call` of its callee
+    (declared private if missing) with the address of each input and output
+    buffer (`!llvm.ptr`, the aligned pointer plus the offset) and then the
+    scalars. A buffer that is not contiguous row-major is replaced by a new
+    contiguous one (`linalg.copy` in for inputs, out for outputs).
+
+    ```mlir
+    train.call_kernel @k(%n : i64) ins(%a : memref<8xf32>)
+        outs(%b : memref<8xf32>)
+    // becomes
+    call @k(%pa, %pb, %n) : (!llvm.ptr, !llvm.ptr, i64) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD

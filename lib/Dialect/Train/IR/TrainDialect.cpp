@@ -38,6 +38,7 @@ void TrainDialect::initialize() {
 #include "loom/Dialect/Train/TrainOps.cpp.inc"
       >();
   addInterfaces<TrainInlinerInterface>();
+  attachCallKernelBufferization(*getContext());
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "loom/Dialect/Train/TrainAttributes.cpp.inc"

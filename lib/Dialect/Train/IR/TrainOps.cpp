@@ -281,3 +281,38 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
                        "when there is a bias");
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Runtime kernels
+//===----------------------------------------------------------------------===//
+
+LogicalResult CallKernelOp::verify() {
+  if (getOutputs().empty())
+    return emitOpError("needs at least one output");
+  bool tensors = isa<RankedTensorType>(getOutputs().front().getType());
+  for (Value operand : getOperation()->getOperands().take_front(
+           getInputs().size() + getOutputs().size()))
+    if (isa<RankedTensorType>(operand.getType()) != tensors ||
+        (!tensors && !isa<MemRefType>(operand.getType())))
+      return emitOpError("takes ranked tensors only or memrefs only");
+  if (!tensors)
+    return getResults().empty()
+               ? success()
+               : emitOpError("returns nothing on memrefs");
+  if (getResultTypes() != getOutputs().getTypes())
+    return emitOpError("must return one value of each output's type");
+  return success();
+}
+
+void CallKernelOp::getEffects(
+    SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
+        &effects) {
+  for (OpOperand &input : getInputsMutable())
+    if (isa<MemRefType>(input.get().getType()))
+      effects.emplace_back(MemoryEffects::Read::get(), &input,
+                           SideEffects::DefaultResource::get());
+  for (OpOperand &output : getOutputsMutable())
+    if (isa<MemRefType>(output.get().getType()))
+      effects.emplace_back(MemoryEffects::Write::get(), &output,
+                           SideEffects::DefaultResource::get());
+}

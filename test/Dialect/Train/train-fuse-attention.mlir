@@ -1,0 +1,43 @@
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(train-fuse-attention))' --split-input-file | FileCheck %s
+
+// The forward becomes the fused kernel (output and log-sum-exp); the
+// gradient on the same inputs takes both, with a delta workspace.
+// CHECK-LABEL: func.func @pair
+// CHECK-DAG: %[[B:.*]] = arith.constant 4 : i64
+// CHECK-DAG: %[[S:.*]] = arith.constant 32 : i64
+// CHECK-DAG: %[[H:.*]] = arith.constant 8 : i64
+// CHECK-DAG: %[[KVH:.*]] = arith.constant 2 : i64
+// CHECK-DAG: %[[D:.*]] = arith.constant 16 : i64
+// CHECK-DAG: %[[CAUSAL:.*]] = arith.constant 1 : i32
+// CHECK-DAG: %[[SCALE:.*]] = arith.constant 2.500000e-01 : f32
+// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_f32(%[[B]], %[[S]], %[[H]], %[[KVH]], %[[D]], %[[CAUSAL]], %[[SCALE]] : i64, i64, i64, i64, i64, i32, f32) ins(%arg0, %arg1, %arg2 : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>, tensor<4x32x2x16xf32>) outs(%{{.*}}, %{{.*}} : tensor<4x32x8x16xf32>, tensor<4x8x32xf32>) -> tensor<4x32x8x16xf32>, tensor<4x8x32xf32>
+// CHECK: %[[G:.*]]:4 = train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%arg0, %arg1, %arg2, %[[F]]#0, %[[F]]#1, %arg3 : {{.*}}) outs({{.*}} : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>, tensor<4x32x2x16xf32>, tensor<4x8x32xf32>)
+// CHECK: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2
+// CHECK-NOT: train.attention
+func.func @pair(%q: tensor<4x32x8x16xf32>, %k: tensor<4x32x2x16xf32>, %v: tensor<4x32x2x16xf32>, %do: tensor<4x32x8x16xf32>)
+    -> (tensor<4x32x8x16xf32>, tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>, tensor<4x32x2x16xf32>) {
+  %o = train.attention %q, %k, %v causal scale = 0.25 : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
+  %dq, %dk, %dv = train.attention_grad %q, %k, %v, %do causal scale = 0.25 : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
+  return %o, %dq, %dk, %dv : tensor<4x32x8x16xf32>, tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>, tensor<4x32x2x16xf32>
+}
+
+// -----
+
+// Left alone: f64, a key length other than the query's, and a gradient with
+// another scale than its forward's (that forward is still fused).
+// CHECK-LABEL: func.func @left_alone
+// CHECK: train.attention %arg0
+// CHECK: train.attention %arg2
+// CHECK: train.call_kernel @loomrt_attention_f32
+// CHECK-NOT: train.call_kernel
+// CHECK: train.attention_grad
+func.func @left_alone(%q64: tensor<1x8x2x4xf64>, %k64: tensor<1x8x2x4xf64>,
+                      %q: tensor<1x8x2x4xf32>, %k: tensor<1x16x2x4xf32>,
+                      %k8: tensor<1x8x2x4xf32>, %do: tensor<1x8x2x4xf32>)
+    -> (tensor<1x8x2x4xf64>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>) {
+  %a = train.attention %q64, %k64, %k64 causal scale = 0.5 : tensor<1x8x2x4xf64>, tensor<1x8x2x4xf64>
+  %b = train.attention %q, %k, %k scale = 0.5 : tensor<1x8x2x4xf32>, tensor<1x16x2x4xf32>
+  %c = train.attention %q, %k8, %k8 causal scale = 0.5 : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
+  %dq, %dk, %dv = train.attention_grad %q, %k8, %k8, %do causal scale = 0.25 : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
+  return %a, %b, %c, %dq : tensor<1x8x2x4xf64>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
+}
