@@ -83,7 +83,8 @@ struct ConvertKernelsToCalls
       }
       OpBuilder b(call);
       Location loc = call.getLoc();
-      SmallVector<Value> operands, copies;
+      SmallVector<Value> operands;
+      SmallVector<std::pair<size_t, Value>> copies; // buffer index, stand-in
       for (auto [i, buffer] : llvm::enumerate(buffers)) {
         auto type = cast<MemRefType>(buffer.getType());
         if (memref::isStaticShapeAndContiguousRowMajor(type)) {
@@ -96,18 +97,13 @@ struct ConvertKernelsToCalls
         if (i < call.getInputs().size())
           linalg::CopyOp::create(b, loc, buffer, copy);
         operands.push_back(addressOf(b, loc, copy));
-        copies.push_back(copy);
+        copies.push_back({i, copy});
       }
       llvm::append_range(operands, call.getScalars());
       func::CallOp::create(b, loc, callee, operands);
-      unsigned next = 0;
-      for (auto [i, buffer] : llvm::enumerate(buffers)) {
-        auto type = cast<MemRefType>(buffer.getType());
-        if (memref::isStaticShapeAndContiguousRowMajor(type))
-          continue;
-        Value copy = copies[next++];
+      for (auto [i, copy] : copies) {
         if (i >= call.getInputs().size())
-          linalg::CopyOp::create(b, loc, copy, buffer);
+          linalg::CopyOp::create(b, loc, copy, buffers[i]);
         memref::DeallocOp::create(b, loc, copy);
       }
       call.erase();
