@@ -233,6 +233,38 @@ storeTile(float *__restrict__ dst, const float (&acc)[4][D / 16],
 /// Forward: grid (query blocks, batch * heads), the last query block first
 /// (the most work with causal masking). Shared memory: Q (times
 /// scale * log2(e)), K, then V tiles; the probabilities overwrite K.
+/// Where a block of the forward or dQ kernel works: query block qBlock
+/// (rows q0..) of batch element blockIdx.y / heads and head
+/// blockIdx.y % heads, whose kv head is hk; rows qStride and kvStride
+/// floats apart; its first query row and kv row at qOffset and kvOffset.
+/// Blocks run last-first, so that the heaviest causal ones start first.
+struct QueryTile {
+  int qBlock, q0, hk;
+  int64_t qStride, kvStride, qOffset, kvOffset;
+};
+
+/// The block's first statistic (lse, delta), computed where it is used (held
+/// across the forward's loop it costs a spill).
+__device__ __forceinline__ int64_t queryStatOffset(int seq, int heads) {
+  return (int64_t(blockIdx.y / heads) * heads + blockIdx.y % heads) * seq;
+}
+
+__device__ __forceinline__ QueryTile queryTile(int seq, int heads,
+                                               int kvHeads, int dim) {
+  const int qBlock = gridDim.x - 1 - blockIdx.x;
+  const int b = blockIdx.y / heads;
+  const int h = blockIdx.y % heads;
+  const int hk = h / (heads / kvHeads);
+  const int q0 = qBlock * kBlock;
+  return {qBlock,
+          q0,
+          hk,
+          int64_t(heads) * dim,
+          int64_t(kvHeads) * dim,
+          ((int64_t(b) * seq + q0) * heads + h) * dim,
+          (int64_t(b) * seq * kvHeads + hk) * dim};
+}
+
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     forwardKernel(const float *__restrict__ q, const float *__restrict__ k,
@@ -247,15 +279,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int tx = threadIdx.x % 16;
   const int ty = threadIdx.x / 16;
-  const int qBlock = gridDim.x - 1 - blockIdx.x;
-  const int b = blockIdx.y / heads;
-  const int h = blockIdx.y % heads;
-  const int hk = h / (heads / kvHeads);
-  const int q0 = qBlock * kBlock;
-  const int64_t qStride = int64_t(heads) * dim;
-  const int64_t kvStride = int64_t(kvHeads) * dim;
-  const int64_t qOffset = ((int64_t(b) * seq + q0) * heads + h) * dim;
-  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + hk) * dim;
+  const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
+      queryTile(seq, heads, kvHeads, dim);
 
   loadTile<D>(qs, q + qOffset, qStride, seq - q0, dim, scaleLog2);
 
@@ -319,7 +344,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 
   // Every row has a score at its max, so total >= 1.
-  const int64_t statOffset = (int64_t(b) * heads + h) * seq;
+  const int64_t statOffset = queryStatOffset(seq, heads);
 #pragma unroll
   for (int r = 0; r < 4; ++r) {
     const float total = rowSum(partialSum[r]);
@@ -469,16 +494,9 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
 
   const int tx = threadIdx.x % 16;
   const int ty = threadIdx.x / 16;
-  const int qBlock = gridDim.x - 1 - blockIdx.x;
-  const int b = blockIdx.y / heads;
-  const int h = blockIdx.y % heads;
-  const int hk = h / (heads / kvHeads);
-  const int q0 = qBlock * kBlock;
-  const int64_t qStride = int64_t(heads) * dim;
-  const int64_t kvStride = int64_t(kvHeads) * dim;
-  const int64_t qOffset = ((int64_t(b) * seq + q0) * heads + h) * dim;
-  const int64_t kvOffset = (int64_t(b) * seq * kvHeads + hk) * dim;
-  const int64_t statOffset = (int64_t(b) * heads + h) * seq;
+  const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
+      queryTile(seq, heads, kvHeads, dim);
+  const int64_t statOffset = queryStatOffset(seq, heads);
 
   loadTiles<D>(qs, q + qOffset, scaleLog2, dos, dout + qOffset, 1.f, qStride,
                seq - q0, dim);

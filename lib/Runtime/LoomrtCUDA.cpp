@@ -649,6 +649,24 @@ void rowMajorBatchedGemm(Gemm gemm, const char *name, int32_t order,
       });
 }
 
+/// Runs one fused attention kernel launch `call` (FlashAttention.cu) on the
+/// compute stream, timed under `what`; `function` names the entry point in
+/// the message for a head dim the kernels do not take.
+template <typename Call>
+void fusedAttention(const char *function, const char *what, int64_t dim,
+                    Call call) {
+  Context &ctx = context();
+  if (!loom::flash::supports(dim))
+    ctx.abort(std::string(function) +
+              ": no fused attention kernel for head dim " +
+              std::to_string(dim) + " (compile with --fuse-attention=false)");
+  ctx.busy();
+  cudaError_t status = cudaSuccess;
+  ctx.timed([&] { return std::string(what); },
+            [&] { status = call(ctx.compute); });
+  ctx.check(status, what);
+}
+
 } // namespace
 
 extern "C" {
@@ -761,20 +779,12 @@ void loomrt_attention_f32(const float *q, const float *k, const float *v,
                           float *out, float *lse, int64_t batch, int64_t seq,
                           int64_t heads, int64_t kvHeads, int64_t dim,
                           int32_t causal, float scale) {
-  Context &ctx = context();
-  if (!loom::flash::supports(dim))
-    ctx.abort("loomrt_attention_f32: no fused attention kernel for head "
-              "dim " +
-              std::to_string(dim) + " (compile with --fuse-attention=false)");
-  ctx.busy();
-  cudaError_t status = cudaSuccess;
-  ctx.timed([] { return std::string("flash attention forward"); },
-            [&] {
-              status = loom::flash::forward(ctx.compute, q, k, v, out, lse,
-                                            batch, seq, heads, kvHeads, dim,
-                                            causal, scale);
-            });
-  ctx.check(status, "the fused attention forward");
+  fusedAttention("loomrt_attention_f32", "the fused attention forward", dim,
+                 [&](cudaStream_t stream) {
+                   return loom::flash::forward(stream, q, k, v, out, lse,
+                                               batch, seq, heads, kvHeads,
+                                               dim, causal, scale);
+                 });
 }
 
 void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
@@ -783,20 +793,12 @@ void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
                                float *dv, float *delta, int64_t batch,
                                int64_t seq, int64_t heads, int64_t kvHeads,
                                int64_t dim, int32_t causal, float scale) {
-  Context &ctx = context();
-  if (!loom::flash::supports(dim))
-    ctx.abort("loomrt_attention_grad_f32: no fused attention kernel for "
-              "head dim " +
-              std::to_string(dim) + " (compile with --fuse-attention=false)");
-  ctx.busy();
-  cudaError_t status = cudaSuccess;
-  ctx.timed([] { return std::string("flash attention backward"); },
-            [&] {
-              status = loom::flash::backward(
-                  ctx.compute, q, k, v, out, lse, dout, dq, dk, dv, delta,
-                  batch, seq, heads, kvHeads, dim, causal, scale);
-            });
-  ctx.check(status, "the fused attention backward");
+  fusedAttention("loomrt_attention_grad_f32", "the fused attention backward",
+                 dim, [&](cudaStream_t stream) {
+                   return loom::flash::backward(
+                       stream, q, k, v, out, lse, dout, dq, dk, dv, delta,
+                       batch, seq, heads, kvHeads, dim, causal, scale);
+                 });
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run
