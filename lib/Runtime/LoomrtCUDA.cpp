@@ -649,6 +649,36 @@ void rowMajorBatchedGemm(Gemm gemm, const char *name, int32_t order,
       });
 }
 
+/// A bf16 GEMM (C bf16 or f32, `cType`) through cublasGemmEx (`count`
+/// < 0), or `count` of them through cublasGemmStridedBatchedEx; f32
+/// accumulation.
+void bf16Gemm(const char *name, cudaDataType_t cType, int32_t order,
+              int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k,
+              float alpha, const void *a, int32_t lda, int64_t strideA,
+              const void *b, int32_t ldb, int64_t strideB, float beta,
+              void *c, int32_t ldc, int64_t strideC, int32_t count) {
+  blasCall(
+      name, order,
+      [&] {
+        return (count >= 0 ? std::to_string(count) + "x" : std::string()) +
+               std::to_string(m) + "x" + std::to_string(n) + "x" +
+               std::to_string(k);
+      },
+      [&] {
+        cublasHandle_t blas = context().blas;
+        if (count < 0)
+          return cublasGemmEx(blas, operation(transB), operation(transA), n,
+                              m, k, &alpha, b, CUDA_R_16BF, ldb, a,
+                              CUDA_R_16BF, lda, &beta, c, cType, ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return cublasGemmStridedBatchedEx(
+            blas, operation(transB), operation(transA), n, m, k, &alpha, b,
+            CUDA_R_16BF, ldb, strideB, a, CUDA_R_16BF, lda, strideA, &beta, c,
+            cType, ldc, strideC, count, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+      });
+}
+
 /// Runs one fused attention kernel launch `call` (FlashAttention.cu) on the
 /// compute stream, timed under `what`; `function` names the entry point in
 /// the message for a head dim the kernels do not take.
@@ -772,6 +802,47 @@ void loomrt_cublas_dgemm_batched(int32_t order, int32_t transA,
   rowMajorBatchedGemm(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",
                       order, transA, transB, m, n, k, alpha, a, lda, strideA,
                       b, ldb, strideB, beta, c, ldc, strideC, count);
+}
+
+void loomrt_cublas_bgemm(int32_t order, int32_t transA, int32_t transB,
+                         int32_t m, int32_t n, int32_t k, float alpha,
+                         const uint16_t *a, int32_t lda, const uint16_t *b,
+                         int32_t ldb, float beta, uint16_t *c, int32_t ldc) {
+  bf16Gemm("cublasGemmEx(bf16)", CUDA_R_16BF, order, transA, transB, m, n, k,
+           alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, -1);
+}
+
+void loomrt_cublas_sbgemm(int32_t order, int32_t transA, int32_t transB,
+                          int32_t m, int32_t n, int32_t k, float alpha,
+                          const uint16_t *a, int32_t lda, const uint16_t *b,
+                          int32_t ldb, float beta, float *c, int32_t ldc) {
+  bf16Gemm("cublasGemmEx(bf16->f32)", CUDA_R_32F, order, transA, transB, m,
+           n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, -1);
+}
+
+void loomrt_cublas_bgemm_batched(int32_t order, int32_t transA,
+                                 int32_t transB, int32_t m, int32_t n,
+                                 int32_t k, float alpha, const uint16_t *a,
+                                 int32_t lda, int64_t strideA,
+                                 const uint16_t *b, int32_t ldb,
+                                 int64_t strideB, float beta, uint16_t *c,
+                                 int32_t ldc, int64_t strideC, int32_t count) {
+  bf16Gemm("cublasGemmStridedBatchedEx(bf16)", CUDA_R_16BF, order, transA,
+           transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
+           ldc, strideC, count);
+}
+
+void loomrt_cublas_sbgemm_batched(int32_t order, int32_t transA,
+                                  int32_t transB, int32_t m, int32_t n,
+                                  int32_t k, float alpha, const uint16_t *a,
+                                  int32_t lda, int64_t strideA,
+                                  const uint16_t *b, int32_t ldb,
+                                  int64_t strideB, float beta, float *c,
+                                  int32_t ldc, int64_t strideC,
+                                  int32_t count) {
+  bf16Gemm("cublasGemmStridedBatchedEx(bf16->f32)", CUDA_R_32F, order, transA,
+           transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
+           ldc, strideC, count);
 }
 
 // Fused attention (FlashAttention.cu) on the compute stream.

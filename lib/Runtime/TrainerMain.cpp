@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "Checkpoint.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -59,6 +60,18 @@ struct Tensor {
       loomrt_copy_to_host(data(), device, bytes);
   }
   float *f32() { return reinterpret_cast<float *>(storage.data()); }
+  uint16_t *bf16() { return reinterpret_cast<uint16_t *>(storage.data()); }
+  /// Element i of an f32 or bf16 tensor, as a float.
+  float get(int64_t i) {
+    return dtype == "bf16" ? bf16ToFloat(bf16()[i]) : f32()[i];
+  }
+  /// Sets element i (rounded to nearest even for bf16).
+  void set(int64_t i, float value) {
+    if (dtype == "bf16")
+      bf16()[i] = floatToBf16(value);
+    else
+      f32()[i] = value;
+  }
   int32_t *i32() { return reinterpret_cast<int32_t *>(storage.data()); }
   bool sharded() const { return localCount != fullCount; }
 };
@@ -258,16 +271,18 @@ float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
 template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
   int64_t offset = t.sharded() ? rank * t.localCount : 0;
   for (int64_t i = 0; i < t.localCount; ++i)
-    t.f32()[i] = offset + i < t.fullCount ? fullValue(offset + i) : 0.0f;
+    t.set(i, offset + i < t.fullCount ? fullValue(offset + i) : 0.0f);
 }
 
-/// The full tensor on rank 0 (other ranks get an empty vector).
+/// The full tensor on rank 0 as f32 (other ranks get an empty vector).
 std::vector<float> gatherFull(Tensor &t) {
+  std::vector<float> local(t.localCount);
+  for (int64_t i = 0; i < t.localCount; ++i)
+    local[i] = t.get(i);
   if (!t.sharded())
-    return rank == 0 ? std::vector<float>(t.f32(), t.f32() + t.fullCount)
-                     : std::vector<float>();
+    return rank == 0 ? local : std::vector<float>();
   std::vector<float> all(rank == 0 ? t.localCount * worldSize : 0);
-  loomrt_gather_f32(t.f32(), t.localCount, all.data(), 0);
+  loomrt_gather_f32(local.data(), t.localCount, all.data(), 0);
   all.resize(rank == 0 ? t.fullCount : 0);
   return all;
 }
@@ -467,9 +482,11 @@ int main(int argc, char **argv) {
     fail("this trainer was compiled for --seq " + std::to_string(seq) +
          " --batch " + std::to_string(batch) + " per rank");
   for (Tensor *t : saved)
-    if (t->dtype != "f32")
+    if (t->dtype != "f32" && t->dtype != "bf16")
       fail(t->role + " '" + t->name + "' is " + t->dtype +
-           "; the trainer handles f32 parameters and state");
+           "; the trainer handles f32 and bf16 parameters and state");
+  if (loss->dtype != "f32" && loss->dtype != "bf16")
+    fail("the loss is " + loss->dtype + "; the trainer reads f32 or bf16");
 
   if (learningRate)
     learningRate->f32()[0] = float(o.lr);
@@ -551,7 +568,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < m.tensors.size(); ++i)
       buffers[i] = m.tensors[i].buffer();
     loss->download();
-    float lossValue = loss->f32()[0];
+    float lossValue = loss->get(0);
     if (!std::isfinite(lossValue))
       fail("step " + std::to_string(step) + ": the loss is " +
            std::to_string(lossValue));

@@ -2,16 +2,16 @@
 """The CUDA target, run by ctest (see test/CMakeLists.txt).
 
 On every machine:
-  - loomc --target=cuda compiles the tiny Llama (1 rank, and 2 ranks with
-    ZeRO-3, whose step has NCCL collectives) to PTX, and ptxas -arch=sm_90
-    accepts every kernel module;
+  - loomc --target=cuda compiles the tiny Llama (1 rank, 2 ranks with
+    ZeRO-3, whose step has NCCL collectives, and 1 rank in bf16) to PTX,
+    and ptxas -arch=sm_90 accepts every kernel module;
   - the trainers link against the CUDA backend (cuBLAS, NCCL, cudart).
 Without a GPU (or a driver) each trainer, on 1 rank and under mpirun on 2,
 exits non-zero at once saying that there is no GPU.
 With a GPU:
   - the CUDA trainer's losses match the CPU trainer's for 20 steps within
     1e-4 relative (f32), on 1 rank and on 2 ranks with ZeRO-3 when there
-    are two GPUs;
+    are two GPUs, and within 1e-2 in bf16;
   - the step's measured device allocation equals the memory plan.
 """
 
@@ -31,6 +31,7 @@ from loom.models.llama import CONFIGS, build_forward  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
 STEPS = 20
+TOLERANCE = {"r1-bf16": 1e-2}
 MPI_ENV = mpi_env(60)
 check = Check()
 
@@ -86,9 +87,10 @@ def main() -> int:
     os.makedirs(work, exist_ok=True)
 
     trainers = {}  # name -> (ranks, forward, flags)
-    for name, ranks, stage in (("r1", 1, 0), ("r2-z3", 2, 3)):
-        cfg = dataclasses.replace(CONFIGS["tiny"], batch=4 // ranks)
-        forward = os.path.join(work, f"tiny-b{4 // ranks}.mlir")
+    for name, ranks, stage, dtype in (("r1", 1, 0, "f32"), ("r2-z3", 2, 3, "f32"),
+                                      ("r1-bf16", 1, 0, "bf16")):
+        cfg = dataclasses.replace(CONFIGS["tiny"], batch=4 // ranks, dtype=dtype)
+        forward = os.path.join(work, f"tiny-b{4 // ranks}-{dtype}.mlir")
         with open(forward, "w") as f:
             f.write(build_forward(cfg))
         flags = ["--world-size", str(ranks), "--zero-stage", str(stage), "--lr", "0.01"]
@@ -140,7 +142,10 @@ def main() -> int:
         want = [r["loss"] for r in rows["cpu"]]
         got = [r["loss"] for r in rows["cuda"]]
         worst = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
-        check(len(got) == STEPS and len(want) == STEPS and worst <= 1e-4,
+        # bf16 tensors: the two GEMM libraries' f32 sums may round to
+        # neighbouring bf16 values, and that difference is carried forward.
+        tolerance = TOLERANCE.get(name, 1e-4)
+        check(len(got) == STEPS and len(want) == STEPS and worst <= tolerance,
               f"{name}: {STEPS} CUDA losses within {worst:.1e} relative of the CPU trainer's")
         if rows["cuda"]:
             row = rows["cuda"][-1]

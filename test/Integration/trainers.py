@@ -8,7 +8,8 @@
                              loss fused in chunks gives the unfused losses;
                              the CUDA kernel mapping run on the CPU gives
                              the CPU trainer's bits; fused attention gives
-                             the decomposed attention's losses
+                             the decomposed attention's losses; bf16
+                             follows f32
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
@@ -59,12 +60,18 @@ GPU_BLOCKS = ("r1-gpu-blocks", 1, 0, "adamw")
 # Attention decomposed to linalg (seq x seq scores) instead of the runtime's
 # fused kernels: the same losses within 1e-5.
 PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
+# The same model in bf16 (parameters, optimizer state and activations;
+# f32 arithmetic, accumulators and logits): its losses follow f32's within
+# a few bf16 roundings.
+BF16 = ("r1-bf16", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"],
-               PLAIN_ATTENTION: ["--fuse-attention=false"]}
+               PLAIN_ATTENTION: ["--fuse-attention=false"],
+               BF16: []}
+FORWARD = {BF16: "tiny-b4-bf16.mlir"}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -75,7 +82,7 @@ def build(work: str) -> None:
 
     def one(spec):
         name, ranks, stage, optimizer = spec
-        forward = os.path.join(work, f"tiny-b{4 // ranks}.mlir")
+        forward = os.path.join(work, FORWARD.get(spec, f"tiny-b{4 // ranks}.mlir"))
         exe = os.path.join(work, name)
         lr = 1.0 if optimizer == "sgd" else LR
         cmd = [loomc, forward, "--world-size", str(ranks), "--zero-stage", str(stage),
@@ -89,6 +96,8 @@ def build(work: str) -> None:
         cfg = dataclasses.replace(CONFIGS["tiny"], batch=batch)
         with open(os.path.join(work, f"tiny-b{batch}.mlir"), "w") as f:
             f.write(build_forward(cfg))
+    with open(os.path.join(work, FORWARD[BF16]), "w") as f:
+        f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], dtype="bf16")))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         for name, proc, seconds in pool.map(one, TRAINERS + list(EXTRA_FLAGS)):
             check(proc.returncode == 0, f"loomc {name} ({seconds:.1f} s)")
@@ -169,6 +178,11 @@ def equal(work: str) -> None:
     check(len(plain) == STEPS and worst <= 1e-5,
           f"fused attention kernels against attention decomposed to linalg: {STEPS} "
           f"losses within {worst:.1e} relative")
+    bf16 = train(BF16[0], 1)
+    errors = [abs(g - w) / abs(w) for g, w in zip(bf16, want)]
+    check(len(bf16) == STEPS and sum(errors) / STEPS <= 2e-3 and max(errors) <= 1e-2,
+          f"bf16 against f32: {STEPS} losses within {max(errors):.1e} relative "
+          f"(mean {sum(errors) / max(len(errors), 1):.1e})")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))

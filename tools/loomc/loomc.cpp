@@ -145,6 +145,12 @@ static cl::opt<bool> fuseAttention(
     cl::desc("run attention and its gradient as the runtime's fused kernels "
              "(train-fuse-attention: no seq x seq scores are held)"),
     cl::init(true), cl::cat(loomcCategory));
+static cl::opt<bool> widenCompute(
+    "widen-compute",
+    cl::desc("compute bf16/f16 linalg ops in f32, reductions into f32 "
+             "accumulators (train-widen-compute; off: each op rounds to its "
+             "element type, as the IR says)"),
+    cl::init(true), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
                cl::desc("place temporaries in one arena (loom-memory-plan)"),
@@ -217,9 +223,14 @@ static std::string loweringPipeline() {
                                    ? "func.func(loom-vectorize), canonicalize, "
                                    : "") +
                        "func.func(convert-linalg-to-loops), ";
+  // x86 has no bf16 arithmetic and libgcc 12 no bf16 conversions: the
+  // ops left in bf16 compute in f32, and the casts become integer code.
   return bufferize + "convert-linalg-to-blas, " + loops +
-         "expand-strided-metadata, "
-         "lower-affine, convert-scf-to-cf, convert-vector-to-llvm, " +
+         "expand-strided-metadata, lower-affine, "
+         "math-extend-to-supported-types{target-type=f32}, "
+         "arith-emulate-unsupported-floats{source-types=bf16 "
+         "target-type=f32}, arith-expand{include-bf16=true}, "
+         "convert-scf-to-cf, convert-vector-to-llvm, " +
          toLLVM;
 }
 
@@ -564,7 +575,10 @@ int main(int argc, char **argv) {
                       std::string(fuseAttention
                                       ? "func.func(train-fuse-attention), "
                                       : "") +
-                          "train-decompose, canonicalize" +
+                          "train-decompose, " +
+                          (widenCompute ? "func.func(train-widen-compute), "
+                                        : "") +
+                          "canonicalize" +
                           (gpuKernels && fuseElementwise
                                ? ", linalg-fuse-elementwise-ops, canonicalize"
                                : "") +

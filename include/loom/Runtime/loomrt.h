@@ -143,6 +143,34 @@ void loomrt_cublas_dgemm_batched(int32_t order, int32_t trans_a,
                                  int64_t stride_b, double beta, double *c,
                                  int32_t ldc, int64_t stride_c, int32_t count);
 
+/* bf16 GEMMs: A and B bf16 (the raw 16 bits), C bf16 (bgemm) or f32
+ * (sbgemm), alpha and beta f32; the products accumulate in f32 and a bf16
+ * C is rounded once (to nearest even). Arguments as above. The MPI backend
+ * widens into f32 scratch for cblas_sgemm; the CUDA backend calls
+ * cublasGemmEx / cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F. */
+#define LOOMRT_BF16_GEMMS(prefix)                                              \
+  void prefix##bgemm(int32_t order, int32_t trans_a, int32_t trans_b,          \
+                     int32_t m, int32_t n, int32_t k, float alpha,             \
+                     const uint16_t *a, int32_t lda, const uint16_t *b,        \
+                     int32_t ldb, float beta, uint16_t *c, int32_t ldc);       \
+  void prefix##sbgemm(int32_t order, int32_t trans_a, int32_t trans_b,         \
+                      int32_t m, int32_t n, int32_t k, float alpha,            \
+                      const uint16_t *a, int32_t lda, const uint16_t *b,       \
+                      int32_t ldb, float beta, float *c, int32_t ldc);         \
+  void prefix##bgemm_batched(                                                  \
+      int32_t order, int32_t trans_a, int32_t trans_b, int32_t m, int32_t n,   \
+      int32_t k, float alpha, const uint16_t *a, int32_t lda,                  \
+      int64_t stride_a, const uint16_t *b, int32_t ldb, int64_t stride_b,      \
+      float beta, uint16_t *c, int32_t ldc, int64_t stride_c, int32_t count);  \
+  void prefix##sbgemm_batched(                                                 \
+      int32_t order, int32_t trans_a, int32_t trans_b, int32_t m, int32_t n,   \
+      int32_t k, float alpha, const uint16_t *a, int32_t lda,                  \
+      int64_t stride_a, const uint16_t *b, int32_t ldb, int64_t stride_b,      \
+      float beta, float *c, int32_t ldc, int64_t stride_c, int32_t count);
+LOOMRT_BF16_GEMMS(loomrt_cblas_)
+LOOMRT_BF16_GEMMS(loomrt_cublas_)
+#undef LOOMRT_BF16_GEMMS
+
 /* Fused attention (train-fuse-attention). q and out are [batch, seq, heads,
  * dim], k and v [batch, seq, kv_heads, dim], lse and delta [batch, heads,
  * seq], all contiguous row-major f32 (device memory on the CUDA backend).

@@ -244,3 +244,43 @@ func.func @left_alone(%s: memref<6x8xf32, strided<[1, 6]>>, %t: memref<8x5xf32>,
   %r = linalg.matmul ins(%ta, %tb : tensor<6x8xf32>, tensor<8x5xf32>) outs(%tc : tensor<6x5xf32>) -> tensor<6x5xf32>
   return %r : tensor<6x5xf32>
 }
+
+// -----
+
+// bf16: the runtime's GEMMs (the Debian OpenBLAS has none), f32 alpha and
+// beta, byte offsets of 2 per bf16 element and 4 per f32; a bf16 C is
+// bgemm, an f32 C (the logits) sbgemm; batched over heads likewise.
+// CHECK-LABEL: func.func @bf16
+// CHECK-DAG: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK-DAG: %[[TWO:.+]] = arith.constant 2 : index
+// CHECK: arith.muli %{{.+}}, %[[TWO]] : index
+// CHECK: call @loomrt_cblas_bgemm(%{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[ONE]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[ONE]],
+// CHECK: %[[FOUR:.+]] = arith.constant 4 : index
+// CHECK: arith.muli %{{.+}}, %[[FOUR]] : index
+// CHECK: call @loomrt_cblas_sbgemm(
+// CHECK: call @loomrt_cblas_bgemm_batched(
+// CHECK-NOT: linalg.
+// CUBLAS-LABEL: func.func @bf16
+// CUBLAS: call @loomrt_cublas_bgemm(
+// CUBLAS: call @loomrt_cublas_sbgemm(
+// CUBLAS: call @loomrt_cublas_bgemm_batched(
+// LOOP-LABEL: func.func @bf16
+// LOOP: scf.for
+// LOOP: call @loomrt_cblas_bgemm(
+#q = affine_map<(h, i, j, d) -> (i, h, d)>
+#k = affine_map<(h, i, j, d) -> (j, h, d)>
+#s = affine_map<(h, i, j, d) -> (h, i, j)>
+func.func @bf16(%a: memref<6x8xbf16>, %b: memref<8x5xbf16>, %c: memref<6x5xbf16>,
+                %logits: memref<6x5xf32>, %qm: memref<16x4x8xbf16>, %km: memref<16x4x8xbf16>,
+                %sm: memref<4x16x16xbf16>) {
+  linalg.matmul ins(%a, %b : memref<6x8xbf16>, memref<8x5xbf16>) outs(%c : memref<6x5xbf16>)
+  linalg.matmul ins(%a, %b : memref<6x8xbf16>, memref<8x5xbf16>) outs(%logits : memref<6x5xf32>)
+  linalg.generic {indexing_maps = [#q, #k, #s], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%qm, %km : memref<16x4x8xbf16>, memref<16x4x8xbf16>) outs(%sm : memref<4x16x16xbf16>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: bf16):
+    %m = arith.mulf %x, %y : bf16
+    %s = arith.addf %acc, %m : bf16
+    linalg.yield %s : bf16
+  }
+  return
+}

@@ -41,3 +41,26 @@ func.func @left_alone(%q64: tensor<1x8x2x4xf64>, %k64: tensor<1x8x2x4xf64>,
   %dq, %dk, %dv = train.attention_grad %q, %k8, %k8, %do causal scale = 0.25 : tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
   return %a, %b, %c, %dq : tensor<1x8x2x4xf64>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>, tensor<1x8x2x4xf32>
 }
+
+// -----
+
+// bf16: the kernels are f32, so each call's operands are widened (the
+// gradient widens its own copies, and the bf16 output) and the results
+// rounded back; the log-sum-exp stays f32.
+// CHECK-LABEL: func.func @bf16
+// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) outs({{.*}}) -> tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[F]]#0 : tensor<2x16x4x8xf32>) outs(%{{.*}} : tensor<2x16x4x8xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[OW:.*]] = linalg.generic {{.*}} ins(%[[O]] : tensor<2x16x4x8xbf16>) outs(%{{.*}} : tensor<2x16x4x8xf32>)
+// CHECK: %[[DO:.*]] = linalg.generic {{.*}} ins(%arg3 : tensor<2x16x4x8xbf16>) outs(%{{.*}} : tensor<2x16x4x8xf32>)
+// CHECK: %[[G:.*]]:4 = train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[OW]], %[[F]]#1, %[[DO]] : {{.*}}) outs({{.*}}) -> tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
+// CHECK-COUNT-3: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[O]]
+func.func @bf16(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16>, %v: tensor<2x16x4x8xbf16>, %do: tensor<2x16x4x8xbf16>)
+    -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>) {
+  %o = train.attention %q, %k, %v scale = 0.35 : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
+  %dq, %dk, %dv = train.attention_grad %q, %k, %v, %do scale = 0.35 : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
+  return %o, %dq, %dk, %dv : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
+}

@@ -106,17 +106,20 @@ def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
 
 
 def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp"> {
-  let summary = "Replaces buffer contractions by cblas_sgemm/dgemm calls";
+  let summary = "Replaces buffer contractions by BLAS GEMM calls";
   let description = [{
     On bufferised IR, every linalg op that computes
     `C(i, j) += A(i, k) * B(k, j)` becomes one CBLAS call. This covers
     `linalg.matmul` with any indexing maps, and the `linalg.generic`
     contractions autodiff emits for weight gradients (`dW = dYᵀ X`). A and
-    B may each be transposed. The matrices must be f32 (or f64) with unit
-    stride along their memref's last dimension, which must be one of the
-    two matrix dimensions; the leading dimension is the other one's stride,
-    so strided views (a head inside `[batch, seq, heads, dim]`) need no
-    copy.
+    B may each be transposed. The matrices must be f32 or f64 (CBLAS's
+    `cblas_sgemm`/`dgemm`), or bf16 A and B with a bf16 or f32 C (the
+    runtime's `loomrt_cblas_bgemm`/`sbgemm`, which accumulate in f32), with
+    unit stride along their memref's last dimension, which must be one of
+    the two matrix dimensions; the leading dimension is the other one's
+    stride, so strided views (a head inside `[batch, seq, heads, dim]`)
+    need no copy. With `library=cublas` every call is the runtime's
+    (`loomrt_cublas_?gemm`, bf16 through `cublasGemmEx`).
 
     A contraction with batch dimensions (C's leading dimensions, e.g.
     attention's `Q Kᵀ` over batch and heads) becomes one strided batched
@@ -499,7 +502,8 @@ def TrainFuseAttentionPass
     : Pass<"train-fuse-attention", "::mlir::func::FuncOp"> {
   let summary = "Runs attention and its gradient as fused runtime kernels";
   let description = [{
-    Replaces each f32 `train.attention` with equal query and key lengths by
+    Replaces each f32, bf16 or f16 `train.attention` with equal query and
+    key lengths by
     a `train.call_kernel` of `loomrt_attention_f32`, which returns the
     output and each query row's log-sum-exp (`[batch, heads, seq]`), and
     each `train.attention_grad` after it in the same block on the same
@@ -507,8 +511,10 @@ def TrainFuseAttentionPass
     `loomrt_attention_grad_f32`, which takes that output and log-sum-exp
     and a `[batch, heads, seq]` workspace. The runtime's kernels tile the
     sequence (online softmax, FlashAttention-2's backward) and never hold
-    the `seq x seq` scores the decomposition does. Run after
-    `train-autodiff`, before `train-decompose`.
+    the `seq x seq` scores the decomposition does. The kernels are f32: a
+    bf16 or f16 attention's operands are widened (`arith.extf` generics)
+    for each call and its results rounded back; the log-sum-exp stays f32.
+    Run after `train-autodiff`, before `train-decompose`.
 
     ```mlir
     %o = train.attention %q, %k, %v causal scale = 0.25
@@ -520,6 +526,54 @@ def TrainFuseAttentionPass
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def TrainWidenComputePass
+    : Pass<"train-widen-compute", "::mlir::func::FuncOp"> {
+  let summary = "Computes bf16 and f16 linalg generics in f32";
+  let description = [{
+    Mixed precision as the compiler's job: tensors stay in bf16 (or f16),
+    arithmetic does not. Each `linalg.generic` that reads or writes a
+    16-bit float computes its body in f32: its 16-bit arguments are extended
+    at the top, every op computes in f32, and what it yields is rounded once.
+    A reduction accumulates into an f32 tensor (a fill is widened in place,
+    any other init is extended) and is rounded once after the last element;
+    a later generic that reads the rounded result reads the f32 one instead,
+    so a norm's sum of squares or softmax's row sum is never rounded on its
+    way to the division. Contractions whose body is a multiply-accumulate
+    are left for `convert-linalg-to-blas`, whose bf16 GEMMs accumulate in
+    f32. Run after `train-decompose`, on tensors.
+
+    ```mlir
+    %ss = linalg.generic {.. ["parallel", "reduction"]}
+        ins(%x : tensor<8x64xbf16>) outs(%zero : tensor<8xbf16>) {
+    ^bb0(%a: bf16, %acc: bf16):
+      %sq = arith.mulf %a, %a : bf16
+      %s = arith.addf %acc, %sq : bf16
+      linalg.yield %s : bf16
+    } -> tensor<8xbf16>
+    // becomes
+    %f = linalg.fill ins(%c0_f32 : f32) outs(%e : tensor<8xf32>)
+    %ss32 = linalg.generic {..} ins(%x : tensor<8x64xbf16>)
+        outs(%f : tensor<8xf32>) {
+    ^bb0(%a: bf16, %acc: f32):
+      %a32 = arith.extf %a : bf16 to f32
+      %sq = arith.mulf %a32, %a32 : f32
+      %s = arith.addf %acc, %sq : f32
+      linalg.yield %s : f32
+    } -> tensor<8xf32>
+    %ss = linalg.generic {..} ins(%ss32 : tensor<8xf32>)
+        outs(%e2 : tensor<8xbf16>) { arith.truncf }  // only if still used
+    ```
+
+    A generic whose body holds an op outside `arith` and `math` (other
+    than `linalg.index`), or a bit cast of a 16-bit float, is left as it
+    is.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
 }
 

@@ -80,6 +80,10 @@ static Value buildRotationTable(LinalgBuilder &lb, int64_t seq, int64_t half,
                             : Value(math::CosOp::create(b, loc, angle));
         if (elementType == b.getF64Type())
           return value;
+        // Through f32: targets round f32 to bf16/f16, not f64.
+        value = arith::TruncFOp::create(b, loc, b.getF32Type(), value);
+        if (elementType == b.getF32Type())
+          return value;
         return arith::TruncFOp::create(b, loc, elementType, value);
       });
 }

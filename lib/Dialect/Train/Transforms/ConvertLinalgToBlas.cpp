@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Train/GemmMatch.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,9 +35,11 @@ namespace {
 // CBLAS enums.
 constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
-/// If the body is `out + a * b` or `out + (a * b) * s` for a constant s
-/// (attention's scale), in any operand order: alpha (1 or s).
-std::optional<double> mulAddAlpha(linalg::LinalgOp op) {
+} // namespace
+
+std::optional<double> loom::train::mulAddAlpha(linalg::LinalgOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+    return std::nullopt;
   Block *body = op.getBlock();
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
   auto add = yield.getValues()[0].getDefiningOp<arith::AddFOp>();
@@ -47,16 +50,26 @@ std::optional<double> mulAddAlpha(linalg::LinalgOp op) {
     return std::nullopt;
   Value product = add.getLhs() == out ? add.getRhs() : add.getLhs();
   Value a = body->getArgument(0), b = body->getArgument(1);
+  // A named op that accumulates bf16 products into f32 extends its
+  // operands first (arith.extf in the body).
+  auto operand = [&](Value v) {
+    auto ext = v.getDefiningOp<arith::ExtFOp>();
+    return ext && ext->getBlock() == body ? ext.getIn() : v;
+  };
   auto isProduct = [&](Value v) {
     auto mul = v.getDefiningOp<arith::MulFOp>();
-    return mul && ((mul.getLhs() == a && mul.getRhs() == b) ||
-                   (mul.getLhs() == b && mul.getRhs() == a));
+    return mul && ((operand(mul.getLhs()) == a && operand(mul.getRhs()) == b) ||
+                   (operand(mul.getLhs()) == b && operand(mul.getRhs()) == a));
   };
+  // mul, add and yield (and the scaling mul), besides the casts.
+  size_t ops = body->getOperations().size() -
+               llvm::count_if(*body, [](Operation &op) {
+                 return isa<arith::ExtFOp>(op);
+               });
   if (isProduct(product))
-    return body->getOperations().size() == 3 ? std::optional<double>(1.0)
-                                              : std::nullopt;
+    return ops == 3 ? std::optional<double>(1.0) : std::nullopt;
   auto scaled = product.getDefiningOp<arith::MulFOp>();
-  if (!scaled || body->getOperations().size() != 4)
+  if (!scaled || ops != 4)
     return std::nullopt;
   Value inner = isProduct(scaled.getLhs()) ? scaled.getLhs() : scaled.getRhs();
   Value scale = inner == scaled.getLhs() ? scaled.getRhs() : scaled.getLhs();
@@ -64,6 +77,23 @@ std::optional<double> mulAddAlpha(linalg::LinalgOp op) {
   if (!isProduct(inner) || !matchPattern(scale, m_Constant(&value)))
     return std::nullopt;
   return value.getValueAsDouble();
+}
+
+namespace {
+
+/// The GEMM routine for the operands' element types: s (f32), d (f64),
+/// b (bf16 A, B and C) or sb (bf16 A and B, f32 C); bf16 accumulates in f32.
+std::optional<StringRef> gemmRoutine(linalg::LinalgOp op) {
+  Type a = getElementTypeOrSelf(op.getDpsInputs()[0].getType()),
+       b = getElementTypeOrSelf(op.getDpsInputs()[1].getType()),
+       c = getElementTypeOrSelf(op.getDpsInits()[0].getType());
+  if (a != b)
+    return std::nullopt;
+  if (a == c && (c.isF32() || c.isF64()))
+    return c.isF32() ? StringRef("sgemm") : StringRef("dgemm");
+  if (a.isBF16() && (c.isBF16() || c.isF32()))
+    return c.isBF16() ? StringRef("bgemm") : StringRef("sbgemm");
+  return std::nullopt;
 }
 
 /// One operand of a GEMM: its memref, whether the matrix is read transposed,
@@ -122,7 +152,7 @@ std::optional<Matrix> matrixOf(Value operand, AffineMap map, unsigned row,
 }
 
 /// Recognises C(.., i, .., j) += alpha A(.., i|k, .., k|i) * B(.., k|j, ..,
-/// j|k) on f32/f64 memrefs whose rows are contiguous. j is C's last
+/// j|k) on memrefs (see gemmRoutine) whose rows are contiguous. j is C's last
 /// dimension; i is the largest other dimension of C, and k the largest
 /// reduction, whose layouts fit a GEMM. C's other dimensions are batch
 /// loops (A or B may skip one: a broadcast, stride 0), and the other
@@ -131,7 +161,7 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || op.getNumReductionLoops() < 1)
     return std::nullopt;
-  std::optional<double> alpha = mulAddAlpha(op);
+  std::optional<double> alpha = loom::train::mulAddAlpha(op);
   if (!alpha)
     return std::nullopt;
   SmallVector<AffineMap> maps = op.getIndexingMapsArray();
@@ -141,10 +171,7 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
       !maps[2].isProjectedPermutation() || rank < 2 ||
       rank + op.getNumReductionLoops() != op.getNumLoops())
     return std::nullopt;
-  Type element = cast<MemRefType>(op.getDpsInits()[0].getType()).getElementType();
-  if ((!element.isF32() && !element.isF64()) ||
-      getElementTypeOrSelf(op.getDpsInputs()[0].getType()) != element ||
-      getElementTypeOrSelf(op.getDpsInputs()[1].getType()) != element)
+  if (!gemmRoutine(op))
     return std::nullopt;
   unsigned j = maps[2].getDimPosition(rank - 1);
   SmallVector<unsigned> rows, reductions;
@@ -224,7 +251,9 @@ struct ConvertLinalgToBlasPass
       Location loc = op.getLoc();
       Type element =
           cast<MemRefType>(gemm.c.memref.getType()).getElementType();
-      bool f64 = element.isF64();
+      StringRef routine = *gemmRoutine(op);
+      // alpha and beta: f64 for dgemm, else f32.
+      Type scalar = element.isF64() ? element : builder.getF32Type();
       // The batch loop the call takes over: C's largest (the innermost on
       // ties), when batching is on and it has more than one element.
       std::optional<unsigned> batched;
@@ -233,9 +262,11 @@ struct ConvertLinalgToBlasPass
             gemm.batch[l] <= std::numeric_limits<int32_t>::max() &&
             (!batched || gemm.batch[l] >= gemm.batch[*batched]))
           batched = l;
+      // The Debian OpenBLAS has no bf16 GEMM: the runtime's does it.
+      bool runtime = cublas || batched || routine.ends_with("bgemm");
       std::string name =
-          (Twine(cublas ? "loomrt_cublas_" : batched ? "loomrt_cblas_" : "cblas_") +
-           (f64 ? "dgemm" : "sgemm") + (batched ? "_batched" : ""))
+          (Twine(cublas ? "loomrt_cublas_" : runtime ? "loomrt_cblas_" : "cblas_") +
+           routine + (batched ? "_batched" : ""))
               .str();
       func::FuncOp callee;
       {
@@ -243,10 +274,10 @@ struct ConvertLinalgToBlasPass
         builder.setInsertionPointToStart(module.getBody());
         callee = module.lookupSymbol<func::FuncOp>(name);
         if (!callee) {
-          SmallVector<Type> args = {i32, i32, i32, i32, i32, i32, element};
+          SmallVector<Type> args = {i32, i32, i32, i32, i32, i32, scalar};
           for (int x = 0; x < 3; ++x) {
             if (x == 2)
-              args.push_back(element); // beta
+              args.push_back(scalar); // beta
             args.append({ptr, i32});
             if (batched)
               args.push_back(i64); // the stride between batch elements
@@ -293,7 +324,7 @@ struct ConvertLinalgToBlasPass
           i32Const(int32_t(gemm.m)), i32Const(int32_t(gemm.n)),
           i32Const(int32_t(gemm.k)),
           arith::ConstantOp::create(builder, loc,
-                                    builder.getFloatAttr(element, gemm.alpha))};
+                                    builder.getFloatAttr(scalar, gemm.alpha))};
       for (auto [which, x] : llvm::enumerate(
                std::array<Matrix *, 3>{&gemm.a, &gemm.b, &gemm.c})) {
         memref::ExtractStridedMetadataOp meta = metas[which];
@@ -304,14 +335,16 @@ struct ConvertLinalgToBlasPass
                 builder, loc, elements,
                 arith::MulIOp::create(builder, loc, iv,
                                       meta.getStrides()[pos]));
-        Value bytes =
-            arith::MulIOp::create(builder, loc, elements, index(f64 ? 8 : 4));
+        Value bytes = arith::MulIOp::create(
+            builder, loc, elements,
+            index(cast<MemRefType>(x->memref.getType()).getElementTypeBitWidth() /
+                  8));
         Value address = arith::IndexCastOp::create(
             builder, loc, i64,
             arith::AddIOp::create(builder, loc, bases[which], bytes));
         if (which == 2) // beta: C accumulates.
           operands.push_back(arith::ConstantOp::create(
-              builder, loc, builder.getFloatAttr(element, 1.0)));
+              builder, loc, builder.getFloatAttr(scalar, 1.0)));
         operands.push_back(LLVM::IntToPtrOp::create(builder, loc, ptr, address));
         operands.push_back(arith::IndexCastOp::create(
             builder, loc, i32, meta.getStrides()[x->lead]));

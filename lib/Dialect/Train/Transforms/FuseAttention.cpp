@@ -4,14 +4,17 @@
 // key and value become calls of the runtime's fused attention kernels
 // (train.call_kernel): the forward also returns each query row's
 // log-sum-exp, which the backward takes with the output instead of
-// recomputing them, and nothing of size seq x seq is ever held.
+// recomputing them, and nothing of size seq x seq is ever held. The
+// kernels are f32; bf16 and f16 attention is widened around each call.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace loom::train {
@@ -42,11 +45,21 @@ SmallVector<Value> scalars(OpBuilder &b, Location loc, RankedTensorType query,
   return values;
 }
 
-/// Whether the kernels take this attention: f32, equal query and key
-/// lengths (the kernels' one `seq`).
+/// Whether the kernels take this attention: f32, bf16 or f16 (widened to
+/// f32 around the calls), equal query and key lengths (the kernels' one
+/// `seq`).
 bool fusible(RankedTensorType query, RankedTensorType key) {
-  return query.getElementType().isF32() && key.getElementType().isF32() &&
+  Type element = query.getElementType();
+  return (element.isF32() || element.isBF16() || element.isF16()) &&
+         key.getElementType() == element &&
          query.getDimSize(1) == key.getDimSize(1);
+}
+
+/// `values` as f32 tensors (elementwise arith.extf where narrower).
+SmallVector<Value> widened(OpBuilder &b, Location loc, ValueRange values) {
+  loom::LinalgBuilder lb(b, loc);
+  return llvm::map_to_vector(
+      values, [&](Value v) { return lb.convert(v, b.getF32Type()); });
 }
 
 struct FuseAttention
@@ -61,20 +74,26 @@ struct FuseAttention
         continue;
       OpBuilder b(forward);
       Location loc = forward.getLoc();
+      // The kernels are f32: narrower attention is widened around them
+      // (each call's copies live only across it).
+      Type element = query.getElementType(), f32 = b.getF32Type();
+      RankedTensorType query32 = query.clone(f32), key32 = key.clone(f32);
       auto lseType = RankedTensorType::get(
           {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)},
-          query.getElementType());
+          f32);
       bool causal = forward.getCausal();
       double scale = forward.getScale().convertToDouble();
       auto fused = CallKernelOp::create(
-          b, loc, TypeRange{query, lseType}, kForward,
-          ValueRange{forward.getQuery(), forward.getKey(), forward.getValue()},
-          ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(),
-                                             query.getElementType()),
+          b, loc, TypeRange{query32, lseType}, kForward,
+          widened(b, loc,
+                  {forward.getQuery(), forward.getKey(), forward.getValue()}),
+          ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(), f32),
                      tensor::EmptyOp::create(b, loc, lseType.getShape(),
-                                             lseType.getElementType())},
+                                             f32)},
           scalars(b, loc, query, key, causal, scale));
-      Value out = fused.getResult(0), lse = fused.getResult(1);
+      Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
+                                                      element),
+            lse = fused.getResult(1);
       // Its gradients: every attention_grad after it on the same inputs.
       SmallVector<AttentionGradOp> grads;
       for (Operation *user : forward.getQuery().getUsers())
@@ -93,13 +112,20 @@ struct FuseAttention
           return tensor::EmptyOp::create(b, gradLoc, type.getShape(),
                                          type.getElementType());
         };
+        SmallVector<Value> ins =
+            widened(b, gradLoc,
+                    {grad.getQuery(), grad.getKey(), grad.getValue(), out, lse,
+                     grad.getResultGrad()});
         auto fusedGrad = CallKernelOp::create(
-            b, gradLoc, TypeRange{query, key, key, lseType}, kBackward,
-            ValueRange{grad.getQuery(), grad.getKey(), grad.getValue(), out,
-                       lse, grad.getResultGrad()},
-            ValueRange{empty(query), empty(key), empty(key), empty(lseType)},
+            b, gradLoc, TypeRange{query32, key32, key32, lseType}, kBackward,
+            ins,
+            ValueRange{empty(query32), empty(key32), empty(key32),
+                       empty(lseType)},
             scalars(b, gradLoc, query, key, causal, scale));
-        grad.replaceAllUsesWith(fusedGrad.getResults().take_front(3));
+        loom::LinalgBuilder lb(b, gradLoc);
+        grad.replaceAllUsesWith(llvm::map_to_vector(
+            fusedGrad.getResults().take_front(3),
+            [&](Value g) { return lb.convert(g, element); }));
         grad.erase();
       }
       forward.replaceAllUsesWith(out);
