@@ -424,7 +424,9 @@ int64_t Context::start(int64_t kind, int64_t reduction, int64_t dtype,
   check(cudaEventRecord(ready, compute), what);
   check(cudaStreamWaitEvent(comm, ready, 0), what);
   check(cudaEventRecord(c.begin, comm), what);
-  ncclDataType_t type = dtype == LOOMRT_F64 ? ncclDouble : ncclFloat;
+  ncclDataType_t type = dtype == LOOMRT_F64    ? ncclDouble
+                        : dtype == LOOMRT_BF16 ? ncclBfloat16
+                                               : ncclFloat;
   ncclRedOp_t op = reduction == LOOMRT_MAX   ? ncclMax
                    : reduction == LOOMRT_MIN ? ncclMin
                    : reduction == LOOMRT_AVG ? ncclAvg
@@ -710,7 +712,7 @@ void loomrt_abort(const char *message) { context().abort(message); }
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
                           int64_t arg, int64_t in, int64_t inCount, int64_t out,
                           int64_t outCount) {
-  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_F64)
+  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_BF16)
     context().abort("loomrt_coll_start: bad kind or dtype");
   return context().start(kind, reduction, dtype, arg, in, inCount, out,
                          outCount);

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16.h"
 #include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -63,6 +64,7 @@ public:
 private:
   void loop();
   void run(Collective &c);
+  void reduceBf16(Collective &c);
 
   Clock::time_point epoch = Clock::now();
   std::thread thread;
@@ -130,7 +132,12 @@ void Context::loop() {
 }
 
 void Context::run(Collective &c) {
-  MPI_Datatype type = c.dtype == LOOMRT_F64 ? MPI_DOUBLE : MPI_FLOAT;
+  if (c.dtype == LOOMRT_BF16 &&
+      (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE))
+    return reduceBf16(c);
+  MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
+                      : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                               : MPI_FLOAT;
   MPI_Op op = c.reduction == LOOMRT_MAX   ? MPI_MAX
               : c.reduction == LOOMRT_MIN ? MPI_MIN
                                           : MPI_SUM;
@@ -150,7 +157,9 @@ void Context::run(Collective &c) {
     break;
   case LOOMRT_BROADCAST:
     std::memcpy(c.out, c.in,
-                c.outCount * (c.dtype == LOOMRT_F64 ? 8 : 4));
+                c.outCount * (c.dtype == LOOMRT_F64    ? 8
+                              : c.dtype == LOOMRT_BF16 ? 2
+                                                       : 4));
     status = MPI_Bcast(c.out, int(c.outCount), type, int(c.arg),
                        MPI_COMM_WORLD);
     break;
@@ -166,6 +175,23 @@ void Context::run(Collective &c) {
       for (int64_t i = 0; i < c.outCount; ++i)
         reinterpret_cast<float *>(c.out)[i] /= float(size);
   }
+}
+
+/// A bf16 reduce-scatter or all-reduce. MPI has no bf16 type: the input is
+/// widened, reduced in f32 and rounded once into the output.
+void Context::reduceBf16(Collective &c) {
+  std::vector<float> in(c.inCount), out(c.outCount);
+  const auto *source = reinterpret_cast<const uint16_t *>(c.in);
+  for (int64_t i = 0; i < c.inCount; ++i)
+    in[i] = loom::runtime::bf16ToFloat(source[i]);
+  Collective wide = c;
+  wide.dtype = LOOMRT_F32;
+  wide.in = reinterpret_cast<char *>(in.data());
+  wide.out = reinterpret_cast<char *>(out.data());
+  run(wide);
+  auto *target = reinterpret_cast<uint16_t *>(c.out);
+  for (int64_t i = 0; i < c.outCount; ++i)
+    target[i] = loom::runtime::floatToBf16(out[i]);
 }
 
 int64_t Context::start(Collective c) {
@@ -272,7 +298,7 @@ void loomrt_abort(const char *message) { context().abort(message); }
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
                           int64_t arg, int64_t in, int64_t inCount, int64_t out,
                           int64_t outCount) {
-  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_F64)
+  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_BF16)
     context().abort("loomrt_coll_start: bad kind or dtype");
   return context().start({kind, reduction, dtype, arg,
                           reinterpret_cast<char *>(in),

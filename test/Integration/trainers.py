@@ -11,6 +11,7 @@
                              the decomposed attention's losses; bf16
                              follows f32
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
+                             (and in bf16)
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
     trainers.py bad-input    each bad input ends with its message, never a hang
@@ -64,14 +65,15 @@ PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
 # f32 arithmetic, accumulators and logits): its losses follow f32's within
 # a few bf16 roundings.
 BF16 = ("r1-bf16", 1, 0, "adamw")
+BF16_Z3 = ("r2-z3-bf16", 2, 3, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
-               BF16: []}
-FORWARD = {BF16: "tiny-b4-bf16.mlir"}
+               BF16: [], BF16_Z3: []}
+FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir"}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -96,8 +98,10 @@ def build(work: str) -> None:
         cfg = dataclasses.replace(CONFIGS["tiny"], batch=batch)
         with open(os.path.join(work, f"tiny-b{batch}.mlir"), "w") as f:
             f.write(build_forward(cfg))
-    with open(os.path.join(work, FORWARD[BF16]), "w") as f:
-        f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], dtype="bf16")))
+    for spec, batch in ((BF16, 4), (BF16_Z3, 2)):
+        with open(os.path.join(work, FORWARD[spec]), "w") as f:
+            f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=batch,
+                                                      dtype="bf16")))
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         for name, proc, seconds in pool.map(one, TRAINERS + list(EXTRA_FLAGS)):
             check(proc.returncode == 0, f"loomc {name} ({seconds:.1f} s)")
@@ -183,6 +187,11 @@ def equal(work: str) -> None:
     check(len(bf16) == STEPS and sum(errors) / STEPS <= 2e-3 and max(errors) <= 1e-2,
           f"bf16 against f32: {STEPS} losses within {max(errors):.1e} relative "
           f"(mean {sum(errors) / max(len(errors), 1):.1e})")
+    # ZeRO-3 in bf16: bf16 gathers, and reduce-scatters summed in f32.
+    sharded = train(BF16_Z3[0], 2)
+    worst = max((abs(g - w) / abs(w) for g, w in zip(sharded, bf16)), default=1.0)
+    check(len(sharded) == STEPS and worst <= 5e-3,
+          f"bf16, 2 ranks, ZeRO-3: {STEPS} losses within {worst:.1e} relative of 1 rank")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
         worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
@@ -209,6 +218,17 @@ def resume(work: str) -> None:
     check(manifest["step"] == 20 and manifest["world_size"] == 4 and
           len(manifest["tensors"]) == 21 + 43,
           "the manifest names 21 parameters and 43 state tensors at step 20")
+    # bf16 state is saved as f32 (exactly) and rounded back on --resume.
+    full, part = os.path.join(work, "ckpt-bf16-full"), os.path.join(work, "ckpt-bf16-part")
+    for d in (full, part):
+        shutil.rmtree(d, ignore_errors=True)
+        remove(f"{d}.jsonl")
+    run(work, BF16_Z3[0], 2, "--steps", "6", "--log", f"{full}.jsonl")
+    run(work, BF16_Z3[0], 2, "--steps", "3", "--log", f"{part}.jsonl", "--checkpoint", part)
+    run(work, BF16_Z3[0], 2, "--steps", "3", "--log", f"{part}.jsonl", "--checkpoint", part,
+        "--resume")
+    a, b = losses(f"{full}.jsonl"), losses(f"{part}.jsonl")
+    check(len(b) == 6 and a == b, "bf16, ZeRO-3: stop at 3 and resume: steps 4-6 equal bit for bit")
 
 
 def reshard(work: str) -> None:

@@ -27,7 +27,9 @@ extern "C" {
 enum { LOOMRT_ALL_GATHER = 0, LOOMRT_REDUCE_SCATTER = 1, LOOMRT_ALL_REDUCE = 2,
        LOOMRT_BROADCAST = 3 };
 enum { LOOMRT_SUM = 0, LOOMRT_AVG = 1, LOOMRT_MAX = 2, LOOMRT_MIN = 3 };
-enum { LOOMRT_F32 = 0, LOOMRT_F64 = 1 };
+/* Element types. The MPI backend reduces bf16 in f32 and rounds once;
+ * the CUDA backend passes ncclBfloat16 to NCCL. */
+enum { LOOMRT_F32 = 0, LOOMRT_F64 = 1, LOOMRT_BF16 = 2 };
 
 /* Process set-up from the launcher's environment (mpirun). Returns 0, or
  * prints why and returns non-zero. */

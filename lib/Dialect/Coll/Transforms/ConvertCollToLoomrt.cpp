@@ -37,8 +37,8 @@ Value addressOf(OpBuilder &builder, Location loc, Value memref) {
 /// Why `start` cannot lower, or an empty string.
 std::string checkLowerable(CollectiveOpInterface start) {
   Type element = start.getInput().getType().getElementType();
-  if (!element.isF32() && !element.isF64()) {
-    std::string why = "loomrt collectives take f32 or f64, got ";
+  if (!element.isF32() && !element.isF64() && !element.isBF16()) {
+    std::string why = "loomrt collectives take f32, f64 or bf16, got ";
     llvm::raw_string_ostream os(why);
     os << element;
     return why;
@@ -131,7 +131,9 @@ struct ConvertCollToLoomrtPass
               builder, loc, startFn,
               ValueRange{constant(int64_t(start.getKind())),
                          constant(reduction),
-                         constant(element.isF64() ? LOOMRT_F64 : LOOMRT_F32),
+                         constant(element.isF64()    ? LOOMRT_F64
+                                  : element.isBF16() ? LOOMRT_BF16
+                                                     : LOOMRT_F32),
                          constant(arg), addressOf(builder, loc, in),
                          constant(inType.getNumElements()),
                          addressOf(builder, loc, out),
