@@ -114,6 +114,27 @@ func.func @bf16_step(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: tens
 
 // -----
 
+// Mixed precision (loom.models.llama's bf16 models): bf16 operands, f32
+// logits and loss. The fused op takes the bf16 operands and computes in
+// f32, as the matmul did.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#nk = affine_map<(m, n, k) -> (n, k)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @mixed
+// CHECK: %[[LOSS:.+]], %{{.+}} = train.linear_cross_entropy {{.*}} : tensor<32x8xbf16>, tensor<64x8xbf16>, tensor<32xi32> -> tensor<f32>, tensor<32xf32>
+// CHECK-NOT: linalg.matmul
+// CHECK: return %[[LOSS]]
+func.func @mixed(%h: tensor<32x8xbf16>, %w: tensor<64x8xbf16>, %labels: tensor<32xi32>) -> tensor<f32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<32x64xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %logits = linalg.matmul indexing_maps = [#mk, #nk, #mn] ins(%h, %w : tensor<32x8xbf16>, tensor<64x8xbf16>) outs(%z : tensor<32x64xf32>) -> tensor<32x64xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<32x64xf32>, tensor<32xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // A bias broadcast over the tokens as the projection's init: the fused op
 // takes it, and its gradient (the sum over tokens) comes from the fused
 // gradient op.

@@ -129,3 +129,35 @@ func.func @casts(%x: tensor<8xbf16>, %init: tensor<bf16>, %k: bf16) -> tensor<bf
   } -> tensor<bf16>
   return %r : tensor<bf16>
 }
+
+// -----
+
+#mn = affine_map<(m, k, n) -> (m, n)>
+#kn = affine_map<(m, k, n) -> (k, n)>
+#mk = affine_map<(m, k, n) -> (m, k)>
+
+// The adjoint of f32 logits over bf16 operands: an f32 gradient times a
+// bf16 weight, each product rounded into a bf16 accumulator. The f32
+// operand is rounded once instead and the contraction becomes a bf16
+// multiply-accumulate, which BLAS takes (and accumulates in f32).
+// CHECK-LABEL: func.func @mixed_contraction
+// CHECK: %[[D16:.*]] = linalg.generic {{.*}} ins(%arg0 : tensor<8x32xf32>) outs(%{{.*}} : tensor<8x32xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: linalg.generic {{.*}} ins(%[[D16]], %arg1 : tensor<8x32xbf16>, tensor<32x16xbf16>) outs(%arg2 : tensor<8x16xbf16>)
+// CHECK-NEXT: ^bb0(%[[A:.*]]: bf16, %[[B:.*]]: bf16, %[[C:.*]]: bf16):
+// CHECK-NEXT: %[[P:.*]] = arith.mulf %[[A]], %[[B]] : bf16
+// CHECK-NEXT: %[[S:.*]] = arith.addf %[[C]], %[[P]] : bf16
+// CHECK-NEXT: linalg.yield %[[S]] : bf16
+func.func @mixed_contraction(%d: tensor<8x32xf32>, %w: tensor<32x16xbf16>, %init: tensor<8x16xbf16>)
+    -> tensor<8x16xbf16> {
+  %r = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "reduction", "parallel"]}
+      ins(%d, %w : tensor<8x32xf32>, tensor<32x16xbf16>) outs(%init : tensor<8x16xbf16>) {
+  ^bb0(%a: f32, %b: bf16, %c: bf16):
+    %bx = arith.extf %b : bf16 to f32
+    %p = arith.mulf %a, %bx : f32
+    %pt = arith.truncf %p : f32 to bf16
+    %s = arith.addf %c, %pt : bf16
+    linalg.yield %s : bf16
+  } -> tensor<8x16xbf16>
+  return %r : tensor<8x16xbf16>
+}

@@ -544,7 +544,11 @@ def TrainWidenComputePass
     so a norm's sum of squares or softmax's row sum is never rounded on its
     way to the division. Contractions whose body is a multiply-accumulate
     are left for `convert-linalg-to-blas`, whose bf16 GEMMs accumulate in
-    f32. Run after `train-decompose`, on tensors.
+    f32. A contraction of an f32 and a bf16 operand into a bf16 result,
+    `out + truncf(x * extf(y))` (autodiff's adjoints of the f32 logits'
+    matmul), has its f32 operand rounded to bf16 first and becomes such a
+    multiply-accumulate, as PyTorch rounds the logits' gradient before its
+    bf16 matmuls. Run after `train-decompose`, on tensors.
 
     ```mlir
     %ss = linalg.generic {.. ["parallel", "reduction"]}

@@ -170,11 +170,15 @@ FailureOr<Match> match(CrossEntropyOp loss, int64_t chunkTokens,
           " tokens would hold all the logits (nothing to save)";
     return failure();
   }
-  Type element = loss.getLogits().getType().getElementType();
-  if (cast<RankedTensorType>(hidden.getType()).getElementType() != element ||
-      cast<RankedTensorType>(weight.getType()).getElementType() != element ||
+  // The operands share one type; the logits have it too, or are f32 over
+  // bf16/f16 operands (mixed precision: the fused loss computes in f32).
+  Type element = cast<RankedTensorType>(hidden.getType()).getElementType();
+  Type logitsElement = logitsType.getElementType();
+  if (cast<RankedTensorType>(weight.getType()).getElementType() != element ||
       (m.bias &&
-       cast<RankedTensorType>(m.bias.getType()).getElementType() != element)) {
+       cast<RankedTensorType>(m.bias.getType()).getElementType() != element) ||
+      (logitsElement != element &&
+       !(logitsElement.isF32() && element.getIntOrFloatBitWidth() < 32))) {
     why = "the projection mixes element types";
     return failure();
   }

@@ -5,7 +5,9 @@
 // touches a 16-bit float is rebuilt to compute in f32: arguments extended,
 // body ops retyped, the yield rounded; reductions accumulate into f32
 // tensors that are rounded once, and consumers of a rounded reduction read
-// the f32 tensor instead.
+// the f32 tensor instead. Contractions are left to BLAS, whose bf16 GEMMs
+// accumulate in f32; one that mixes an f32 operand into a bf16 result
+// rounds that operand first, so that BLAS takes it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -67,9 +69,79 @@ bool touchesNarrowFloat(linalg::GenericOp op) {
   return found;
 }
 
+/// If `op` is a contraction of a narrow and an f32 operand into a narrow
+/// accumulator, `out + trunc(wide * ext(narrow))` (autodiff's adjoint of a
+/// matmul with f32 results over bf16 operands: the logits'), the index of
+/// its f32 input.
+std::optional<unsigned> mixedContraction(linalg::GenericOp op) {
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1 ||
+      op.getNumReductionLoops() == 0 || op.getBody()->getOperations().size() > 5)
+    return std::nullopt;
+  Block *body = op.getBody();
+  Value out = body->getArgument(2);
+  Type narrow = out.getType();
+  if (!isNarrowFloat(narrow))
+    return std::nullopt;
+  auto add = cast<linalg::YieldOp>(body->getTerminator())
+                 .getValues()[0]
+                 .getDefiningOp<arith::AddFOp>();
+  if (!add || (add.getLhs() != out && add.getRhs() != out))
+    return std::nullopt;
+  auto trunc = (add.getLhs() == out ? add.getRhs() : add.getLhs())
+                   .getDefiningOp<arith::TruncFOp>();
+  auto mul = trunc ? trunc.getIn().getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return std::nullopt;
+  auto strip = [&](Value v) {
+    auto ext = v.getDefiningOp<arith::ExtFOp>();
+    return ext ? ext.getIn() : v;
+  };
+  Value lhs = strip(mul.getLhs()), rhs = strip(mul.getRhs());
+  for (unsigned wide : {0u, 1u}) {
+    Value w = body->getArgument(wide), n = body->getArgument(1 - wide);
+    if (w.getType().isF32() && n.getType() == narrow &&
+        ((lhs == w && rhs == n) || (lhs == n && rhs == w)))
+      return wide;
+  }
+  return std::nullopt;
+}
+
+/// Rounds the f32 operand of a mixed contraction to the narrow type, so it
+/// becomes a narrow multiply-accumulate (a bf16 GEMM accumulating in f32),
+/// as PyTorch rounds the logits' f32 gradient before its bf16 matmuls.
+void narrowMixedContraction(linalg::GenericOp op, unsigned wide) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value out = op.getDpsInits()[0];
+  Type narrow = getElementTypeOrSelf(out.getType());
+  SmallVector<Value> inputs(op.getDpsInputs());
+  inputs[wide] = loom::LinalgBuilder(b, loc).convert(inputs[wide], narrow);
+  auto gemm = linalg::GenericOp::create(
+      b, loc, out.getType(), inputs, out, op.getIndexingMapsArray(),
+      op.getIteratorTypesArray(),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value product = arith::MulFOp::create(nb, nloc, args[0], args[1]);
+        linalg::YieldOp::create(
+            nb, nloc, ValueRange{arith::AddFOp::create(nb, nloc, args[2],
+                                                       product)});
+      });
+  gemm->setDiscardableAttrs(op->getDiscardableAttrDictionary());
+  op->replaceAllUsesWith(gemm);
+  op->erase();
+}
+
 struct WidenCompute
     : loom::train::impl::TrainWidenComputePassBase<WidenCompute> {
   void runOnOperation() override {
+    SmallVector<std::pair<linalg::GenericOp, unsigned>> mixed;
+    getOperation().walk([&](linalg::GenericOp op) {
+      if (op.hasPureTensorSemantics())
+        if (std::optional<unsigned> wide = mixedContraction(op))
+          mixed.push_back({op, *wide});
+    });
+    for (auto [op, wide] : mixed)
+      narrowMixedContraction(op, wide);
+
     SmallVector<linalg::GenericOp> generics;
     getOperation().walk([&](linalg::GenericOp op) {
       if (op.hasPureTensorSemantics() && touchesNarrowFloat(op) &&
