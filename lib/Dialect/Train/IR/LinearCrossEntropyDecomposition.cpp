@@ -362,12 +362,17 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
             return arith::MulFOp::create(ob, ol, args[0], slope);
           });
     }
+    // bf16/f16 operands: the two GEMMs take the logits' gradient rounded to
+    // their type and accumulate in f32 (bf16 GEMMs into f32, as the fused
+    // loss kernels do; an f32 x bf16 product has no BLAS routine).
+    Value gemmGrad = tlb.convert(
+        grad, cast<RankedTensorType>(hidden.getType()).getElementType());
     SmallVector<Value> out = {
         // dhidden_c(m, k) += sum_n grad(m, n) weight(n, k)
-        contract(tlb, dHidden, grad, weight,
+        contract(tlb, dHidden, gemmGrad, weight,
                  {tlb.map(3, {0, 2}), tlb.map(3, {2, 1}), tlb.map(3, {0, 1})}),
         // dweight(n, k) += sum_m grad(m, n) hidden_c(m, k)
-        contract(tlb, dWeight, grad, hidden,
+        contract(tlb, dWeight, gemmGrad, hidden,
                  {tlb.map(3, {2, 0}), tlb.map(3, {2, 1}), tlb.map(3, {0, 1})})};
     if (dBias) // dbias(n) += sum_m grad(m, n)
       out.push_back(tlb.generic(
