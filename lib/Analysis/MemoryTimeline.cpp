@@ -261,11 +261,20 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
   }
   if (options.callerOwnedResults && !ops.empty() &&
       ops.back()->hasTrait<OpTrait::ReturnLike>()) {
-    for (Value result : ops.back()->getOperands()) {
+    // Results loom-update-in-place writes into their arguments' buffers.
+    auto tied = block.getParentOp()
+                    ? block.getParentOp()->getAttrOfType<DenseI64ArrayAttr>(
+                          "loom.tied_results")
+                    : DenseI64ArrayAttr();
+    for (auto [index, result] : llvm::enumerate(ops.back()->getOperands())) {
       auto it = bufferOf.find(result);
       if (it == bufferOf.end() || bytesOf(result) == 0)
         continue;
       BufferInterval &buffer = buffers[it->second];
+      if (tied && index < size_t(tied.size()) && tied[index] >= 0) {
+        buffer.external = true;
+        continue;
+      }
       // Written straight into the caller's buffer: a new buffer whose op's
       // init is a tensor.empty, returned once.
       auto produced = dyn_cast<OpResult>(buffer.value);

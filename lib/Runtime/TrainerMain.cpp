@@ -39,6 +39,9 @@ namespace {
 
 struct Tensor {
   bool isArgument = false;
+  /// A result the step writes into the buffer of the argument it updates
+  /// (the manifest's `in-place`): it has no storage of its own.
+  bool inPlace = false;
   std::string role, name, dtype;
   std::vector<int64_t> local, full;
   int64_t localCount = 1, fullCount = 1;
@@ -151,7 +154,10 @@ Manifest readStepManifest() {
       t.bytes = t.localCount * (t.dtype == "f64" || t.dtype == "i64" ? 8
                                 : t.dtype == "bf16"                   ? 2
                                                                       : 4);
-      t.storage.assign((t.bytes + 7) / 8, 0.0);
+      std::string flag;
+      t.inPlace = !t.isArgument && (words >> flag) && flag == "in-place";
+      if (!t.inPlace)
+        t.storage.assign((t.bytes + 7) / 8, 0.0);
       m.tensors.push_back(std::move(t));
     } else {
       std::string value;
@@ -465,6 +471,7 @@ int main(int argc, char **argv) {
       saved.push_back(t);
   }
   std::vector<std::pair<Tensor *, Tensor *>> replaces;
+  std::map<Tensor *, Tensor *> updatedInPlace;
   for (Tensor *r : results) {
     if (r->role == "loss") {
       loss = r;
@@ -473,7 +480,10 @@ int main(int argc, char **argv) {
     auto it = argByKey.find(r->role + "." + r->name);
     if (it == argByKey.end())
       fail("result " + r->role + " '" + r->name + "' updates no argument");
-    replaces.push_back({it->second, r});
+    if (r->inPlace)
+      updatedInPlace[r] = it->second;
+    else
+      replaces.push_back({it->second, r});
   }
   if (!tokens || !loss || tokens->local.size() != 2 || tokens->dtype != "i32")
     fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
@@ -520,11 +530,18 @@ int main(int argc, char **argv) {
   std::vector<void *> buffers;
   int64_t bufferBytes = 0;
   for (Tensor &t : m.tensors) {
+    if (t.inPlace)
+      continue;
     t.device = loomrt_device_alloc(t.bytes);
     t.upload();
-    buffers.push_back(t.buffer());
     bufferBytes += t.bytes;
   }
+  // An in-place result's pointer is its argument's (the step ignores it).
+  auto pointerOf = [&](Tensor &t) {
+    return t.inPlace ? updatedInPlace.at(&t)->buffer() : t.buffer();
+  };
+  for (Tensor &t : m.tensors)
+    buffers.push_back(pointerOf(t));
   auto saveState = [&](int64_t done) {
     for (Tensor *t : saved)
       t->download();
@@ -566,7 +583,7 @@ int main(int argc, char **argv) {
       std::swap(arg->device, result->device);
     }
     for (size_t i = 0; i < m.tensors.size(); ++i)
-      buffers[i] = m.tensors[i].buffer();
+      buffers[i] = pointerOf(m.tensors[i]);
     loss->download();
     float lossValue = loss->get(0);
     if (!std::isfinite(lossValue))

@@ -104,7 +104,7 @@ std::string StepSignature::manifest() const {
   for (const StepTensor &t : tensors)
     text += std::string(t.isArgument ? "arg" : "result") + " " + t.role + " " +
             t.name + " " + t.dtype + " " + shapeText(t.localShape) + " " +
-            shapeText(t.fullShape) + "\n";
+            shapeText(t.fullShape) + (t.inPlace ? " in-place" : "") + "\n";
   return text;
 }
 
@@ -131,10 +131,13 @@ LogicalResult loom::buildEntryFunction(ModuleOp module, func::FuncOp step) {
     inputs.push_back(toTensor);
   }
   auto call = func::CallOp::create(builder, loc, step, inputs);
+  auto tied = step->getAttrOfType<DenseI64ArrayAttr>("loom.tied_results");
   for (auto [index, result] : llvm::enumerate(call.getResults())) {
+    int64_t arg = tied && index < size_t(tied.size()) ? tied[index] : -1;
     auto materialize = bufferization::MaterializeInDestinationOp::create(
         builder, loc, result,
-        body->getArgument(type.getNumInputs() + index));
+        body->getArgument(arg >= 0 ? unsigned(arg)
+                                   : type.getNumInputs() + index));
     materialize.setRestrict(true);
     materialize.setWritable(true);
   }

@@ -5,7 +5,9 @@
 //   void loom_step_packed(void **buffers);
 //     buffers[i] is the data pointer of the step's i-th argument, then of
 //     its i-th result (row-major, dense, the manifest's local shapes). The
-//     step reads the arguments and writes every result into its buffer.
+//     step reads the arguments and writes every result into its buffer; a
+//     result the manifest marks `in-place` is written into the buffer of
+//     the argument it updates instead (its own pointer is not used).
 //   const char loom_step_manifest[];
 //     the line format of StepSignature::manifest().
 //
@@ -31,6 +33,8 @@ struct StepTensor {
   std::string role, name, dtype;
   /// On each rank, and unpartitioned (they differ for ZeRO shards).
   llvm::SmallVector<int64_t> localShape, fullShape;
+  /// A result written into its argument's buffer (loom-update-in-place).
+  bool inPlace = false;
 
   /// Bytes of the local tensor.
   int64_t bytes() const {
@@ -48,7 +52,8 @@ struct StepSignature {
 
   /// "loom-step 1", then one "key value" line per property, then one line
   /// per tensor: "arg|result ROLE NAME DTYPE LOCAL FULL", shapes as
-  /// "4x32" ("-" for a scalar).
+  /// "4x32" ("-" for a scalar), then " in-place" for a result written into
+  /// its argument's buffer.
   std::string manifest() const;
 };
 
@@ -59,7 +64,8 @@ mlir::FailureOr<StepSignature> describeStep(mlir::func::FuncOp full,
                                             mlir::func::FuncOp local);
 
 /// Adds @loom_step(memref args..., memref results...) calling `step` and
-/// writing its results into the result buffers; `step` becomes private.
+/// writing its results into the result buffers, or (`loom.tied_results`)
+/// into the buffers of the arguments they update; `step` becomes private.
 mlir::LogicalResult buildEntryFunction(mlir::ModuleOp module,
                                        mlir::func::FuncOp step);
 

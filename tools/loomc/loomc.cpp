@@ -607,13 +607,22 @@ int main(int argc, char **argv) {
                           (gpuKernels && fuseElementwise
                                ? ", linalg-fuse-elementwise-ops, canonicalize"
                                : "") +
-                          (memoryPlan ? ", func.func(loom-memory-plan{"
+                          (memoryPlan ? ", func.func(loom-update-in-place, "
+                                        "loom-memory-plan{"
                                         "caller-owned-results=true})"
                                       : ""))))
     return 1;
+  // Results written into their arguments' buffers take no memory of their
+  // own, in the trainer or in the plan.
+  if (auto tied = findStep(*module)->getAttrOfType<DenseI64ArrayAttr>(
+          "loom.tied_results")) {
+    unsigned arguments = findStep(*module).getNumArguments();
+    for (auto [index, arg] : llvm::enumerate(tied.asArrayRef()))
+      signature->tensors[arguments + index].inPlace = arg >= 0;
+  }
   int64_t argumentBytes = 0;
   for (const loom::StepTensor &t : signature->tensors)
-    argumentBytes += t.bytes();
+    argumentBytes += t.inPlace ? 0 : t.bytes();
   int64_t arenaBytes = sumAttr(*module, "loom.arena_bytes");
   int64_t arenaBoundBytes = sumAttr(*module, "loom.arena_bound_bytes");
   signature->properties["predicted_peak_bytes"] = std::to_string(

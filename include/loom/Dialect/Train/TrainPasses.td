@@ -361,6 +361,37 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def LoomUpdateInPlacePass
+    : Pass<"loom-update-in-place", "::mlir::func::FuncOp"> {
+  let summary = "Writes a step's parameter and state updates into their "
+                "arguments' buffers";
+  let description = [{
+    A training step takes every parameter and optimizer state tensor and
+    returns its update, so the caller would hold two copies of each. This
+    pass marks the results that may be written into the buffer of the
+    argument they update (the same `train.param` or `train.state` name):
+    the result's op is elementwise (all loops parallel), starts a new
+    buffer (its init is a `tensor.empty`), reads the argument only at the
+    indices it writes, and comes after every other read of the argument in
+    the step's order, counting reads through views and a collective's
+    asynchronous read up to its `coll.wait`. The function gets
+    `loom.tied_results`, one entry per result: the argument's index, or -1.
+
+    The memory timeline (with caller-owned results) then charges nothing
+    for a tied result, `loom-memory-plan` leaves it out of the arena, and
+    loomc's entry point materialises it into the argument's buffer, which
+    bufferisation writes in place; the trainer does not allocate the
+    result. Run after every reordering, right before `loom-memory-plan`.
+
+    ```mlir
+    func.func @step(%w: tensor<64xf32> {train.param = "w"}, ...)
+        -> (tensor<64xf32> {train.param = "w"}, ...)
+    // gets
+    attributes {loom.tied_results = array<i64: 0, ...>}
+    ```
+  }];
+}
+
 def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
   let summary = "Places a step's tensors in one arena, from the memory timeline";
   let description = [{
