@@ -4,7 +4,8 @@
 On every machine:
   - loomc --target=cuda compiles the tiny Llama (1 rank, 2 ranks with
     ZeRO-3, whose step has NCCL collectives, and 1 rank in bf16) to PTX,
-    and ptxas -arch=sm_90 accepts every kernel module;
+    ptxas -arch=sm_90 accepts every kernel module, and elementwise kernels
+    load and store 16-byte vectors;
   - the trainers link against the CUDA backend (cuBLAS, NCCL, cudart).
 Without a GPU (or a driver) each trainer, on 1 rank and under mpirun on 2,
 exits non-zero at once saying that there is no GPU.
@@ -107,6 +108,11 @@ def main() -> int:
             check(count == 1 and kernels > 0 and not errors,
                   f"{name}: one kernel module; ptxas -arch=sm_90 accepts its {kernels} kernels"
                   + "".join("\n  " + e for e in errors[:5]))
+            # Elementwise kernels load and store 16-byte vectors.
+            text = open(ptx).read()
+            loads, stores = text.count("ld.global.v4."), text.count("st.global.v4.")
+            check(loads > 0 and stores > 0,
+                  f"{name}: {loads} vector loads and {stores} vector stores (ld/st.global.v4)")
         exe = os.path.join(work, f"{name}-cuda")
         proc = loomc(forward, *flags, "--target=cuda", "-O1", "-o", exe)
         check(proc.returncode == 0 and os.access(exe, os.X_OK),

@@ -88,6 +88,12 @@ static cl::opt<int64_t> gpuBlockReduce(
     cl::desc("reductions along rows at least this long get a block per row "
              "(loom-linalg-to-gpu block-reduce-min; 0: a thread per row)"),
     cl::init(128), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuVectorBytes(
+    "gpu-vector-bytes",
+    cl::desc("elementwise kernels' threads each load and store this many "
+             "bytes as aligned vectors (loom-linalg-to-gpu vector-bytes; 0: "
+             "an element per thread)"),
+    cl::init(16), cl::cat(loomcCategory));
 static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
                                   cl::cat(loomcCategory));
 static cl::opt<unsigned> zeroStage("zero-stage",
@@ -201,7 +207,7 @@ static std::string loweringPipeline() {
     return bufferize +
            formatv("convert-linalg-to-blas{{library=cublas}, "
                    "func.func(loom-linalg-to-gpu{{threads={0} "
-                   "block-reduce-min={3}}), "
+                   "block-reduce-min={3} vector-bytes={5}}), "
                    "func.func(convert-parallel-loops-to-gpu), canonicalize, "
                    "expand-strided-metadata, lower-affine, "
                    "gpu-kernel-outlining, loom-name-gpu-kernels, "
@@ -211,13 +217,16 @@ static std::string loweringPipeline() {
                    "gpu-module-to-binary{{format={4} toolkit={2}}, ",
                    gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT,
                    gpuBlockReduce.getValue(),
-                   emit == "ptx" || gpuFormat == "ptx" ? "isa" : "bin")
+                   emit == "ptx" || gpuFormat == "ptx" ? "isa" : "bin",
+                   gpuVectorBytes.getValue())
                .str() +
            toLLVM;
   std::string loops =
       emulateGpu ? formatv("func.func(loom-linalg-to-gpu{{threads={0} "
-                           "block-reduce-min={1} device-buffers=false}), ",
-                           gpuThreads.getValue(), gpuBlockReduce.getValue())
+                           "block-reduce-min={1} vector-bytes={2} "
+                           "device-buffers=false}), ",
+                           gpuThreads.getValue(), gpuBlockReduce.getValue(),
+                           gpuVectorBytes.getValue())
                        .str()
                  : std::string(vectorize
                                    ? "func.func(loom-vectorize), canonicalize, "

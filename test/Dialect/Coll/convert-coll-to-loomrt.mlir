@@ -34,6 +34,21 @@ func.func @gather_and_scatter(%s: tensor<4xf32>, %g: tensor<16xf64>) -> tensor<4
 
 // -----
 
+// bf16: dtype 2 (LOOMRT_BF16); an all-reduce is kind 2, sum 0.
+// CHECK-LABEL: func.func @bf16
+// CHECK: %[[KIND:.+]] = arith.constant 2 : i64
+// CHECK: %[[SUM:.+]] = arith.constant 0 : i64
+// CHECK: %[[BF16:.+]] = arith.constant 2 : i64
+// CHECK: call @loomrt_coll_start(%[[KIND]], %[[SUM]], %[[BF16]],
+func.func @bf16(%s: tensor<8xbf16>) -> tensor<8xbf16> {
+  %c = coll.comm_world : !coll.comm<2>
+  %f = coll.all_reduce_start %s on %c reduction = <sum> : (tensor<8xbf16>, !coll.comm<2>) -> !coll.future<tensor<8xbf16>>
+  %w = coll.wait %f : !coll.future<tensor<8xbf16>>
+  return %w : tensor<8xbf16>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @rank
 // CHECK: %[[R:.+]] = call @loomrt_rank() : () -> i64
 // CHECK: arith.index_cast %[[R]] : i64 to index
@@ -57,7 +72,7 @@ func.func @axis_one(%s: tensor<4x2xf32>) -> tensor<4x8xf32> {
 
 func.func @integers(%s: tensor<4xi32>) -> tensor<16xi32> {
   %c = coll.comm_world : !coll.comm<4>
-  // expected-error @below {{cannot lower to loomrt: loomrt collectives take f32 or f64, got i32}}
+  // expected-error @below {{cannot lower to loomrt: loomrt collectives take f32, f64 or bf16, got i32}}
   %f = coll.all_gather_start %s on %c gather_axis = 0 : (tensor<4xi32>, !coll.comm<4>) -> !coll.future<tensor<16xi32>>
   %w = coll.wait %f : !coll.future<tensor<16xi32>>
   return %w : tensor<16xi32>

@@ -4,10 +4,11 @@
 // buffers move to the device.
 // (No canonicalisation before the launch: it would merge the block and
 // thread loops into one.)
-// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -cse | FileCheck %s
-// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=threads=128 | FileCheck %s --check-prefix=T128
-// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -convert-parallel-loops-to-gpu -canonicalize | FileCheck %s --check-prefix=LAUNCH
-// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=block-reduce-min=0 -cse | FileCheck %s --check-prefix=NOBLOCK
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=vector-bytes=0 -cse | FileCheck %s
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu="threads=128 vector-bytes=0" | FileCheck %s --check-prefix=T128
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu=vector-bytes=0 -convert-parallel-loops-to-gpu -canonicalize | FileCheck %s --check-prefix=LAUNCH
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu="block-reduce-min=0 vector-bytes=0" -cse | FileCheck %s --check-prefix=NOBLOCK
+// RUN: loom-opt %s -split-input-file -loom-linalg-to-gpu -cse | FileCheck %s --check-prefix=VEC
 
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
@@ -27,6 +28,17 @@
 // CHECK: } {mapping = [#gpu.loop_dim_map<processor = thread_x
 // CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x
 // CHECK-NOT: linalg.generic
+// With vectors (the default, 16 bytes): 96 threads of 4 f32 lanes, one
+// aligned vector load and store each, the body once per lane.
+// VEC-LABEL: func.func @elementwise
+// VEC-SAME: loom.gpu_vector_kernels = 1
+// VEC: scf.parallel (%{{.+}}) = (%c0) to (%c96) step (%c1)
+// VEC: %[[R:.+]]:2 = affine.delinearize_index %{{.+}} into (4, 24)
+// VEC: %[[C:.+]] = arith.muli %[[R]]#1, %c4
+// VEC: %[[V:.+]] = vector.load %arg0[%[[R]]#0, %[[C]]] {alignment = 16 : i64} : memref<4x96xf32>, vector<4xf32>
+// VEC-COUNT-4: math.exp
+// VEC: %[[O:.+]] = vector.from_elements
+// VEC: vector.store %[[O]], %arg1[%[[R]]#0, %[[C]]] {alignment = 16 : i64}
 // T128-LABEL: func.func @elementwise
 // T128: to (%c3) step
 // T128: to (%c128) step
@@ -282,6 +294,61 @@ func.func @not_block(%x: memref<512x32800xf32>, %c: memref<32800xf32>, %y: memre
     %t = arith.addf %acc, %a : f32
     %u = arith.maximumf %acc2, %a : f32
     linalg.yield %t, %u : f32, f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+
+// bf16 in, f32 out: 4 lanes (16 bytes of the f32 output, 8 of the bf16
+// input); the per-row operand is one scalar for all lanes.
+// VEC-LABEL: func.func @mixed
+// VEC-SAME: loom.gpu_vector_kernels = 1
+// VEC: vector.load %arg0{{.*}} {alignment = 8 : i64} : memref<8x64xbf16>, vector<4xbf16>
+// VEC: memref.load %arg1[
+// VEC-COUNT-4: arith.extf
+// VEC: vector.store {{.*}} {alignment = 16 : i64} : memref<8x64xf32>, vector<4xf32>
+func.func @mixed(%x: memref<8x64xbf16>, %s: memref<8xf32>, %y: memref<8x64xf32>) {
+  linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x, %s : memref<8x64xbf16>, memref<8xf32>) outs(%y : memref<8x64xf32>) {
+  ^bb0(%a: bf16, %b: f32, %o: f32):
+    %e = arith.extf %a : bf16 to f32
+    %m = arith.mulf %e, %b : f32
+    linalg.yield %m : f32
+  }
+  return
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#t = affine_map<(i, j) -> (j, i)>
+
+// A thread per element: rows of 6 (not a multiple of 4 lanes), a view
+// whose offset (1) breaks the alignment, and a transposed read.
+// VEC-LABEL: func.func @scalar
+// VEC-SAME: loom.gpu_vector_kernels = 0
+// VEC-NOT: vector.load
+func.func @scalar(%x: memref<4x6xf32>, %y: memref<4x6xf32>, %big: memref<4x9xf32>,
+                  %z: memref<4x8xf32>, %sq: memref<8x8xf32>, %w: memref<8x8xf32>) {
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : memref<4x6xf32>) outs(%y : memref<4x6xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  %v = memref.subview %big[0, 1] [4, 8] [1, 1] : memref<4x9xf32> to memref<4x8xf32, strided<[9, 1], offset: 1>>
+  linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%v : memref<4x8xf32, strided<[9, 1], offset: 1>>) outs(%z : memref<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  linalg.generic {indexing_maps = [#t, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%sq : memref<8x8xf32>) outs(%w : memref<8x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
   }
   return
 }

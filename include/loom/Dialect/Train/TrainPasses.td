@@ -338,6 +338,26 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     its element, so repeated ids add up in the CPU's order. Anything else
     that would touch memory on the host is an error naming the op.
 
+    An elementwise op (no reduction, an arith/math body) whose every
+    operand reads the innermost dimension with unit stride, or not at all,
+    gets `vector-bytes` of its widest operand per thread (4 f32 or 8 bf16
+    elements at 16): each thread loads its lanes as one `vector.load` with
+    the alignment the static offsets and strides prove (a broadcast
+    operand as one scalar), runs the body once per lane, and stores one
+    `vector.store`, so the loads are `ld.global.v4` in PTX. The innermost
+    size must be a multiple of the lanes, and every offset and outer stride
+    of the lanes; otherwise the op keeps a thread per element. The function
+    gets `loom.gpu_vector_kernels`, their count.
+
+    ```mlir
+    // y = exp(x), memref<4x96xf32>: 96 threads of 4 lanes
+    %r:2 = affine.delinearize_index %i into (4, 24)
+    %c = arith.muli %r#1, %c4
+    %v = vector.load %x[%r#0, %c] {alignment = 16 : i64} : memref<4x96xf32>, vector<4xf32>
+    %e0 = math.exp (vector.extract %v[0]) ... %e3 = math.exp (vector.extract %v[3])
+    vector.store (vector.from_elements %e0, %e1, %e2, %e3), %y[%r#0, %c] {alignment = 16 : i64}
+    ```
+
     The mapped nests are still host-runnable `scf.parallel` loops: with
     `device-buffers=false`, `loomc --emulate-gpu` runs them on the CPU, which
     checks the mapping (indices, interchanges, guards) against the CPU
@@ -351,14 +371,19 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
            "longer gets a block per row (0: never)">,
     Option<"deviceBuffers", "device-buffers", "bool", /*default=*/"true",
            "move allocations to the device (false: keep memref.alloc, so "
-           "that the mapped nests can run on the host as a check)">
+           "that the mapped nests can run on the host as a check)">,
+    Option<"vectorBytes", "vector-bytes", "int64_t", /*default=*/"16",
+           "an elementwise op's threads each take this many bytes of its "
+           "widest operand, loaded and stored as aligned vectors (0 or the "
+           "element size: one element per thread)">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def LoomUpdateInPlacePass

@@ -21,6 +21,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -149,12 +150,85 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
 /// whatever its layout (see blockReduction).
 constexpr int64_t kFewBlocks = 128;
 
+/// How an elementwise op's threads each take `lanes` consecutive elements
+/// of its innermost dimension: per operand (inputs, then inits), whether it
+/// reads that dimension (a vector load or store, `alignment` bytes) or not
+/// (one scalar for every lane).
+struct VectorPlan {
+  int64_t lanes = 1;
+  SmallVector<bool> contiguous;
+  SmallVector<int64_t> alignment;
+};
+
+/// The plan for `op` (parallel loops only, the innermost last) with
+/// `vectorBytes` of its widest operand per thread, if every operand that
+/// reads the innermost dimension does so as its last, unit-stride
+/// dimension, and static offsets and strides keep each thread's first
+/// element a multiple of the lanes (buffers start at least 16-byte
+/// aligned: cudaMalloc, the arena).
+std::optional<VectorPlan> planVectors(linalg::GenericOp op,
+                                      int64_t vectorBytes) {
+  unsigned loops = op.getNumLoops();
+  if (vectorBytes <= 0 || loops == 0 || op.getNumReductionLoops() != 0 ||
+      !op.getBlock()->getOps<linalg::IndexOp>().empty())
+    return std::nullopt;
+  for (Operation &inner : op.getBlock()->without_terminator()) {
+    StringRef dialect = inner.getDialect()->getNamespace();
+    if ((dialect != "arith" && dialect != "math") || inner.getNumRegions())
+      return std::nullopt;
+  }
+  int64_t widest = 0;
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = dyn_cast<MemRefType>(operand.get().getType());
+    if (!type || !type.getElementType().isIntOrFloat() ||
+        type.getElementTypeBitWidth() % 8)
+      return std::nullopt;
+    widest = std::max<int64_t>(widest, type.getElementTypeBitWidth() / 8);
+  }
+  VectorPlan plan;
+  plan.lanes = vectorBytes / widest;
+  int64_t innermost = op.getStaticLoopRanges()[loops - 1];
+  if (plan.lanes < 2 || !llvm::isPowerOf2_64(plan.lanes) ||
+      innermost % plan.lanes)
+    return std::nullopt;
+  AffineExpr last = getAffineDimExpr(loops - 1, op.getContext());
+  for (OpOperand &operand : op->getOpOperands()) {
+    auto type = cast<MemRefType>(operand.get().getType());
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    bool reads = map.isFunctionOfDim(loops - 1);
+    bool output = op.isDpsInit(&operand);
+    if (!reads) {
+      if (output)
+        return std::nullopt;
+      plan.contiguous.push_back(false);
+      plan.alignment.push_back(0);
+      continue;
+    }
+    SmallVector<int64_t> strides;
+    int64_t offset;
+    if (failed(type.getStridesAndOffset(strides, offset)) ||
+        ShapedType::isDynamic(offset) || map.getResults().back() != last ||
+        strides.back() != 1 || offset % plan.lanes)
+      return std::nullopt;
+    for (auto [expr, stride] :
+         llvm::zip(map.getResults().drop_back(), ArrayRef(strides).drop_back()))
+      if (expr.isFunctionOfDim(loops - 1) || ShapedType::isDynamic(stride) ||
+          stride % plan.lanes)
+        return std::nullopt;
+    plan.contiguous.push_back(true);
+    plan.alignment.push_back(plan.lanes * type.getElementTypeBitWidth() / 8);
+  }
+  return plan;
+}
+
 struct LinalgToGpu {
   IRRewriter &rewriter;
   int64_t threads;
   int64_t blockReduceMin;
-  /// Kernels made, and how many of them reduce with a block per row.
-  int64_t kernels = 0, blockReductions = 0;
+  int64_t vectorBytes;
+  /// Kernels made, how many of them reduce with a block per row, and how
+  /// many load and store vectors.
+  int64_t kernels = 0, blockReductions = 0, vectorKernels = 0;
 
   /// Splits the linear index `linear` into one index per size (unit sizes
   /// index 0).
@@ -276,6 +350,77 @@ struct LinalgToGpu {
     rewriter.eraseOp(op);
   }
 
+  /// Maps the elementwise `op` (loops `sizes`, all parallel) with
+  /// `plan.lanes` elements per thread: vector loads, the body once per
+  /// lane, vector stores.
+  void mapVectors(linalg::GenericOp op, ArrayRef<int64_t> sizes,
+                  const VectorPlan &plan) {
+    Location loc = op.getLoc();
+    SmallVector<int64_t> threadSizes(sizes);
+    threadSizes.back() /= plan.lanes;
+    int64_t count = 1;
+    for (int64_t size : threadSizes)
+      count *= size;
+    Value linear = buildNest(op, count);
+    rewriter.setInsertionPoint(op);
+    SmallVector<Value> dims = delinearize(loc, linear, threadSizes);
+    dims.back() = arith::MulIOp::create(
+        rewriter, loc, dims.back(),
+        arith::ConstantIndexOp::create(rewriter, loc, plan.lanes));
+    Block *body = op.getBlock();
+    // Each operand's lanes: a vector, or one scalar for all.
+    SmallVector<Value> loaded;
+    SmallVector<SmallVector<Value>> at;
+    for (auto [index, operand] : llvm::enumerate(op->getOpOperands())) {
+      at.push_back(apply(loc, op.getMatchingIndexingMap(&operand), dims));
+      BlockArgument arg = op.getMatchingBlockArgument(&operand);
+      if (arg.use_empty()) {
+        loaded.push_back(Value());
+        continue;
+      }
+      if (!plan.contiguous[index]) {
+        loaded.push_back(
+            memref::LoadOp::create(rewriter, loc, operand.get(), at.back()));
+        continue;
+      }
+      loaded.push_back(vector::LoadOp::create(
+          rewriter, loc, VectorType::get({plan.lanes}, arg.getType()),
+          operand.get(), at.back(), /*nontemporal=*/false,
+          llvm::MaybeAlign(plan.alignment[index])));
+    }
+    unsigned outputs = op.getNumDpsInits();
+    SmallVector<SmallVector<Value>> results(outputs);
+    for (int64_t lane = 0; lane < plan.lanes; ++lane) {
+      IRMapping mapping;
+      for (auto [index, value] : llvm::enumerate(loaded)) {
+        if (!value)
+          continue;
+        Value scalar = isa<VectorType>(value.getType())
+                           ? Value(vector::ExtractOp::create(
+                                 rewriter, loc, value, ArrayRef<int64_t>{lane}))
+                           : value;
+        mapping.map(body->getArgument(index), scalar);
+      }
+      for (Operation &inner : body->without_terminator())
+        rewriter.clone(inner, mapping);
+      for (auto [index, value] :
+           llvm::enumerate(body->getTerminator()->getOperands()))
+        results[index].push_back(mapping.lookupOrDefault(value));
+    }
+    unsigned inputs = op.getNumDpsInputs();
+    for (unsigned o = 0; o < outputs; ++o) {
+      OpOperand *init = op.getDpsInitOperand(o);
+      Value vector = vector::FromElementsOp::create(
+          rewriter, loc,
+          VectorType::get({plan.lanes}, results[o].front().getType()),
+          results[o]);
+      vector::StoreOp::create(rewriter, loc, vector, init->get(),
+                              at[inputs + o], /*nontemporal=*/false,
+                              llvm::MaybeAlign(plan.alignment[inputs + o]));
+    }
+    rewriter.eraseOp(op);
+  }
+
   /// Builds the block x thread nest for `count` iterations before `op` and
   /// returns the linear index inside its bound check.
   Value buildNest(Operation *op, int64_t count) {
@@ -365,6 +510,12 @@ struct LinalgToGpu {
         ++blockReductions;
         return success();
       }
+      if (std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes)) {
+        mapVectors(*generic, parallelSizes, *plan);
+        ++kernels;
+        ++vectorKernels;
+        return success();
+      }
     }
     Value linear = buildNest(anchor, count);
     ++kernels;
@@ -402,7 +553,7 @@ struct LoomLinalgToGpuPass
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     IRRewriter rewriter(&getContext());
-    LinalgToGpu mapper{rewriter, threads, blockReduceMin};
+    LinalgToGpu mapper{rewriter, threads, blockReduceMin, vectorBytes};
     if (threads < 32 || threads > 1024 || threads % 32) {
       func.emitError("loom-linalg-to-gpu: threads must be a multiple of 32 "
                      "from 32 to 1024");
@@ -452,6 +603,8 @@ struct LoomLinalgToGpuPass
     func->setAttr("loom.gpu_kernels", b.getI64IntegerAttr(mapper.kernels));
     func->setAttr("loom.gpu_block_reductions",
                   b.getI64IntegerAttr(mapper.blockReductions));
+    func->setAttr("loom.gpu_vector_kernels",
+                  b.getI64IntegerAttr(mapper.vectorKernels));
     // Fold the identity index maps the loop lowering leaves (only these
     // patterns: canonicalising the nests would merge block and thread
     // loops).
