@@ -352,3 +352,23 @@ func.func @scalar(%x: memref<4x6xf32>, %y: memref<4x6xf32>, %big: memref<4x9xf32
   }
   return
 }
+
+// -----
+
+#rk = affine_map<(r, k) -> (r, k)>
+#r = affine_map<(r, k) -> (r)>
+
+// A bf16 accumulator (train-widen-compute off) keeps a thread per row: warp
+// shuffles move 32-bit words.
+// CHECK-LABEL: func.func @bf16_row_sum
+// CHECK-SAME: loom.gpu_block_reductions = 0
+// CHECK: scf.for
+func.func @bf16_row_sum(%x: memref<8x512xbf16>, %y: memref<8xbf16>) {
+  linalg.generic {indexing_maps = [#rk, #r], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xbf16>) outs(%y : memref<8xbf16>) {
+  ^bb0(%a: bf16, %acc: bf16):
+    %s = arith.addf %acc, %a : bf16
+    linalg.yield %s : bf16
+  }
+  return
+}

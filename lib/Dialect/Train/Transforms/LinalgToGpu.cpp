@@ -107,8 +107,12 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
   int64_t length = 1;
   for (unsigned d = op.getNumLoops() - reductions; d < op.getNumLoops(); ++d)
     length *= op.getStaticLoopRanges()[d];
+  // Warp shuffles move 32-bit words: a 16-bit accumulator (bf16 left
+  // unwidened) keeps a thread per output.
   if (minLength <= 0 || reductions == 0 ||
       (reductions > 1 && !fewOutputs) || op.getNumDpsInits() != 1 ||
+      getElementTypeOrSelf(op.getDpsInits()[0].getType())
+              .getIntOrFloatBitWidth() < 32 ||
       op.getNumDpsInputs() == 0 ||
       linalg::isParallelIterator(op.getIteratorTypesArray()[red]) ||
       length < minLength ||
