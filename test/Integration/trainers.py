@@ -66,14 +66,19 @@ PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
 # a few bf16 roundings.
 BF16 = ("r1-bf16", 1, 0, "adamw")
 BF16_Z3 = ("r2-z3-bf16", 2, 3, "adamw")
+# The CUDA target's mapping of the bf16 step (16-byte vectors: 8 bf16 lanes)
+# run on the CPU: the CPU bf16 trainer's bits.
+BF16_GPU_MAPPED = ("r1-bf16-gpu-mapped", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
-               BF16: [], BF16_Z3: []}
-FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir"}
+               BF16: [], BF16_Z3: [],
+               BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"]}
+FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
+           BF16_GPU_MAPPED: "tiny-b4-bf16.mlir"}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -187,6 +192,9 @@ def equal(work: str) -> None:
     check(len(bf16) == STEPS and sum(errors) / STEPS <= 2e-3 and max(errors) <= 1e-2,
           f"bf16 against f32: {STEPS} losses within {max(errors):.1e} relative "
           f"(mean {sum(errors) / max(len(errors), 1):.1e})")
+    mapped = train(BF16_GPU_MAPPED[0], 1)
+    check(mapped == bf16, f"bf16: the CUDA target's kernel mapping (vector loads), run on "
+          f"the CPU, gives the CPU trainer's bits ({len(bf16)} losses)")
     # ZeRO-3 in bf16: bf16 gathers, and reduce-scatters summed in f32.
     sharded = train(BF16_Z3[0], 2)
     worst = max((abs(g - w) / abs(w) for g, w in zip(sharded, bf16)), default=1.0)
