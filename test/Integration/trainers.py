@@ -9,15 +9,18 @@
                              the CUDA kernel mapping run on the CPU gives
                              the CPU trainer's bits; fused attention gives
                              the decomposed attention's losses; bf16
-                             follows f32
+                             follows f32 (on 1 rank and with ZeRO-3 on 2),
+                             and its CUDA mapping run on the CPU gives its
+                             bits
     trainers.py resume       stop at 10, resume: steps 11-20 equal bit for bit
                              (and in bf16)
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
     trainers.py bad-input    each bad input ends with its message, never a hang
 
-Every trainer is the tiny Llama built by loom.models.llama, with the same
-global batch of 4 sequences: 1 rank x 4, 2 ranks x 2 or 4 ranks x 1. Work
+Every trainer is the tiny Llama built by loom.models.llama (in f32, or
+bf16 where named), with the same global batch of 4 sequences: 1 rank x 4,
+2 ranks x 2 or 4 ranks x 1. Work
 goes to --dir (default: build/test/trainers).
 """
 
