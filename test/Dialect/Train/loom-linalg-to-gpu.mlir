@@ -182,6 +182,17 @@ func.func @scatter_add(%ids: memref<8xi32>, %dy: memref<8x64xf32>, %dw: memref<1
 // CHECK: } {mapping = [#gpu.loop_dim_map<processor = thread_x
 // CHECK: memref.store %[[S]], %arg1[%[[ROW]]]
 // CHECK: } {mapping = [#gpu.loop_dim_map<processor = block_x
+// With vectors: 128 threads each load 4 consecutive f32 of the row at a
+// time and fold them in order.
+// VEC-LABEL: func.func @sum_of_squares
+// VEC-SAME: loom.gpu_block_reductions = 1
+// VEC-SAME: loom.gpu_vector_kernels = 1
+// VEC: scf.parallel (%[[T:.+]]) = (%c0) to (%c128) step (%c1) init
+// VEC: %[[FROM:.+]] = arith.muli %[[T]], %c4
+// VEC: scf.for %[[K:.+]] = %[[FROM]] to %c512 step %c512
+// VEC: vector.load %arg0[%{{.+}}, %[[K]]] {alignment = 16 : i64} : memref<8x512xf32>, vector<4xf32>
+// VEC-COUNT-4: arith.addf
+// VEC: scf.reduce
 // LAUNCH-LABEL: func.func @sum_of_squares
 // LAUNCH: gpu.launch
 // LAUNCH: gpu.all_reduce

@@ -346,8 +346,11 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     operand as one scalar), runs the body once per lane, and stores one
     `vector.store`, so the loads are `ld.global.v4` in PTX. The innermost
     size must be a multiple of the lanes, and every offset and outer stride
-    of the lanes; otherwise the op keeps a thread per element. The function
-    gets `loom.gpu_vector_kernels`, their count.
+    of the lanes; otherwise the op keeps a thread per element. A block
+    reduction along rows read with unit stride loads its rows the same way:
+    each thread takes the lanes at `lanes x thread`, then strides by
+    `lanes x block`, folding them in order. The function gets
+    `loom.gpu_vector_kernels`, the count of both kinds.
 
     ```mlir
     // y = exp(x), memref<4x96xf32>: 96 threads of 4 lanes

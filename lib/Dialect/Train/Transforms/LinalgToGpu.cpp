@@ -164,26 +164,33 @@ struct VectorPlan {
   SmallVector<int64_t> alignment;
 };
 
-/// The plan for `op` (parallel loops only, the innermost last) with
-/// `vectorBytes` of its widest operand per thread, if every operand that
-/// reads the innermost dimension does so as its last, unit-stride
-/// dimension, and static offsets and strides keep each thread's first
-/// element a multiple of the lanes (buffers start at least 16-byte
-/// aligned: cudaMalloc, the arena).
-std::optional<VectorPlan> planVectors(linalg::GenericOp op,
-                                      int64_t vectorBytes) {
+/// The plan for `op`'s innermost loop with `vectorBytes` of its widest
+/// operand per thread, if every operand that reads that loop does so as its
+/// last, unit-stride dimension, and static offsets and strides keep each
+/// thread's first element a multiple of the lanes (buffers start at least
+/// 16-byte aligned: cudaMalloc, the arena). An elementwise op's outputs
+/// must read it too; a block reduction's (`reduction`: the innermost loop
+/// is its one reduction) are left out of the plan.
+std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
+                                      bool reduction = false) {
   unsigned loops = op.getNumLoops();
-  if (vectorBytes <= 0 || loops == 0 || op.getNumReductionLoops() != 0 ||
+  if (vectorBytes <= 0 || loops == 0 ||
+      op.getNumReductionLoops() != (reduction ? 1u : 0u) ||
+      (reduction &&
+       linalg::isParallelIterator(op.getIteratorTypesArray()[loops - 1])) ||
       !op.getBlock()->getOps<linalg::IndexOp>().empty())
     return std::nullopt;
+  auto operands = reduction ? op.getDpsInputOperands()
+                            : llvm::map_to_vector(op->getOpOperands(),
+                                                  [](OpOperand &o) { return &o; });
   for (Operation &inner : op.getBlock()->without_terminator()) {
     StringRef dialect = inner.getDialect()->getNamespace();
     if ((dialect != "arith" && dialect != "math") || inner.getNumRegions())
       return std::nullopt;
   }
   int64_t widest = 0;
-  for (OpOperand &operand : op->getOpOperands()) {
-    auto type = dyn_cast<MemRefType>(operand.get().getType());
+  for (OpOperand *operand : operands) {
+    auto type = dyn_cast<MemRefType>(operand->get().getType());
     if (!type || !type.getElementType().isIntOrFloat() ||
         type.getElementTypeBitWidth() % 8)
       return std::nullopt;
@@ -196,11 +203,11 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op,
       innermost % plan.lanes)
     return std::nullopt;
   AffineExpr last = getAffineDimExpr(loops - 1, op.getContext());
-  for (OpOperand &operand : op->getOpOperands()) {
-    auto type = cast<MemRefType>(operand.get().getType());
-    AffineMap map = op.getMatchingIndexingMap(&operand);
+  for (OpOperand *operand : operands) {
+    auto type = cast<MemRefType>(operand->get().getType());
+    AffineMap map = op.getMatchingIndexingMap(operand);
     bool reads = map.isFunctionOfDim(loops - 1);
-    bool output = op.isDpsInit(&operand);
+    bool output = op.isDpsInit(operand);
     if (!reads) {
       if (output)
         return std::nullopt;
@@ -269,8 +276,12 @@ struct LinalgToGpu {
   /// A block per output element; its threads stride along the reduction,
   /// each folding its share into a partial, and the block combines the
   /// partials (scf.reduce, a gpu.all_reduce once mapped).
+  /// With `plan`, each thread loads `plan->lanes` consecutive elements of
+  /// the row at a time (a vector per input that reads the row) and folds
+  /// them in order.
   void mapBlockReduction(linalg::GenericOp op, Operation *combiner,
-                         ArrayRef<int64_t> parallelSizes) {
+                         ArrayRef<int64_t> parallelSizes,
+                         const std::optional<VectorPlan> &plan) {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -282,7 +293,9 @@ struct LinalgToGpu {
     int64_t count = 1;
     for (int64_t size : parallelSizes)
       count *= size;
-    int64_t block = std::min<int64_t>(threads, (length + 31) / 32 * 32);
+    int64_t width = plan ? plan->lanes : 1;
+    int64_t block =
+        std::min<int64_t>(threads, (length / width + 31) / 32 * 32);
     rewriter.setInsertionPoint(op);
     auto c = [&](int64_t v) -> Value {
       return arith::ConstantIndexOp::create(rewriter, loc, v);
@@ -317,24 +330,47 @@ struct LinalgToGpu {
     Value start = arith::SelectOp::create(
         rewriter, loc, first,
         memref::LoadOp::create(rewriter, loc, init->get(), at), identity);
-    auto loop = scf::ForOp::create(rewriter, loc, lane, c(length), c(block),
-                                   ValueRange{start});
+    Value from = width > 1 ? Value(arith::MulIOp::create(rewriter, loc, lane,
+                                                         c(width)))
+                           : lane;
+    auto loop = scf::ForOp::create(rewriter, loc, from, c(length),
+                                   c(block * width), ValueRange{start});
     rewriter.setInsertionPointToStart(loop.getBody());
     SmallVector<Value> all(dims);
     llvm::append_range(
         all, delinearize(loc, loop.getInductionVar(), reductionSizes));
-    IRMapping body;
-    for (OpOperand *input : op.getDpsInputOperands())
-      body.map(op.getMatchingBlockArgument(input),
-               memref::LoadOp::create(
-                   rewriter, loc, input->get(),
-                   apply(loc, op.getMatchingIndexingMap(input), all)));
-    body.map(op.getRegionOutputArgs()[0], loop.getRegionIterArg(0));
-    for (Operation &inner : op.getBlock()->without_terminator())
-      rewriter.clone(inner, body);
-    scf::YieldOp::create(
-        rewriter, loc,
-        body.lookup(op.getBlock()->getTerminator()->getOperand(0)));
+    // Each input's lanes: a vector, or one scalar for all.
+    SmallVector<Value> loaded;
+    for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands())) {
+      SmallVector<Value> at =
+          apply(loc, op.getMatchingIndexingMap(input), all);
+      if (plan && plan->contiguous[index])
+        loaded.push_back(vector::LoadOp::create(
+            rewriter, loc,
+            VectorType::get({width},
+                            op.getMatchingBlockArgument(input).getType()),
+            input->get(), at, /*nontemporal=*/false,
+            llvm::MaybeAlign(plan->alignment[index])));
+      else
+        loaded.push_back(
+            memref::LoadOp::create(rewriter, loc, input->get(), at));
+    }
+    Value partial = loop.getRegionIterArg(0);
+    for (int64_t l = 0; l < width; ++l) {
+      IRMapping body;
+      for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands())) {
+        Value value = loaded[index];
+        if (isa<VectorType>(value.getType()))
+          value = vector::ExtractOp::create(rewriter, loc, value,
+                                            ArrayRef<int64_t>{l});
+        body.map(op.getMatchingBlockArgument(input), value);
+      }
+      body.map(op.getRegionOutputArgs()[0], partial);
+      for (Operation &inner : op.getBlock()->without_terminator())
+        rewriter.clone(inner, body);
+      partial = body.lookup(op.getBlock()->getTerminator()->getOperand(0));
+    }
+    scf::YieldOp::create(rewriter, loc, partial);
 
     // The block's partials, combined: the loop's terminator (a parallel
     // loop with an init is built without one; the reduce's builder gives
@@ -509,9 +545,14 @@ struct LinalgToGpu {
       bool fewOutputs = count <= kFewBlocks * threads;
       if (Operation *combiner =
               blockReduction(*generic, blockReduceMin, fewOutputs)) {
-        mapBlockReduction(*generic, combiner, parallelSizes);
+        // Vectors along a row read with unit stride (a column sum's
+        // strided walk has none).
+        std::optional<VectorPlan> plan =
+            planVectors(*generic, vectorBytes, /*reduction=*/true);
+        mapBlockReduction(*generic, combiner, parallelSizes, plan);
         ++kernels;
         ++blockReductions;
+        vectorKernels += plan.has_value();
         return success();
       }
       if (std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes)) {
