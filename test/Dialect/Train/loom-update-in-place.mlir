@@ -98,3 +98,23 @@ func.func @collective(%p: tensor<4xf32> {train.param = "p"}, %q: tensor<4xf32> {
   } -> tensor<4xf32>
   return %p2, %q2, %full : tensor<4xf32>, tensor<4xf32>, tensor<8xf32>
 }
+
+// -----
+
+#id = affine_map<(i) -> (i)>
+
+// The update reads its argument through a view, in reverse (other indices
+// than it writes): not tied.
+// CHECK-LABEL: func.func @through_a_view
+// CHECK-NOT: loom.tied_results
+func.func @through_a_view(%p: tensor<8xf32> {train.param = "p"}) -> (tensor<8xf32> {train.param = "p"}) {
+  %v = tensor.expand_shape %p [[0, 1]] output_shape [2, 4] : tensor<8xf32> into tensor<2x4xf32>
+  %e = tensor.empty() : tensor<8xf32>
+  %p2 = linalg.generic {indexing_maps = [affine_map<(i) -> ((7 - i) floordiv 4, (7 - i) mod 4)>, #id],
+                        iterator_types = ["parallel"]}
+      ins(%v : tensor<2x4xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    linalg.yield %x : f32
+  } -> tensor<8xf32>
+  return %p2 : tensor<8xf32>
+}

@@ -42,7 +42,7 @@ std::pair<StringRef, StringRef> keyOf(DictionaryAttr attrs) {
   return {};
 }
 
-/// Whether `value` is a view of its operand: the same buffer after
+/// Whether `op`'s result is a view of its operand: the same buffer after
 /// bufferisation (reshapes, slices, casts).
 bool isView(Operation *op) {
   return isa<ViewLikeOpInterface, tensor::ExpandShapeOp,
@@ -51,9 +51,11 @@ bool isView(Operation *op) {
 }
 
 /// The last position in `block` at which the buffer of `value` (or of a view
-/// of it) is read by an op other than `except`: a use's top-level op, or for
-/// a collective that reads it, the collective's wait (it reads
-/// asynchronously until then); -1 if none. Ops are numbered by `position`.
+/// of it) is read, other than by `except` reading `value` itself (through a
+/// view, `except` could read other indices than it writes): a use's
+/// top-level op, or for a collective that reads it, the collective's wait
+/// (it reads asynchronously until then); -1 if none. Ops are numbered by
+/// `position`.
 int64_t lastRead(Value value, Block &block,
                  const DenseMap<Operation *, unsigned> &position,
                  Operation *except) {
@@ -63,7 +65,7 @@ int64_t lastRead(Value value, Block &block,
     Value v = work.pop_back_val();
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();
-      if (user == except)
+      if (user == except && v == value)
         continue;
       if (isView(user)) {
         llvm::append_range(work, user->getResults());
