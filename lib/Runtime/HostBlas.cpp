@@ -11,15 +11,15 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Bf16.h"
 #include "loom/Runtime/loomrt.h"
+#include "loom/Support/Bf16.h"
 
 #include <cblas.h>
 #include <type_traits>
 #include <vector>
 
-using loom::runtime::bf16ToFloat;
-using loom::runtime::floatToBf16;
+using loom::bf16ToFloat;
+using loom::floatToBf16;
 
 namespace {
 

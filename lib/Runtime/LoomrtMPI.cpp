@@ -10,9 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Bf16.h"
 #include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
+#include "loom/Support/Bf16.h"
 
 #include <mpi.h>
 
@@ -183,7 +183,7 @@ void Context::reduceBf16(Collective &c) {
   std::vector<float> in(c.inCount), out(c.outCount);
   const auto *source = reinterpret_cast<const uint16_t *>(c.in);
   for (int64_t i = 0; i < c.inCount; ++i)
-    in[i] = loom::runtime::bf16ToFloat(source[i]);
+    in[i] = loom::bf16ToFloat(source[i]);
   Collective wide = c;
   wide.dtype = LOOMRT_F32;
   wide.in = reinterpret_cast<char *>(in.data());
@@ -191,7 +191,7 @@ void Context::reduceBf16(Collective &c) {
   run(wide);
   auto *target = reinterpret_cast<uint16_t *>(c.out);
   for (int64_t i = 0; i < c.outCount; ++i)
-    target[i] = loom::runtime::floatToBf16(out[i]);
+    target[i] = loom::floatToBf16(out[i]);
 }
 
 int64_t Context::start(Collective c) {

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Bf16.h"
 #include "Checkpoint.h"
 #include "loom/Runtime/loomrt.h"
+#include "loom/Support/Bf16.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -66,12 +66,12 @@ struct Tensor {
   uint16_t *bf16() { return reinterpret_cast<uint16_t *>(storage.data()); }
   /// Element i of an f32 or bf16 tensor, as a float.
   float get(int64_t i) {
-    return dtype == "bf16" ? bf16ToFloat(bf16()[i]) : f32()[i];
+    return dtype == "bf16" ? loom::bf16ToFloat(bf16()[i]) : f32()[i];
   }
   /// Sets element i (rounded to nearest even for bf16).
   void set(int64_t i, float value) {
     if (dtype == "bf16")
-      bf16()[i] = floatToBf16(value);
+      bf16()[i] = loom::floatToBf16(value);
     else
       f32()[i] = value;
   }

@@ -106,7 +106,7 @@ def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=N
              + (f" chunk_vocab = {chunk_vocab}" if chunk_vocab else ""))
     ht, wt, lt = f"tensor<{tokens}x{dim}x{elem}>", f"tensor<{vocab}x{dim}x{elem}>", f"tensor<{tokens}xi32>"
     lse_t = f"tensor<{tokens}x{ct}>"
-    # bf16 arrays cannot cross loom-run's boundary: pass f32, truncate inside.
+    # f32 in and out, truncated inside (as the fused loss's callers do).
     at = lambda t: t.replace("bf16", "f32")
     trunc = ""
     hv, wv = "%h", "%w"

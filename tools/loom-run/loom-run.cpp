@@ -14,6 +14,7 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
+#include "loom/Support/Bf16.h"
 #include "loom/Support/Npy.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -79,7 +80,9 @@ static constexpr const char *kLoweringPipeline =
     "function-boundary-type-conversion=identity-layout-map}, "
     "buffer-deallocation-pipeline, "
     "func.func(convert-linalg-to-loops), expand-strided-metadata, "
-    "lower-affine, convert-scf-to-cf, convert-math-to-llvm, "
+    "lower-affine, math-extend-to-supported-types{target-type=f32}, "
+    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}, "
+    "arith-expand{include-bf16=true}, convert-scf-to-cf, convert-math-to-llvm, "
     "convert-math-to-libm, "
     "convert-to-llvm, reconcile-unrealized-casts";
 
@@ -92,8 +95,11 @@ struct Descriptor {
   explicit Descriptor(int64_t rank) : words(3 + 2 * rank, 0) {}
 };
 
+/// The .npy type of an argument or result of element type `type`. NumPy has
+/// no bf16: a bf16 tensor is read from an f32 array (each value rounded to
+/// nearest even) and written as one (exactly).
 std::optional<NpyDType> getDType(Type type) {
-  if (type.isF32())
+  if (type.isF32() || type.isBF16())
     return NpyDType::F32;
   if (type.isF64())
     return NpyDType::F64;
@@ -104,13 +110,30 @@ std::optional<NpyDType> getDType(Type type) {
   return std::nullopt;
 }
 
+/// Replaces an f32 array's data by its values rounded to bf16, two bytes
+/// each.
+void roundToBf16(loom::NpyArray &array) {
+  int64_t count = array.getNumElements();
+  std::vector<char> narrow(count * 2);
+  for (int64_t i = 0; i < count; ++i) {
+    uint32_t word;
+    std::memcpy(&word, &array.data[i * 4], 4);
+    float value;
+    std::memcpy(&value, &word, 4);
+    uint16_t bits = loom::floatToBf16(value);
+    std::memcpy(&narrow[i * 2], &bits, 2);
+  }
+  array.data.assign(narrow.begin(), narrow.end());
+}
+
 /// Checks that `type` is a static tensor of a supported element type.
 LogicalResult checkTensorType(Type type, const Twine &what) {
   auto tensorType = dyn_cast<RankedTensorType>(type);
   if (!tensorType || !tensorType.hasStaticShape() ||
       !getDType(tensorType.getElementType())) {
     errs() << "error: " << what << " has type " << type
-           << "; loom-run supports static tensors of f32, f64, i32, i64\n";
+           << "; loom-run supports static tensors of f32, f64, bf16 (as f32 "
+              ".npy), i32, i64\n";
     return failure();
   }
   return success();
@@ -167,18 +190,28 @@ llvm::Error writeResults(const PackedCall &call, ArrayRef<Type> resultTypes,
     array.shape.assign(tensorType.getShape().begin(),
                        tensorType.getShape().end());
     int64_t elementBytes = loom::getNpyElementBytes(array.dtype);
+    bool bf16 = tensorType.getElementType().isBF16();
+    // Bytes of one element in the result's memory (bf16: 2, widened below).
+    int64_t memoryBytes = bf16 ? 2 : elementBytes;
     array.data.resize(array.getNumElements() * elementBytes);
     const char *base;
     std::memcpy(&base, &d[1], sizeof(void *));
-    base += d[2] * elementBytes;
+    base += d[2] * memoryBytes;
     // Copy element by element through the result's strides.
     std::vector<int64_t> position(rank, 0);
     for (int64_t linear = 0, e = array.getNumElements(); linear < e; ++linear) {
       int64_t offset = 0;
       for (int64_t dim = 0; dim < rank; ++dim)
         offset += position[dim] * d[3 + rank + dim];
-      std::memcpy(&array.data[linear * elementBytes],
-                  base + offset * elementBytes, elementBytes);
+      if (bf16) {
+        uint16_t bits;
+        std::memcpy(&bits, base + offset * memoryBytes, 2);
+        float value = loom::bf16ToFloat(bits);
+        std::memcpy(&array.data[linear * elementBytes], &value, 4);
+      } else {
+        std::memcpy(&array.data[linear * elementBytes],
+                    base + offset * elementBytes, elementBytes);
+      }
       for (int64_t dim = rank - 1; dim >= 0; --dim) {
         if (++position[dim] < array.shape[dim])
           break;
@@ -272,6 +305,8 @@ int main(int argc, char **argv) {
         errs() << ") but argument #" << index << " is " << argType << "\n";
         return 1;
       }
+      if (tensorType.getElementType().isBF16())
+        roundToBf16(*array);
       inputs[rank].push_back(std::move(*array));
     }
   }

@@ -1,17 +1,18 @@
 //===- Bf16.h - bfloat16 <-> float on the host -------------------*- C++ -*-===//
 //
-// Private to lib/Runtime. bf16 is the top half of an IEEE f32; rounding to
-// it is to nearest, ties to even, as arith.truncf and cvt.rn.bf16.f32 do.
+// Header-only, no LLVM: the runtime and the tools share it. bf16 is the top
+// half of an IEEE f32; rounding to it is to nearest, ties to even, as
+// arith.truncf and cvt.rn.bf16.f32 do.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_RUNTIME_BF16_H
-#define LOOM_RUNTIME_BF16_H
+#ifndef LOOM_SUPPORT_BF16_H
+#define LOOM_SUPPORT_BF16_H
 
 #include <cstdint>
 #include <cstring>
 
-namespace loom::runtime {
+namespace loom {
 
 inline float bf16ToFloat(uint16_t bits) {
   uint32_t word = uint32_t(bits) << 16;
@@ -29,6 +30,6 @@ inline uint16_t floatToBf16(float value) {
   return uint16_t(word >> 16);
 }
 
-} // namespace loom::runtime
+} // namespace loom
 
-#endif // LOOM_RUNTIME_BF16_H
+#endif // LOOM_SUPPORT_BF16_H
