@@ -383,3 +383,31 @@ func.func @bf16_row_sum(%x: memref<8x512xbf16>, %y: memref<8xbf16>) {
   }
   return
 }
+
+// -----
+
+// A fill stores vectors of its scalar; a body that reads its loop indices
+// (RoPE's tables) gets each lane's own index, the thread's plus the lane.
+// VEC-LABEL: func.func @fill_and_index
+// VEC-SAME: loom.gpu_vector_kernels = 2
+// VEC: %[[Z:.+]] = arith.constant dense<0.000000e+00> : vector<4xf32>
+// VEC: vector.store %[[Z]], %arg0
+// VEC: %[[C:.+]] = arith.muli %{{.+}}, %c4
+// VEC: %[[L1:.+]] = arith.addi %[[C]], %c1
+// VEC: arith.muli %{{.+}}#0, %[[L1]]
+// VEC: vector.store {{.*}}, %arg1
+func.func @fill_and_index(%a: memref<16x64xf32>, %t: memref<8x32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%a : memref<16x64xf32>)
+  linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+      outs(%t : memref<8x32xf32>) {
+  ^bb0(%o: f32):
+    %i = linalg.index 0 : index
+    %j = linalg.index 1 : index
+    %ij = arith.muli %i, %j : index
+    %n = arith.index_cast %ij : index to i64
+    %f = arith.sitofp %n : i64 to f32
+    linalg.yield %f : f32
+  }
+  return
+}

@@ -343,8 +343,10 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     gets `vector-bytes` of its widest operand per thread (4 f32 or 8 bf16
     elements at 16): each thread loads its lanes as one `vector.load` with
     the alignment the static offsets and strides prove (a broadcast
-    operand as one scalar), runs the body once per lane, and stores one
-    `vector.store`, so the loads are `ld.global.v4` in PTX. The innermost
+    operand, or a scalar one such as a fill's value, as one scalar), runs
+    the body once per lane (`linalg.index` giving each lane its own
+    index), and stores one `vector.store`, so the loads are `ld.global.v4`
+    in PTX. The innermost
     size must be a multiple of the lanes, and every offset and outer stride
     of the lanes; otherwise the op keeps a thread per element. A block
     reduction along rows read with unit stride loads its rows the same way:

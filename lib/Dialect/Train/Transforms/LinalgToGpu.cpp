@@ -178,23 +178,27 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
       op.getNumReductionLoops() != (reduction ? 1u : 0u) ||
       (reduction &&
        linalg::isParallelIterator(op.getIteratorTypesArray()[loops - 1])) ||
-      !op.getBlock()->getOps<linalg::IndexOp>().empty())
+      (reduction && !op.getBlock()->getOps<linalg::IndexOp>().empty()))
     return std::nullopt;
   auto operands = reduction ? op.getDpsInputOperands()
                             : llvm::map_to_vector(op->getOpOperands(),
                                                   [](OpOperand &o) { return &o; });
   for (Operation &inner : op.getBlock()->without_terminator()) {
     StringRef dialect = inner.getDialect()->getNamespace();
-    if ((dialect != "arith" && dialect != "math") || inner.getNumRegions())
+    if ((dialect != "arith" && dialect != "math" &&
+         !isa<linalg::IndexOp>(inner)) ||
+        inner.getNumRegions())
       return std::nullopt;
   }
+  // Scalar inputs (a fill's value) are the same for every lane.
   int64_t widest = 0;
   for (OpOperand *operand : operands) {
-    auto type = dyn_cast<MemRefType>(operand->get().getType());
-    if (!type || !type.getElementType().isIntOrFloat() ||
-        type.getElementTypeBitWidth() % 8)
+    Type element = getElementTypeOrSelf(operand->get().getType());
+    if (!element.isIntOrFloat() || element.getIntOrFloatBitWidth() % 8 ||
+        (!isa<MemRefType>(operand->get().getType()) &&
+         (op.isDpsInit(operand) || !operand->get().getType().isIntOrFloat())))
       return std::nullopt;
-    widest = std::max<int64_t>(widest, type.getElementTypeBitWidth() / 8);
+    widest = std::max<int64_t>(widest, element.getIntOrFloatBitWidth() / 8);
   }
   VectorPlan plan;
   plan.lanes = vectorBytes / widest;
@@ -204,9 +208,9 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
     return std::nullopt;
   AffineExpr last = getAffineDimExpr(loops - 1, op.getContext());
   for (OpOperand *operand : operands) {
-    auto type = cast<MemRefType>(operand->get().getType());
+    auto type = dyn_cast<MemRefType>(operand->get().getType());
     AffineMap map = op.getMatchingIndexingMap(operand);
-    bool reads = map.isFunctionOfDim(loops - 1);
+    bool reads = type && map.isFunctionOfDim(loops - 1);
     bool output = op.isDpsInit(operand);
     if (!reads) {
       if (output)
@@ -351,9 +355,11 @@ struct LinalgToGpu {
                             op.getMatchingBlockArgument(input).getType()),
             input->get(), at, /*nontemporal=*/false,
             llvm::MaybeAlign(plan->alignment[index])));
-      else
+      else if (isa<MemRefType>(input->get().getType()))
         loaded.push_back(
             memref::LoadOp::create(rewriter, loc, input->get(), at));
+      else // a scalar input
+        loaded.push_back(input->get());
     }
     Value partial = loop.getRegionIterArg(0);
     for (int64_t l = 0; l < width; ++l) {
@@ -420,7 +426,10 @@ struct LinalgToGpu {
       }
       if (!plan.contiguous[index]) {
         loaded.push_back(
-            memref::LoadOp::create(rewriter, loc, operand.get(), at.back()));
+            isa<MemRefType>(operand.get().getType())
+                ? Value(memref::LoadOp::create(rewriter, loc, operand.get(),
+                                               at.back()))
+                : operand.get());
         continue;
       }
       loaded.push_back(vector::LoadOp::create(
@@ -441,8 +450,21 @@ struct LinalgToGpu {
                            : value;
         mapping.map(body->getArgument(index), scalar);
       }
-      for (Operation &inner : body->without_terminator())
+      for (Operation &inner : body->without_terminator()) {
+        // This lane's loop indices: the thread's, plus the lane innermost.
+        if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+          unsigned dim = index.getDim();
+          mapping.map(index.getResult(),
+                      dim + 1 < dims.size()
+                          ? dims[dim]
+                          : Value(arith::AddIOp::create(
+                                rewriter, loc, dims.back(),
+                                arith::ConstantIndexOp::create(rewriter, loc,
+                                                               lane))));
+          continue;
+        }
         rewriter.clone(inner, mapping);
+      }
       for (auto [index, value] :
            llvm::enumerate(body->getTerminator()->getOperands()))
         results[index].push_back(mapping.lookupOrDefault(value));
