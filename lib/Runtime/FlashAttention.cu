@@ -230,9 +230,6 @@ storeTile(float *__restrict__ dst, const float (&acc)[4][D / 16],
   }
 }
 
-/// Forward: grid (query blocks, batch * heads), the last query block first
-/// (the most work with causal masking). Shared memory: Q (times
-/// scale * log2(e)), K, then V tiles; the probabilities overwrite K.
 /// Where a block of the forward or dQ kernel works: query block qBlock
 /// (rows q0..) of batch element blockIdx.y / heads and head
 /// blockIdx.y % heads, whose kv head is hk; rows qStride and kvStride
@@ -265,6 +262,49 @@ __device__ __forceinline__ QueryTile queryTile(int seq, int heads,
           (int64_t(b) * seq * kvHeads + hk) * dim};
 }
 
+/// How many key blocks query block `qBlock` reads: those up to its own with
+/// causal masking, else all.
+__device__ __forceinline__ int keyBlockCount(bool causal, int qBlock,
+                                             int seq) {
+  return causal ? qBlock + 1 : (seq + kBlock - 1) / kBlock;
+}
+
+/// Loads the K and V tiles of the key block starting at row `k0`, once
+/// every thread is done with the previous ones (the forward's and dQ's
+/// loop over key blocks).
+template <int D>
+__device__ __forceinline__ void
+loadKeyBlock(float *ks, float *vs, const float *__restrict__ k,
+             const float *__restrict__ v, int64_t kvOffset, int64_t kvStride,
+             int k0, int seq, int dim) {
+  __syncthreads();
+  loadTiles<D>(ks, k + kvOffset + k0 * kvStride, 1.f, vs,
+               v + kvOffset + k0 * kvStride, 1.f, kvStride, seq - k0, dim);
+  __syncthreads();
+}
+
+/// acc += s t, where each thread holds its 4 x 4 scores of the tile in `s`
+/// (rows ty + 16 r, columns tx + 16 c): they are written to `tile` once
+/// every thread is done reading the buffer it reuses, then multiplied.
+template <int D>
+__device__ __forceinline__ void
+stagedScoresTimesTile(float (&acc)[4][D / 16], const float (&s)[4][4],
+                      float *tile, const float *t) {
+  const int tx = threadIdx.x % 16;
+  const int ty = threadIdx.x / 16;
+  __syncthreads();
+#pragma unroll
+  for (int r = 0; r < 4; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+      tile[(ty + 16 * r) * kScoreLd + tx + 16 * c] = s[r][c];
+  __syncthreads();
+  scoresTimesTile<D>(acc, tile, t);
+}
+
+/// Forward: grid (query blocks, batch * heads), the last query block first
+/// (the most work with causal masking). Shared memory: Q (times
+/// scale * log2(e)), K, then V tiles; the probabilities overwrite K.
 template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     forwardKernel(const float *__restrict__ q, const float *__restrict__ k,
@@ -292,14 +332,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     partialSum[r] = 0.f;
   }
 
-  const int keyBlocks = causal ? qBlock + 1 : (seq + kBlock - 1) / kBlock;
+  const int keyBlocks = keyBlockCount(causal, qBlock, seq);
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
-    // The previous P V product is done with ps (= ks) and vs.
-    __syncthreads();
-    loadTiles<D>(ks, k + kvOffset + k0 * kvStride, 1.f, vs,
-                 v + kvOffset + k0 * kvStride, 1.f, kvStride, seq - k0, dim);
-    __syncthreads();
+    // After the previous P V product, which read ps (= ks) and vs.
+    loadKeyBlock<D>(ks, vs, k, v, kvOffset, kvStride, k0, seq, dim);
 
     float s[4][4] = {};
     tileDots<D, 8>(s, qs, ks);
@@ -332,15 +369,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         acc[r][e] *= alpha;
     }
 
-    // Every thread is done reading ks before the probabilities replace it.
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        ps[(ty + 16 * r) * kScoreLd + tx + 16 * c] = s[r][c];
-    __syncthreads();
-    scoresTimesTile<D>(acc, ps, vs);
+    // The probabilities replace ks.
+    stagedScoresTimesTile<D>(acc, s, ps, vs);
   }
 
   // Every row has a score at its max, so total >= 1.
@@ -509,14 +539,11 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   }
 
   float acc[4][D / 16] = {};
-  const int keyBlocks = causal ? qBlock + 1 : (seq + kBlock - 1) / kBlock;
+  const int keyBlocks = keyBlockCount(causal, qBlock, seq);
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
-    // The previous dS K product is done with ks and dss (= vs).
-    __syncthreads();
-    loadTiles<D>(ks, k + kvOffset + k0 * kvStride, 1.f, vs,
-                 v + kvOffset + k0 * kvStride, 1.f, kvStride, seq - k0, dim);
-    __syncthreads();
+    // After the previous dS K product, which read ks and dss (= vs).
+    loadKeyBlock<D>(ks, vs, k, v, kvOffset, kvStride, k0, seq, dim);
 
     float s[4][4] = {};
     float dp[4][4] = {};
@@ -534,15 +561,8 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
       }
     }
 
-    // Every thread is done reading vs before dS replaces it.
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < 4; ++r)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        dss[(ty + 16 * r) * kScoreLd + tx + 16 * c] = s[r][c];
-    __syncthreads();
-    scoresTimesTile<D>(acc, dss, ks);
+    // dS replaces vs.
+    stagedScoresTimesTile<D>(acc, s, dss, ks);
   }
   storeTile<D>(dq + qOffset, acc, qStride, seq - q0, dim, scale);
 }
