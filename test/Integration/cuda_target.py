@@ -27,7 +27,7 @@ import re
 import subprocess
 import sys
 
-from harness import CORPUS, ROOT, Check, mpi_env  # noqa: E402
+from harness import CORPUS, ROOT, Check, mpi_env, relative_errors  # noqa: E402
 from loom.models.llama import CONFIGS, build_forward  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
@@ -147,7 +147,7 @@ def main() -> int:
             rows[kind] = losses(log) if proc.returncode == 0 else []
         want = [r["loss"] for r in rows["cpu"]]
         got = [r["loss"] for r in rows["cuda"]]
-        worst = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
+        worst = max(relative_errors(got, want), default=1.0)
         # bf16 tensors: the two GEMM libraries' f32 sums may round to
         # neighbouring bf16 values, and that difference is carried forward.
         tolerance = TOLERANCE.get(name, 1e-4)

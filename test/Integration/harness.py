@@ -1,5 +1,6 @@
 """What the integration scripts share: the repository paths, the training
-corpus, the environment mpirun needs here, and a check that counts failures.
+corpus, the environment mpirun needs here, a check that counts failures and
+the relative error of a run's losses.
 
 Importing it puts python-bindings on sys.path (for loom.*)."""
 
@@ -21,6 +22,11 @@ def mpi_env(timeout_s: int) -> dict[str, str]:
     """mpirun as root with more ranks than cores, and loomrt's bounded wait."""
     return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
             "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": str(timeout_s)}
+
+
+def relative_errors(got, want) -> list[float]:
+    """|got - want| / |want|, pair by pair (as far as the shorter goes)."""
+    return [abs(g - w) / abs(w) for g, w in zip(got, want)]
 
 
 class Check:

@@ -30,7 +30,7 @@ import sys
 
 import numpy as np
 
-from harness import CORPUS, ROOT, Check  # noqa: E402
+from harness import CORPUS, ROOT, Check, relative_errors  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
 B, S, D, V, H, KV, HD, F = 2, 32, 64, 128, 4, 2, 16, 96
@@ -185,7 +185,7 @@ def compare(op: str, cpu: tuple[list[float], dict[str, np.ndarray]],
             gpu: tuple[list[float], dict[str, np.ndarray]], tolerance: float) -> None:
     """Checks the GPU run's losses and updated parameters against the CPU's."""
     (want, want_state), (got, got_state) = cpu, gpu
-    loss_err = max((abs(g - w) / abs(w) for g, w in zip(got, want)), default=1.0)
+    loss_err = max(relative_errors(got, want), default=1.0)
     state_err = max((float(np.abs(got_state[n] - w).max() / max(np.abs(w).max(), 1e-30))
                      for n, w in want_state.items() if n in got_state), default=1.0)
     check(len(got) == STEPS and len(want) == STEPS and set(got_state) == set(want_state)

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from harness import CORPUS, ROOT, Check, mpi_env  # noqa: E402
+from harness import CORPUS, ROOT, Check, mpi_env, relative_errors  # noqa: E402
 from loom.models.llama import CONFIGS, build_forward  # noqa: E402
 from loom.opt import find_tool  # noqa: E402
 
@@ -175,23 +175,23 @@ def equal(work: str) -> None:
     check(mapped == want, f"the CUDA target's kernel mapping, run on the CPU, gives the "
           f"CPU trainer's bits ({len(want)} losses)")
     blocks = train(GPU_BLOCKS[0], 1)
-    worst = max(abs(g - w) / abs(w) for g, w in zip(blocks, want))
+    worst = max(relative_errors(blocks, want))
     check(len(blocks) == STEPS and worst <= 1e-5,
           f"and with block reductions and fused elementwise ops: {STEPS} losses within "
           f"{worst:.1e} relative")
     fused = train(CHUNKED[0], 1)
-    worst = max(abs(g - w) / abs(w) for g, w in zip(fused, want))
+    worst = max(relative_errors(fused, want))
     check(len(fused) == STEPS and worst <= 1e-5,
           f"the loss fused in 32-token chunks and 64-entry vocabulary blocks: {STEPS} "
           f"losses within {worst:.1e} "
           f"relative of the unfused")
     plain = train(PLAIN_ATTENTION[0], 1)
-    worst = max(abs(g - w) / abs(w) for g, w in zip(plain, want))
+    worst = max(relative_errors(plain, want))
     check(len(plain) == STEPS and worst <= 1e-5,
           f"fused attention kernels against attention decomposed to linalg: {STEPS} "
           f"losses within {worst:.1e} relative")
     bf16 = train(BF16[0], 1)
-    errors = [abs(g - w) / abs(w) for g, w in zip(bf16, want)]
+    errors = relative_errors(bf16, want)
     check(len(bf16) == STEPS and sum(errors) / STEPS <= 2e-3 and max(errors) <= 1e-2,
           f"bf16 against f32: {STEPS} losses within {max(errors):.1e} relative "
           f"(mean {sum(errors) / max(len(errors), 1):.1e})")
@@ -200,12 +200,12 @@ def equal(work: str) -> None:
           f"the CPU, gives the CPU trainer's bits ({len(bf16)} losses)")
     # ZeRO-3 in bf16: bf16 gathers, and reduce-scatters summed in f32.
     sharded = train(BF16_Z3[0], 2)
-    worst = max((abs(g - w) / abs(w) for g, w in zip(sharded, bf16)), default=1.0)
+    worst = max(relative_errors(sharded, bf16), default=1.0)
     check(len(sharded) == STEPS and worst <= 5e-3,
           f"bf16, 2 ranks, ZeRO-3: {STEPS} losses within {worst:.1e} relative of 1 rank")
     for name, ranks, stage, _ in TRAINERS[2:]:
         got = train(name, ranks)
-        worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+        worst = max(relative_errors(got, want))
         check(len(got) == STEPS and worst <= 1e-5,
               f"{ranks} ranks, ZeRO-{stage}: {STEPS} losses within {worst:.1e} relative of 1 rank")
 
@@ -253,7 +253,7 @@ def reshard(work: str) -> None:
     run(work, "r2-z3", 2, "--steps", "10", "--log", f"{ckpt}.jsonl", "--checkpoint", ckpt,
         "--resume")
     want, got = losses(f"{full}.jsonl")[10:], losses(f"{ckpt}.jsonl")
-    worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    worst = max(relative_errors(got, want))
     check(len(got) == 10 and worst <= 1e-5,
           f"a 4-rank checkpoint resumes on 2 ranks: steps 11-20 within {worst:.1e} relative")
 

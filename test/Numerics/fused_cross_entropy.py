@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
 from loom.opt import run_opt  # noqa: E402
-from reference import Checks  # noqa: E402
+from reference import Checks, elementwise_cast as cast, to_bf16  # noqa: E402
 from loom.testing import run_function  # noqa: E402
 
 rng = np.random.default_rng(7)
@@ -53,21 +53,6 @@ def reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=None):
         g *= 1 - t * t
     grads = [g @ w, g.T @ h] + ([g.sum(0)] if bias is not None else [])
     return [np.asarray(loss), lse, *grads]
-
-
-def cast(result, source, from_t, to_t, op):
-    """An elementwise `op` (arith.truncf or arith.extf) between two 2-D
-    tensor types, as a linalg.generic (tensor-level arith casts do not
-    bufferise)."""
-    elem_from, elem_to = from_t[from_t.rindex("x") + 1:-1], to_t[to_t.rindex("x") + 1:-1]
-    ident = "affine_map<(i, j) -> (i, j)>"
-    return (f"  {result}_e = tensor.empty() : {to_t}\n"
-            f"  {result} = linalg.generic {{indexing_maps = [{ident}, {ident}], "
-            f"iterator_types = [\"parallel\", \"parallel\"]}} ins({source} : {from_t}) "
-            f"outs({result}_e : {to_t}) {{\n"
-            f"  ^bb0(%x: {elem_from}, %o: {elem_to}):\n"
-            f"    %c = {op} %x : {elem_from} to {elem_to}\n"
-            f"    linalg.yield %c : {elem_to}\n  }} -> {to_t}\n")
 
 
 def torch_reference(h, w, labels, reduction, smoothing, z_loss, softcap, bias=None):
@@ -111,15 +96,15 @@ def run(h, w, labels, reduction, smoothing, z_loss, softcap, chunk, elem, bias=N
     trunc = ""
     hv, wv = "%h", "%w"
     if elem == "bf16":
-        trunc = (cast("%hb", "%h", at(ht), ht, "arith.truncf") +
-                 cast("%wb", "%w", at(wt), wt, "arith.truncf"))
+        trunc = (cast("%hb", "%h", (tokens, dim), "arith.truncf", "f32", "bf16") +
+                 cast("%wb", "%w", (vocab, dim), "arith.truncf", "f32", "bf16"))
         hv, wv = "%hb", "%wb"
     ones = f"  %one = arith.constant dense<1.0> : {loss_t}\n"
     ext = ""
     dh, dw = "%dh", "%dw"
     if elem == "bf16":
-        ext = (cast("%dhx", "%dh", ht, at(ht), "arith.extf") +
-               cast("%dwx", "%dw", wt, at(wt), "arith.extf"))
+        ext = (cast("%dhx", "%dh", (tokens, dim), "arith.extf", "bf16", "f32") +
+               cast("%dwx", "%dw", (vocab, dim), "arith.extf", "bf16", "f32"))
         dh, dw = "%dhx", "%dwx"
     source = (
         f"func.func @f(%h: {at(ht)}, %w: {at(wt)}, %l: {lt}) -> ({loss_t}, {lse_t}, {at(ht)}, {at(wt)}) {{\n"
@@ -153,13 +138,6 @@ def run_with_bias(h, w, bias, labels, reduction, smoothing, z_loss, softcap, chu
         f"  return %loss, %lse, %dh, %dw, %db : {loss_t}, {lse_t}, {ht}, {wt}, {bt}\n}}\n")
     dtype = np.float64 if elem == "f64" else np.float32
     return run_function(source, "f", [h.astype(dtype), w.astype(dtype), bias.astype(dtype), labels])
-
-
-def bf16(x):
-    """Rounds f32 to the nearest bf16 (ties to even), kept as f32."""
-    bits = x.astype(np.float32).view(np.uint32)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.view(np.float32)
 
 
 tokens, dim, vocab = 24, 16, 40
@@ -253,16 +231,6 @@ for order in ("fused before autodiff", "fused after autodiff"):
 # fused error against f64 (on the same bf16 operands) is no worse than the
 # unfused bf16 error plus one bf16 rounding of the loss.
 def bf16_layer(tokens, dim, vocab):
-    def cast(name, src, shape, op, a, b):
-        ident = ", ".join(f"d{i}" for i in range(len(shape)))
-        m = f"affine_map<({ident}) -> ({ident})>"
-        dims = "".join(f"{d}x" for d in shape)
-        par = ", ".join(['"parallel"'] * len(shape))
-        return (f"  {name}_e = tensor.empty() : tensor<{dims}{b}>\n"
-                f"  {name} = linalg.generic {{indexing_maps = [{m}, {m}], iterator_types = [{par}]}} "
-                f"ins({src} : tensor<{dims}{a}>) outs({name}_e : tensor<{dims}{b}>) {{\n"
-                f"  ^bb0(%x: {a}, %o: {b}):\n    %c = {op} %x : {a} to {b}\n    linalg.yield %c : {b}\n"
-                f"  }} -> tensor<{dims}{b}>\n")
     return (f"func.func @layer(%h: tensor<{tokens}x{dim}xf32>, %w: tensor<{vocab}x{dim}xf32>, "
             f"%y: tensor<{tokens}xi32>) -> tensor<f32> {{\n"
             + cast("%hb", "%h", (tokens, dim), "arith.truncf", "f32", "bf16")
@@ -283,8 +251,8 @@ def bf16_layer(tokens, dim, vocab):
 source = bf16_layer(tokens, dim, vocab)
 fused_source = run_opt(source, [fuse])
 check.report("train.linear_cross_entropy" in fused_source, "bf16: the pass fused")
-h = bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
-w = bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
+h = to_bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
+w = to_bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
 labels = rng.integers(0, vocab, tokens).astype(np.int32)
 ref = float(reference(h, w, labels, "mean", 0.0, 0.0, 0.0)[0])
 (unfused_loss,) = run_function(source, "layer", [h, w, labels])
@@ -304,15 +272,15 @@ check("dhidden [all ignored]", got[2], np.zeros((tokens, dim)), 0, 0)
 # bf16 operands, f32 math: against the f64 reference on the bf16-rounded
 # operands (CCE's rule: no worse than the low-precision reference, plus a
 # small tolerance for the bf16 gradients' rounding).
-h = bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
-w = bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
+h = to_bf16(rng.standard_normal((tokens, dim)).astype(np.float32))
+w = to_bf16((rng.standard_normal((vocab, dim)) * 0.5).astype(np.float32))
 labels = rng.integers(0, vocab, tokens).astype(np.int32)
 want = reference(h, w, labels, "mean", 0.0, 0.0, 0.0)
 got = run(h, w, labels, "mean", 0.0, 0.0, 0.0, 8, "bf16")
 check("loss [bf16, f32 math]", got[0], want[0], 1e-5, 1e-6)
 check("lse [bf16, f32 math]", got[1], want[1], 1e-5, 1e-5)
-check("dhidden [bf16]", got[2], bf16(want[2].astype(np.float32)), 1e-2, 1e-4)
-check("dweight [bf16]", got[3], bf16(want[3].astype(np.float32)), 1e-2, 1e-4)
+check("dhidden [bf16]", got[2], to_bf16(want[2].astype(np.float32)), 1e-2, 1e-4)
+check("dweight [bf16]", got[3], to_bf16(want[3].astype(np.float32)), 1e-2, 1e-4)
 
 if check.failures:
     print(f"{check.failures} FAILED")

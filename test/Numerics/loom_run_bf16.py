@@ -13,16 +13,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 from loom.testing import run_function  # noqa: E402
-from reference import Checks  # noqa: E402
+from reference import Checks, to_bf16  # noqa: E402
 
 check = Checks()
-
-
-def to_bf16(x):
-    """Nearest bf16, ties to even, kept as f32."""
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
-    return bits.astype(np.uint32).view(np.float32)
 
 
 SOURCE = """

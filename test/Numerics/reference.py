@@ -1,10 +1,34 @@
 """NumPy references for the train ops, written from their definitions.
 
 Shared by the numerical tests; kept independent of Loom's decompositions so
-the two can check each other.
+the two can check each other. Also what the bf16 tests share: bf16 rounding
+in NumPy, and the IR of an elementwise cast (loom-run's arrays are f32, so
+a bf16 function casts inside).
 """
 
 import numpy as np
+
+
+def to_bf16(x):
+    """Rounds to the nearest bf16 (ties to even), kept as f32."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
+    return bits.astype(np.uint32).view(np.float32)
+
+
+def elementwise_cast(name, src, shape, op, a, b):
+    """MLIR text: `name` = `op` (arith.truncf or arith.extf) of the tensor
+    `src` of `shape` from element type `a` to `b`, as a linalg.generic
+    (tensor-level arith casts do not bufferise)."""
+    dims = ", ".join(f"d{i}" for i in range(len(shape)))
+    m = f"affine_map<({dims}) -> ({dims})>"
+    t = "".join(f"{d}x" for d in shape)
+    par = ", ".join(['"parallel"'] * len(shape))
+    return (f"  {name}_e = tensor.empty() : tensor<{t}{b}>\n"
+            f"  {name} = linalg.generic {{indexing_maps = [{m}, {m}], iterator_types = [{par}]}} "
+            f"ins({src} : tensor<{t}{a}>) outs({name}_e : tensor<{t}{b}>) {{\n"
+            f"  ^bb0(%in: {a}, %o: {b}):\n    %c = {op} %in : {a} to {b}\n"
+            f"    linalg.yield %c : {b}\n  }} -> tensor<{t}{b}>\n")
 
 
 class Checks:

@@ -18,32 +18,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from loom.opt import run_opt  # noqa: E402
 from loom.testing import run_function  # noqa: E402
-from reference import Checks, rms_norm  # noqa: E402
+from reference import Checks, elementwise_cast as cast, rms_norm, to_bf16  # noqa: E402
 
 ROWS, WIDTH, COLS, TOKENS = 4096, 4096, 64, 8
 EPS = 1e-5
 check = Checks()
 rng = np.random.default_rng(11)
-
-
-def to_bf16(x):
-    """Rounds to the nearest bf16 (ties to even), kept as f32."""
-    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16
-    return bits.astype(np.uint32).view(np.float32)
-
-
-def cast(name, src, shape, op, a, b):
-    """An elementwise arith cast between tensor element types a and b."""
-    dims = ", ".join(f"d{i}" for i in range(len(shape)))
-    m = f"affine_map<({dims}) -> ({dims})>"
-    t = "".join(f"{d}x" for d in shape)
-    par = ", ".join(['"parallel"'] * len(shape))
-    return (f"  {name}_e = tensor.empty() : tensor<{t}{b}>\n"
-            f"  {name} = linalg.generic {{indexing_maps = [{m}, {m}], iterator_types = [{par}]}} "
-            f"ins({src} : tensor<{t}{a}>) outs({name}_e : tensor<{t}{b}>) {{\n"
-            f"  ^bb0(%in: {a}, %o: {b}):\n    %c = {op} %in : {a} to {b}\n"
-            f"    linalg.yield %c : {b}\n  }} -> tensor<{t}{b}>\n")
 
 
 # f32 in and out, bf16 inside (the casts are part of what is checked).
