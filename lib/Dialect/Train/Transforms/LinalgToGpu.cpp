@@ -277,6 +277,30 @@ struct LinalgToGpu {
     return indices;
   }
 
+  /// `operand`'s value at `at` for `lanes` consecutive elements: one
+  /// aligned vector load when `contiguous`, else one scalar for every lane
+  /// (loaded, or the operand itself when it is a scalar, a fill's value).
+  Value loadLanes(Location loc, OpOperand &operand, Type element,
+                  ValueRange at, int64_t lanes, bool contiguous,
+                  int64_t alignment) {
+    Value source = operand.get();
+    if (contiguous)
+      return vector::LoadOp::create(
+          rewriter, loc, VectorType::get({lanes}, element), source, at,
+          /*nontemporal=*/false, llvm::MaybeAlign(alignment));
+    if (isa<MemRefType>(source.getType()))
+      return memref::LoadOp::create(rewriter, loc, source, at);
+    return source;
+  }
+
+  /// Lane `lane` of what loadLanes returned (a scalar serves every lane).
+  Value laneOf(Location loc, Value lanes, int64_t lane) {
+    if (!isa<VectorType>(lanes.getType()))
+      return lanes;
+    return vector::ExtractOp::create(rewriter, loc, lanes,
+                                     ArrayRef<int64_t>{lane});
+  }
+
   /// A block per output element; its threads stride along the reduction,
   /// each folding its share into a partial, and the block combines the
   /// partials (scf.reduce, a gpu.all_reduce once mapped).
@@ -345,32 +369,17 @@ struct LinalgToGpu {
         all, delinearize(loc, loop.getInductionVar(), reductionSizes));
     // Each input's lanes: a vector, or one scalar for all.
     SmallVector<Value> loaded;
-    for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands())) {
-      SmallVector<Value> at =
-          apply(loc, op.getMatchingIndexingMap(input), all);
-      if (plan && plan->contiguous[index])
-        loaded.push_back(vector::LoadOp::create(
-            rewriter, loc,
-            VectorType::get({width},
-                            op.getMatchingBlockArgument(input).getType()),
-            input->get(), at, /*nontemporal=*/false,
-            llvm::MaybeAlign(plan->alignment[index])));
-      else if (isa<MemRefType>(input->get().getType()))
-        loaded.push_back(
-            memref::LoadOp::create(rewriter, loc, input->get(), at));
-      else // a scalar input
-        loaded.push_back(input->get());
-    }
+    for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands()))
+      loaded.push_back(loadLanes(
+          loc, *input, op.getMatchingBlockArgument(input).getType(),
+          apply(loc, op.getMatchingIndexingMap(input), all), width,
+          plan && plan->contiguous[index], plan ? plan->alignment[index] : 0));
     Value partial = loop.getRegionIterArg(0);
     for (int64_t l = 0; l < width; ++l) {
       IRMapping body;
-      for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands())) {
-        Value value = loaded[index];
-        if (isa<VectorType>(value.getType()))
-          value = vector::ExtractOp::create(rewriter, loc, value,
-                                            ArrayRef<int64_t>{l});
-        body.map(op.getMatchingBlockArgument(input), value);
-      }
+      for (auto [index, input] : llvm::enumerate(op.getDpsInputOperands()))
+        body.map(op.getMatchingBlockArgument(input),
+                 laneOf(loc, loaded[index], l));
       body.map(op.getRegionOutputArgs()[0], partial);
       for (Operation &inner : op.getBlock()->without_terminator())
         rewriter.clone(inner, body);
@@ -420,36 +429,19 @@ struct LinalgToGpu {
     for (auto [index, operand] : llvm::enumerate(op->getOpOperands())) {
       at.push_back(apply(loc, op.getMatchingIndexingMap(&operand), dims));
       BlockArgument arg = op.getMatchingBlockArgument(&operand);
-      if (arg.use_empty()) {
-        loaded.push_back(Value());
-        continue;
-      }
-      if (!plan.contiguous[index]) {
-        loaded.push_back(
-            isa<MemRefType>(operand.get().getType())
-                ? Value(memref::LoadOp::create(rewriter, loc, operand.get(),
-                                               at.back()))
-                : operand.get());
-        continue;
-      }
-      loaded.push_back(vector::LoadOp::create(
-          rewriter, loc, VectorType::get({plan.lanes}, arg.getType()),
-          operand.get(), at.back(), /*nontemporal=*/false,
-          llvm::MaybeAlign(plan.alignment[index])));
+      loaded.push_back(arg.use_empty()
+                           ? Value()
+                           : loadLanes(loc, operand, arg.getType(), at.back(),
+                                       plan.lanes, plan.contiguous[index],
+                                       plan.alignment[index]));
     }
     unsigned outputs = op.getNumDpsInits();
     SmallVector<SmallVector<Value>> results(outputs);
     for (int64_t lane = 0; lane < plan.lanes; ++lane) {
       IRMapping mapping;
-      for (auto [index, value] : llvm::enumerate(loaded)) {
-        if (!value)
-          continue;
-        Value scalar = isa<VectorType>(value.getType())
-                           ? Value(vector::ExtractOp::create(
-                                 rewriter, loc, value, ArrayRef<int64_t>{lane}))
-                           : value;
-        mapping.map(body->getArgument(index), scalar);
-      }
+      for (auto [index, value] : llvm::enumerate(loaded))
+        if (value)
+          mapping.map(body->getArgument(index), laneOf(loc, value, lane));
       for (Operation &inner : body->without_terminator()) {
         // This lane's loop indices: the thread's, plus the lane innermost.
         if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
