@@ -282,13 +282,20 @@ template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
 
 /// The full tensor on rank 0 as f32 (other ranks get an empty vector).
 std::vector<float> gatherFull(Tensor &t) {
-  std::vector<float> local(t.localCount);
-  for (int64_t i = 0; i < t.localCount; ++i)
-    local[i] = t.get(i);
+  // f32 is read in place; bf16 is widened (exactly) first.
+  std::vector<float> widened;
+  const float *local = t.f32();
+  if (t.dtype == "bf16") {
+    widened.resize(t.localCount);
+    for (int64_t i = 0; i < t.localCount; ++i)
+      widened[i] = t.get(i);
+    local = widened.data();
+  }
   if (!t.sharded())
-    return rank == 0 ? local : std::vector<float>();
+    return rank == 0 ? std::vector<float>(local, local + t.fullCount)
+                     : std::vector<float>();
   std::vector<float> all(rank == 0 ? t.localCount * worldSize : 0);
-  loomrt_gather_f32(local.data(), t.localCount, all.data(), 0);
+  loomrt_gather_f32(local, t.localCount, all.data(), 0);
   all.resize(rank == 0 ? t.fullCount : 0);
   return all;
 }
