@@ -35,19 +35,23 @@ const float *widen(const uint16_t *x, int32_t rows, int32_t cols, int32_t ld,
 }
 
 /// C = alpha op(A) op(B) + beta C for bf16 A and B (row-major), C f32
-/// (`Out` = float) or bf16 (`Out` = uint16_t).
+/// (`Out` = float) or bf16 (`Out` = uint16_t). Without `widenA` (`widenB`)
+/// the scratch still holds A (B) from the previous call: a batch's shared
+/// operand (stride 0) is widened once.
 template <typename Out>
 void bf16Gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
               int32_t n, int32_t k, float alpha, const uint16_t *a,
               int32_t lda, const uint16_t *b, int32_t ldb, float beta, Out *c,
-              int32_t ldc) {
+              int32_t ldc, bool widenA = true, bool widenB = true) {
   if (order != CblasRowMajor)
     loomrt_abort("loomrt_cblas_bgemm: only row-major (CblasRowMajor)");
   thread_local std::vector<float> wa, wb, wc;
   bool ta = transA != CblasNoTrans, tb = transB != CblasNoTrans;
   // op(A) is m x k: stored k x m when transposed.
-  const float *fa = widen(a, ta ? k : m, ta ? m : k, lda, wa);
-  const float *fb = widen(b, tb ? n : k, tb ? k : n, ldb, wb);
+  const float *fa = widenA ? widen(a, ta ? k : m, ta ? m : k, lda, wa)
+                           : wa.data();
+  const float *fb = widenB ? widen(b, tb ? n : k, tb ? k : n, ldb, wb)
+                           : wb.data();
   if constexpr (std::is_same_v<Out, float>) {
     cblas_sgemm(CblasRowMajor, CBLAS_TRANSPOSE(transA),
                 CBLAS_TRANSPOSE(transB), m, n, k, alpha, fa, ta ? m : k, fb,
@@ -74,7 +78,8 @@ void bf16GemmBatched(int32_t order, int32_t transA, int32_t transB, int32_t m,
                      int32_t ldc, int64_t strideC, int32_t count) {
   for (int32_t i = 0; i < count; ++i)
     bf16Gemm(order, transA, transB, m, n, k, alpha, a + i * strideA, lda,
-             b + i * strideB, ldb, beta, c + i * strideC, ldc);
+             b + i * strideB, ldb, beta, c + i * strideC, ldc,
+             i == 0 || strideA != 0, i == 0 || strideB != 0);
 }
 
 template <typename T, typename Gemm>
