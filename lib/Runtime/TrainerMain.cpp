@@ -68,13 +68,6 @@ struct Tensor {
   float get(int64_t i) {
     return dtype == "bf16" ? loom::bf16ToFloat(bf16()[i]) : f32()[i];
   }
-  /// Sets element i (rounded to nearest even for bf16).
-  void set(int64_t i, float value) {
-    if (dtype == "bf16")
-      bf16()[i] = loom::floatToBf16(value);
-    else
-      f32()[i] = value;
-  }
   int32_t *i32() { return reinterpret_cast<int32_t *>(storage.data()); }
   bool sharded() const { return localCount != fullCount; }
 };
@@ -273,11 +266,18 @@ float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
 
 /// This rank's part of a full tensor given element by element: the whole
 /// tensor if it is replicated, else the flat shard [rank*L, rank*L+L),
-/// zero-padded past the end.
+/// zero-padded past the end (bf16 values rounded to nearest even).
 template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
   int64_t offset = t.sharded() ? rank * t.localCount : 0;
-  for (int64_t i = 0; i < t.localCount; ++i)
-    t.set(i, offset + i < t.fullCount ? fullValue(offset + i) : 0.0f);
+  auto value = [&](int64_t i) {
+    return offset + i < t.fullCount ? fullValue(offset + i) : 0.0f;
+  };
+  if (t.dtype == "bf16")
+    for (int64_t i = 0; i < t.localCount; ++i)
+      t.bf16()[i] = loom::floatToBf16(value(i));
+  else
+    for (int64_t i = 0; i < t.localCount; ++i)
+      t.f32()[i] = value(i);
 }
 
 /// The full tensor on rank 0 as f32 (other ranks get an empty vector).
@@ -288,7 +288,7 @@ std::vector<float> gatherFull(Tensor &t) {
   if (t.dtype == "bf16") {
     widened.resize(t.localCount);
     for (int64_t i = 0; i < t.localCount; ++i)
-      widened[i] = t.get(i);
+      widened[i] = loom::bf16ToFloat(t.bf16()[i]);
     local = widened.data();
   }
   if (!t.sharded())
