@@ -34,6 +34,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlashAttention.h"
+#include "FlashCommon.cuh"
 
 #include <cmath>
 #include <cstdint>
@@ -41,15 +42,13 @@
 namespace loom::flash {
 namespace {
 
-/// Rows of a query block and of a key block.
-constexpr int kBlock = 64;
+using namespace detail;
+
 /// Threads per block: 16 x 16, each owning 4 x 4 scores.
 constexpr int kThreads = 256;
 /// Row stride, in floats, of a kBlock x kBlock score tile in shared memory.
 constexpr int kScoreLd = kBlock + 4;
 constexpr int kWarps = kThreads / 32;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
 
 /// Row stride, in floats, of a [kBlock, D] tile in shared memory.
 template <int D> constexpr int kTileLd = D + 4;
@@ -230,44 +229,6 @@ storeTile(float *__restrict__ dst, const float (&acc)[4][D / 16],
   }
 }
 
-/// Where a block of the forward or dQ kernel works: query block qBlock
-/// (rows q0..) of batch element blockIdx.y / heads and head
-/// blockIdx.y % heads, whose kv head is hk; rows qStride and kvStride
-/// floats apart; its first query row and kv row at qOffset and kvOffset.
-/// Blocks run last-first, so that the heaviest causal ones start first.
-struct QueryTile {
-  int qBlock, q0, hk;
-  int64_t qStride, kvStride, qOffset, kvOffset;
-};
-
-/// The block's first statistic (lse, delta), computed where it is used (held
-/// across the forward's loop it costs a spill).
-__device__ __forceinline__ int64_t queryStatOffset(int seq, int heads) {
-  return (int64_t(blockIdx.y / heads) * heads + blockIdx.y % heads) * seq;
-}
-
-__device__ __forceinline__ QueryTile queryTile(int seq, int heads,
-                                               int kvHeads, int dim) {
-  const int qBlock = gridDim.x - 1 - blockIdx.x;
-  const int b = blockIdx.y / heads;
-  const int h = blockIdx.y % heads;
-  const int hk = h / (heads / kvHeads);
-  const int q0 = qBlock * kBlock;
-  return {qBlock,
-          q0,
-          hk,
-          int64_t(heads) * dim,
-          int64_t(kvHeads) * dim,
-          ((int64_t(b) * seq + q0) * heads + h) * dim,
-          (int64_t(b) * seq * kvHeads + hk) * dim};
-}
-
-/// How many key blocks query block `qBlock` reads: those up to its own with
-/// causal masking, else all.
-__device__ __forceinline__ int keyBlockCount(bool causal, int qBlock,
-                                             int seq) {
-  return causal ? qBlock + 1 : (seq + kBlock - 1) / kBlock;
-}
 
 /// Loads the K and V tiles of the key block starting at row `k0`, once
 /// every thread is done with the previous ones (the forward's and dQ's
@@ -567,36 +528,6 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   storeTile<D>(dq + qOffset, acc, qStride, seq - q0, dim, scale);
 }
 
-bool aligned(const void *pointer) {
-  return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
-}
-
-/// The problem's sizes, as the kernels take them.
-struct Sizes {
-  int batch, seq, heads, kvHeads, dim;
-};
-
-/// Checks the sizes (the grid's y dimension is at most 65535; sequence
-/// positions and block counts fit in int) and narrows them into `sizes`.
-bool checkSizes(int64_t batch, int64_t seq, int64_t heads, int64_t kvHeads,
-                int64_t dim, Sizes &sizes) {
-  if (batch < 0 || seq < 0 || seq > INT32_MAX - kBlock || heads <= 0 ||
-      kvHeads <= 0 || heads % kvHeads != 0 || !supports(dim) || heads > 65535 ||
-      batch > 65535 / heads)
-    return false;
-  sizes = {static_cast<int>(batch), static_cast<int>(seq),
-           static_cast<int>(heads), static_cast<int>(kvHeads),
-           static_cast<int>(dim)};
-  return true;
-}
-
-/// Opts `kernel` in to `bytes` of dynamic shared memory (above 48 KiB).
-template <typename Kernel>
-cudaError_t allowSharedMemory(Kernel *kernel, size_t bytes) {
-  return cudaFuncSetAttribute(kernel,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
-}
 
 template <int D>
 cudaError_t launchForward(cudaStream_t stream, const float *q, const float *k,
@@ -647,7 +578,7 @@ cudaError_t forward(cudaStream_t stream, const float *q, const float *k,
                     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim,
                     bool causal, float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, n))
+  if (!checkSizes(batch, seq, heads, kvHeads, dim, supports(dim), n))
     return cudaErrorInvalidValue;
   if (n.batch == 0 || n.seq == 0)
     return cudaSuccess;
@@ -664,7 +595,7 @@ cudaError_t backward(cudaStream_t stream, const float *q, const float *k,
                      float *delta, int64_t batch, int64_t seq, int64_t heads,
                      int64_t kvHeads, int64_t dim, bool causal, float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, n))
+  if (!checkSizes(batch, seq, heads, kvHeads, dim, supports(dim), n))
     return cudaErrorInvalidValue;
   if (n.batch == 0 || n.seq == 0)
     return cudaSuccess;

@@ -1,7 +1,7 @@
-//===- FlashAttention.h - fused f32 attention kernels for CUDA --*- C++ -*-===//
+//===- FlashAttention.h - fused attention kernels for CUDA -----*- C++ -*-===//
 //
 // Private to lib/Runtime: FlashAttention-2 style forward and backward for
-// grouped-query attention in f32, without materialising the seq x seq
+// grouped-query attention in f32 and bf16, without materialising the seq x seq
 // scores. Query head h reads key/value head h / (heads / kvHeads).
 //
 // Every entry point enqueues kernels on `stream` and returns without waiting:
@@ -42,6 +42,25 @@ cudaError_t backward(cudaStream_t stream, const float *q, const float *k,
 /// Whether these kernels take `dim`: any multiple of 4 up to 128 (dims up to
 /// 64 run the 64-wide kernels, larger ones the 128-wide kernels).
 bool supports(int64_t dim);
+
+/// bf16 forward and backward on tensor cores (FlashAttentionBf16.cu): the
+/// same arguments and layouts, with q, k, v, out, dout, dq, dk and dv bf16
+/// (their bits as uint16_t); lse and delta stay f32. Products take bf16
+/// operands and accumulate in f32; P and dS are rounded to bf16 for them.
+cudaError_t forwardBf16(cudaStream_t stream, const uint16_t *q,
+                        const uint16_t *k, const uint16_t *v, uint16_t *out,
+                        float *lse, int64_t batch, int64_t seq, int64_t heads,
+                        int64_t kvHeads, int64_t dim, bool causal, float scale);
+cudaError_t backwardBf16(cudaStream_t stream, const uint16_t *q,
+                         const uint16_t *k, const uint16_t *v,
+                         const uint16_t *out, const float *lse,
+                         const uint16_t *dout, uint16_t *dq, uint16_t *dk,
+                         uint16_t *dv, float *delta, int64_t batch, int64_t seq,
+                         int64_t heads, int64_t kvHeads, int64_t dim,
+                         bool causal, float scale);
+
+/// Whether the bf16 kernels take `dim`: any multiple of 8 up to 128.
+bool supportsBf16(int64_t dim);
 
 } // namespace loom::flash
 

@@ -1,6 +1,7 @@
 //===- HostAttention.cpp - fused attention on the CPU ---------------------===//
 //
-// The MPI backend's loomrt_attention_f32 / loomrt_attention_grad_f32: for
+// The MPI backend's loomrt_attention_f32 / loomrt_attention_grad_f32 (and
+// their bf16 forms, computed in f32 copies): for
 // each batch element, query head and block of query rows, the block's
 // scores against the keys it may see (all, or up to its last row when
 // causal) go through CBLAS into a [block, seq] scratch row set, so memory is
@@ -12,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Runtime/loomrt.h"
+#include "loom/Support/Bf16.h"
 
 #include <cblas.h>
 
@@ -41,6 +43,20 @@ struct Heads {
     return (b * heads + h) * seq;
   }
 };
+
+/// `count` bf16 values widened to f32.
+std::vector<float> widened(const uint16_t *bits, int64_t count) {
+  std::vector<float> values(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i)
+    values[size_t(i)] = loom::bf16ToFloat(bits[i]);
+  return values;
+}
+
+/// `values` rounded to bf16 into `bits`.
+void narrow(const std::vector<float> &values, uint16_t *bits) {
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = loom::floatToBf16(values[i]);
+}
 
 /// The scores of query rows [i0, i0 + rows) against keys [0, keys):
 /// scale * Q Kᵀ into `s` ([rows, keys]), masked positions -inf.
@@ -146,6 +162,42 @@ void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
                     int(x.kStride()));
       }
     }
+}
+
+// bf16: widened into f32 copies, computed in f32, each result rounded once.
+void loomrt_attention_bf16(const uint16_t *q, const uint16_t *k,
+                           const uint16_t *v, uint16_t *out, float *lse,
+                           int64_t batch, int64_t seq, int64_t heads,
+                           int64_t kvHeads, int64_t dim, int32_t causal,
+                           float scale) {
+  const int64_t queries = batch * seq * heads * dim;
+  const int64_t keys = batch * seq * kvHeads * dim;
+  std::vector<float> out32(static_cast<size_t>(queries));
+  loomrt_attention_f32(widened(q, queries).data(), widened(k, keys).data(),
+                       widened(v, keys).data(), out32.data(), lse, batch, seq,
+                       heads, kvHeads, dim, causal, scale);
+  narrow(out32, out);
+}
+
+void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
+                                const uint16_t *v, const uint16_t *out,
+                                const float *lse, const uint16_t *dout,
+                                uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                                float *delta, int64_t batch, int64_t seq,
+                                int64_t heads, int64_t kvHeads, int64_t dim,
+                                int32_t causal, float scale) {
+  const int64_t queries = batch * seq * heads * dim;
+  const int64_t keys = batch * seq * kvHeads * dim;
+  std::vector<float> dq32(static_cast<size_t>(queries)),
+      dk32(static_cast<size_t>(keys)), dv32(static_cast<size_t>(keys));
+  loomrt_attention_grad_f32(
+      widened(q, queries).data(), widened(k, keys).data(),
+      widened(v, keys).data(), widened(out, queries).data(), lse,
+      widened(dout, queries).data(), dq32.data(), dk32.data(), dv32.data(),
+      delta, batch, seq, heads, kvHeads, dim, causal, scale);
+  narrow(dq32, dq);
+  narrow(dk32, dk);
+  narrow(dv32, dv);
 }
 
 } // extern "C"

@@ -681,14 +681,15 @@ void bf16Gemm(const char *name, cudaDataType_t cType, int32_t order,
       });
 }
 
-/// Runs one fused attention kernel launch `call` (FlashAttention.cu) on the
-/// compute stream, timed under `what`; `function` names the entry point in
-/// the message for a head dim the kernels do not take.
+/// Runs one fused attention kernel launch `call` (FlashAttention.cu,
+/// FlashAttentionBf16.cu) on the compute stream, timed under `what`;
+/// `function` names the entry point in the message for a head dim the
+/// kernels do not take (`supports`).
 template <typename Call>
 void fusedAttention(const char *function, const char *what, int64_t dim,
-                    Call call) {
+                    bool (*supports)(int64_t), Call call) {
   Context &ctx = context();
-  if (!loom::flash::supports(dim))
+  if (!supports(dim))
     ctx.abort(std::string(function) +
               ": no fused attention kernel for head dim " +
               std::to_string(dim) + " (compile with --fuse-attention=false)");
@@ -847,13 +848,14 @@ void loomrt_cublas_sbgemm_batched(int32_t order, int32_t transA,
            ldc, strideC, count);
 }
 
-// Fused attention (FlashAttention.cu) on the compute stream.
+// Fused attention (FlashAttention.cu, FlashAttentionBf16.cu) on the compute
+// stream.
 void loomrt_attention_f32(const float *q, const float *k, const float *v,
                           float *out, float *lse, int64_t batch, int64_t seq,
                           int64_t heads, int64_t kvHeads, int64_t dim,
                           int32_t causal, float scale) {
   fusedAttention("loomrt_attention_f32", "the fused attention forward", dim,
-                 [&](cudaStream_t stream) {
+                 loom::flash::supports, [&](cudaStream_t stream) {
                    return loom::flash::forward(stream, q, k, v, out, lse,
                                                batch, seq, heads, kvHeads,
                                                dim, causal, scale);
@@ -867,8 +869,37 @@ void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
                                int64_t seq, int64_t heads, int64_t kvHeads,
                                int64_t dim, int32_t causal, float scale) {
   fusedAttention("loomrt_attention_grad_f32", "the fused attention backward",
-                 dim, [&](cudaStream_t stream) {
+                 dim, loom::flash::supports, [&](cudaStream_t stream) {
                    return loom::flash::backward(
+                       stream, q, k, v, out, lse, dout, dq, dk, dv, delta,
+                       batch, seq, heads, kvHeads, dim, causal, scale);
+                 });
+}
+
+void loomrt_attention_bf16(const uint16_t *q, const uint16_t *k,
+                           const uint16_t *v, uint16_t *out, float *lse,
+                           int64_t batch, int64_t seq, int64_t heads,
+                           int64_t kvHeads, int64_t dim, int32_t causal,
+                           float scale) {
+  fusedAttention("loomrt_attention_bf16", "the fused bf16 attention forward",
+                 dim, loom::flash::supportsBf16, [&](cudaStream_t stream) {
+                   return loom::flash::forwardBf16(stream, q, k, v, out, lse,
+                                                   batch, seq, heads, kvHeads,
+                                                   dim, causal, scale);
+                 });
+}
+
+void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
+                                const uint16_t *v, const uint16_t *out,
+                                const float *lse, const uint16_t *dout,
+                                uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                                float *delta, int64_t batch, int64_t seq,
+                                int64_t heads, int64_t kvHeads, int64_t dim,
+                                int32_t causal, float scale) {
+  fusedAttention("loomrt_attention_grad_bf16",
+                 "the fused bf16 attention backward", dim,
+                 loom::flash::supportsBf16, [&](cudaStream_t stream) {
+                   return loom::flash::backwardBf16(
                        stream, q, k, v, out, lse, dout, dq, dk, dv, delta,
                        batch, seq, heads, kvHeads, dim, causal, scale);
                  });

@@ -192,6 +192,23 @@ void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
                                float *dv, float *delta, int64_t batch,
                                int64_t seq, int64_t heads, int64_t kv_heads,
                                int64_t dim, int32_t causal, float scale);
+/* The same in bf16 (each element's bits as uint16_t): q, k, v, out, dout,
+ * dq, dk and dv are bf16; lse and delta stay f32, and so does the
+ * arithmetic (the CUDA kernels round the probabilities and their gradients
+ * to bf16 for the tensor-core products; the CPU computes in f32 throughout).
+ * The CUDA backend takes head dims that are multiples of 8 up to 128. */
+void loomrt_attention_bf16(const uint16_t *q, const uint16_t *k,
+                           const uint16_t *v, uint16_t *out, float *lse,
+                           int64_t batch, int64_t seq, int64_t heads,
+                           int64_t kv_heads, int64_t dim, int32_t causal,
+                           float scale);
+void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
+                                const uint16_t *v, const uint16_t *out,
+                                const float *lse, const uint16_t *dout,
+                                uint16_t *dq, uint16_t *dk, uint16_t *dv,
+                                float *delta, int64_t batch, int64_t seq,
+                                int64_t heads, int64_t kv_heads, int64_t dim,
+                                int32_t causal, float scale);
 
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and

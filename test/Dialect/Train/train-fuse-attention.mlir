@@ -44,23 +44,73 @@ func.func @left_alone(%q64: tensor<1x8x2x4xf64>, %k64: tensor<1x8x2x4xf64>,
 
 // -----
 
-// bf16: the kernels are f32, so each call's operands are widened (the
-// gradient widens its own copies, and the bf16 output) and the results
-// rounded back; the log-sum-exp stays f32.
+// bf16 with a head dim that is a multiple of 8: the bf16 kernels (tensor
+// cores on the CUDA target) take the operands as they are; the log-sum-exp
+// and the backward's workspace are f32.
 // CHECK-LABEL: func.func @bf16
-// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
-// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>) outs({{.*}}) -> tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
-// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[F]]#0 : tensor<2x16x4x8xf32>) outs(%{{.*}} : tensor<2x16x4x8xbf16>)
-// CHECK: arith.truncf %{{.*}} : f32 to bf16
-// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
-// CHECK: %[[OW:.*]] = linalg.generic {{.*}} ins(%[[O]] : tensor<2x16x4x8xbf16>) outs(%{{.*}} : tensor<2x16x4x8xf32>)
-// CHECK: %[[DO:.*]] = linalg.generic {{.*}} ins(%arg3 : tensor<2x16x4x8xbf16>) outs(%{{.*}} : tensor<2x16x4x8xf32>)
-// CHECK: %[[G:.*]]:4 = train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[OW]], %[[F]]#1, %[[DO]] : {{.*}}) outs({{.*}}) -> tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x16x4x8xf32>, tensor<2x4x16xf32>
-// CHECK-COUNT-3: arith.truncf %{{.*}} : f32 to bf16
-// CHECK: return %[[O]]
+// CHECK-NOT: arith.extf
+// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_bf16({{.*}}) ins(%arg0, %arg1, %arg2 : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>) outs({{.*}}) -> tensor<2x16x4x8xbf16>, tensor<2x4x16xf32>
+// CHECK: %[[G:.*]]:4 = train.call_kernel @loomrt_attention_grad_bf16({{.*}}) ins(%arg0, %arg1, %arg2, %[[F]]#0, %[[F]]#1, %arg3 : {{.*}}) outs({{.*}}) -> tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x4x16xf32>
+// CHECK-NOT: arith.truncf
+// CHECK: return %[[F]]#0, %[[G]]#0, %[[G]]#1, %[[G]]#2
 func.func @bf16(%q: tensor<2x16x4x8xbf16>, %k: tensor<2x16x4x8xbf16>, %v: tensor<2x16x4x8xbf16>, %do: tensor<2x16x4x8xbf16>)
     -> (tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>) {
   %o = train.attention %q, %k, %v scale = 0.35 : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
   %dq, %dk, %dv = train.attention_grad %q, %k, %v, %do scale = 0.35 : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
   return %o, %dq, %dk, %dv : tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>, tensor<2x16x4x8xbf16>
+}
+
+// -----
+
+// bf16: the kernels are f32, so each call's operands are widened (the
+// gradient widens its own copies, and the bf16 output) and the results
+// rounded back; the log-sum-exp stays f32.
+// CHECK-LABEL: func.func @bf16_dim4
+// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>) outs({{.*}}) -> tensor<2x16x4x4xf32>, tensor<2x4x16xf32>
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[F]]#0 : tensor<2x16x4x4xf32>) outs(%{{.*}} : tensor<2x16x4x4xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK-COUNT-3: arith.extf %{{.*}} : bf16 to f32
+// CHECK: %[[OW:.*]] = linalg.generic {{.*}} ins(%[[O]] : tensor<2x16x4x4xbf16>) outs(%{{.*}} : tensor<2x16x4x4xf32>)
+// CHECK: %[[DO:.*]] = linalg.generic {{.*}} ins(%arg3 : tensor<2x16x4x4xbf16>) outs(%{{.*}} : tensor<2x16x4x4xf32>)
+// CHECK: %[[G:.*]]:4 = train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[OW]], %[[F]]#1, %[[DO]] : {{.*}}) outs({{.*}}) -> tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<2x16x4x4xf32>, tensor<2x4x16xf32>
+// CHECK-COUNT-3: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[O]]
+func.func @bf16_dim4(%q: tensor<2x16x4x4xbf16>, %k: tensor<2x16x4x4xbf16>, %v: tensor<2x16x4x4xbf16>, %do: tensor<2x16x4x4xbf16>)
+    -> (tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>) {
+  %o = train.attention %q, %k, %v scale = 0.35 : tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>
+  %dq, %dk, %dv = train.attention_grad %q, %k, %v, %do scale = 0.35 : tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>
+  return %o, %dq, %dk, %dv : tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>, tensor<2x16x4x4xbf16>
+}
+
+// -----
+
+// f16 (widened), with the query also the key and value: the gradient reads
+// it three times and is fused once.
+// CHECK-LABEL: func.func @f16
+// CHECK-COUNT-3: arith.extf %{{.*}} : f16 to f32
+// CHECK: train.call_kernel @loomrt_attention_f32
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: train.call_kernel @loomrt_attention_grad_f32
+// CHECK-COUNT-3: arith.truncf %{{.*}} : f32 to f16
+func.func @f16(%q: tensor<1x16x2x8xf16>, %do: tensor<1x16x2x8xf16>)
+    -> (tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>) {
+  %o = train.attention %q, %q, %q causal scale = 0.35 : tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>
+  %dq, %dk, %dv = train.attention_grad %q, %q, %q, %do causal scale = 0.35 : tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>
+  return %o, %dq, %dk, %dv : tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>, tensor<1x16x2x8xf16>
+}
+
+// -----
+
+// A gradient whose key and value are the forward's query but whose query is
+// another tensor is not the forward's: it stays.
+// CHECK-LABEL: func.func @other_query
+// CHECK: train.call_kernel @loomrt_attention_f32
+// CHECK-NOT: train.call_kernel
+// CHECK: train.attention_grad %arg1, %arg0, %arg0, %arg2
+func.func @other_query(%q: tensor<1x16x2x8xf32>, %x: tensor<1x16x2x8xf32>, %do: tensor<1x16x2x8xf32>)
+    -> (tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>) {
+  %o = train.attention %q, %q, %q scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  %dq, %dk, %dv = train.attention_grad %x, %q, %q, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  return %o, %dq : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
 }

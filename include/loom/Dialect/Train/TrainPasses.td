@@ -572,9 +572,12 @@ def TrainFuseAttentionPass
     `loomrt_attention_grad_f32`, which takes that output and log-sum-exp
     and a `[batch, heads, seq]` workspace. The runtime's kernels tile the
     sequence (online softmax, FlashAttention-2's backward) and never hold
-    the `seq x seq` scores the decomposition does. The kernels are f32: a
-    bf16 or f16 attention's operands are widened (`arith.extf` generics)
-    for each call and its results rounded back; the log-sum-exp stays f32.
+    the `seq x seq` scores the decomposition does. A bf16 attention whose
+    head dim is a multiple of 8 calls `loomrt_attention_bf16` and
+    `loomrt_attention_grad_bf16` instead (tensor cores on the CUDA target);
+    any other bf16 or f16 attention's operands are widened (`arith.extf`
+    generics) for each f32 call and its results rounded back. The
+    log-sum-exp is f32 either way.
     Run after `train-autodiff`, before `train-decompose`.
 
     ```mlir

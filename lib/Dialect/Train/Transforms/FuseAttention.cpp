@@ -5,7 +5,9 @@
 // (train.call_kernel): the forward also returns each query row's
 // log-sum-exp, which the backward takes with the output instead of
 // recomputing them, and nothing of size seq x seq is ever held. The
-// kernels are f32; bf16 and f16 attention is widened around each call.
+// kernels come in f32 and bf16 (tensor cores on the CUDA target, head dims
+// that are multiples of 8); other f16 and bf16 attention is widened to f32
+// around each call.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace loom::train {
 #define GEN_PASS_DEF_TRAINFUSEATTENTIONPASS
@@ -27,17 +30,32 @@ using namespace loom::train;
 
 namespace {
 
-constexpr StringLiteral kForward = "loomrt_attention_f32";
-constexpr StringLiteral kBackward = "loomrt_attention_grad_f32";
+/// The kernels' element type for attention on `element` with head dim
+/// `dim`: bf16 where the bf16 kernels take it, else f32 (widened around the
+/// calls).
+Type kernelType(Type element, int64_t dim) {
+  if (element.isBF16() && dim % 8 == 0)
+    return element;
+  return Float32Type::get(element.getContext());
+}
+
+/// The runtime's entry points for kernels on `type`.
+std::string forwardKernel(Type type) {
+  return type.isBF16() ? "loomrt_attention_bf16" : "loomrt_attention_f32";
+}
+std::string backwardKernel(Type type) {
+  return type.isBF16() ? "loomrt_attention_grad_bf16"
+                       : "loomrt_attention_grad_f32";
+}
 
 /// The kernels' scalars: batch, seq, heads, kv heads, head dim, causal,
 /// scale.
 SmallVector<Value> scalars(OpBuilder &b, Location loc, RankedTensorType query,
                            RankedTensorType key, bool causal, double scale) {
   SmallVector<Value> values;
-  for (int64_t size : {query.getDimSize(0), query.getDimSize(1),
-                       query.getDimSize(2), key.getDimSize(2),
-                       query.getDimSize(3)})
+  for (int64_t size :
+       {query.getDimSize(0), query.getDimSize(1), query.getDimSize(2),
+        key.getDimSize(2), query.getDimSize(3)})
     values.push_back(arith::ConstantIntOp::create(b, loc, size, 64));
   values.push_back(arith::ConstantIntOp::create(b, loc, causal, 32));
   values.push_back(arith::ConstantOp::create(
@@ -45,9 +63,8 @@ SmallVector<Value> scalars(OpBuilder &b, Location loc, RankedTensorType query,
   return values;
 }
 
-/// Whether the kernels take this attention: f32, bf16 or f16 (widened to
-/// f32 around the calls), equal query and key lengths (the kernels' one
-/// `seq`).
+/// Whether the kernels take this attention: f32, bf16 or f16 (see
+/// kernelType), equal query and key lengths (the kernels' one `seq`).
 bool fusible(RankedTensorType query, RankedTensorType key) {
   Type element = query.getElementType();
   return (element.isF32() || element.isBF16() || element.isF16()) &&
@@ -55,11 +72,13 @@ bool fusible(RankedTensorType query, RankedTensorType key) {
          query.getDimSize(1) == key.getDimSize(1);
 }
 
-/// `values` as f32 tensors (elementwise arith.extf where narrower).
-SmallVector<Value> widened(OpBuilder &b, Location loc, ValueRange values) {
+/// `values` as tensors of `type` (elementwise arith.extf where narrower;
+/// unchanged where they are `type` already, as the f32 lse is).
+SmallVector<Value> converted(OpBuilder &b, Location loc, ValueRange values,
+                             Type type) {
   loom::LinalgBuilder lb(b, loc);
-  return llvm::map_to_vector(
-      values, [&](Value v) { return lb.convert(v, b.getF32Type()); });
+  return llvm::map_to_vector(values,
+                             [&](Value v) { return lb.convert(v, type); });
 }
 
 struct FuseAttention
@@ -74,37 +93,40 @@ struct FuseAttention
         continue;
       OpBuilder b(forward);
       Location loc = forward.getLoc();
-      // The kernels are f32: narrower attention is widened around them
-      // (each call's copies live only across it).
+      // Attention the kernels do not take in its own type is widened to
+      // f32 around them (each call's copies live only across it).
       Type element = query.getElementType(), f32 = b.getF32Type();
-      RankedTensorType query32 = query.clone(f32), key32 = key.clone(f32);
+      Type type = kernelType(element, query.getDimSize(3));
+      RankedTensorType queryK = query.clone(type), keyK = key.clone(type);
       auto lseType = RankedTensorType::get(
-          {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)},
-          f32);
+          {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)}, f32);
       bool causal = forward.getCausal();
       double scale = forward.getScale().convertToDouble();
       auto fused = CallKernelOp::create(
-          b, loc, TypeRange{query32, lseType}, kForward,
-          widened(b, loc,
-                  {forward.getQuery(), forward.getKey(), forward.getValue()}),
-          ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(), f32),
-                     tensor::EmptyOp::create(b, loc, lseType.getShape(),
-                                             f32)},
+          b, loc, TypeRange{queryK, lseType}, forwardKernel(type),
+          converted(b, loc,
+                    {forward.getQuery(), forward.getKey(), forward.getValue()},
+                    type),
+          ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(), type),
+                     tensor::EmptyOp::create(b, loc, lseType.getShape(), f32)},
           scalars(b, loc, query, key, causal, scale));
       Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
                                                       element),
             lse = fused.getResult(1);
       // Its gradients: every attention_grad after it on the same inputs.
-      SmallVector<AttentionGradOp> grads;
+      // (A gradient that reads the query more than once, as its key too, is
+      // one user per operand: each is taken once.)
+      llvm::SetVector<AttentionGradOp> grads;
       for (Operation *user : forward.getQuery().getUsers())
         if (auto grad = dyn_cast<AttentionGradOp>(user))
           if (grad->getBlock() == forward->getBlock() &&
               forward->isBeforeInBlock(grad) &&
+              grad.getQuery() == forward.getQuery() &&
               grad.getKey() == forward.getKey() &&
               grad.getValue() == forward.getValue() &&
               grad.getCausal() == causal &&
               grad.getScale().convertToDouble() == scale)
-            grads.push_back(grad);
+            grads.insert(grad);
       for (AttentionGradOp grad : grads) {
         b.setInsertionPoint(grad);
         Location gradLoc = grad.getLoc();
@@ -112,15 +134,16 @@ struct FuseAttention
           return tensor::EmptyOp::create(b, gradLoc, type.getShape(),
                                          type.getElementType());
         };
-        SmallVector<Value> ins =
-            widened(b, gradLoc,
-                    {grad.getQuery(), grad.getKey(), grad.getValue(), out, lse,
-                     grad.getResultGrad()});
+        SmallVector<Value> ins = converted(
+            b, gradLoc, {grad.getQuery(), grad.getKey(), grad.getValue(), out},
+            type);
+        ins.push_back(lse);
+        ins.push_back(loom::LinalgBuilder(b, gradLoc)
+                          .convert(grad.getResultGrad(), type));
         auto fusedGrad = CallKernelOp::create(
-            b, gradLoc, TypeRange{query32, key32, key32, lseType}, kBackward,
-            ins,
-            ValueRange{empty(query32), empty(key32), empty(key32),
-                       empty(lseType)},
+            b, gradLoc, TypeRange{queryK, keyK, keyK, lseType},
+            backwardKernel(type), ins,
+            ValueRange{empty(queryK), empty(keyK), empty(keyK), empty(lseType)},
             scalars(b, gradLoc, query, key, causal, scale));
         loom::LinalgBuilder lb(b, gradLoc);
         grad.replaceAllUsesWith(llvm::map_to_vector(

@@ -1,0 +1,149 @@
+//===- cuda_runtime.h - CUDA emulated on the CPU for the flash kernels -----===//
+//
+// The parts of CUDA that lib/Runtime/FlashAttention*.cu use, on the CPU, so
+// that flash_emulated.py can run those kernels without a GPU: every block
+// runs its threads as std::threads, __syncthreads is a std::barrier, warp
+// shuffles and mma.sync exchange registers through a per-warp buffer.
+// Shared memory starts as NaNs, so a read of a word no thread wrote shows.
+// Launches check the shared memory a kernel asks for against the opt-in
+// attribute and the device's 227 KiB.
+//
+//===----------------------------------------------------------------------===//
+
+#pragma once
+#include <math.h>
+#include <barrier>
+#include <cassert>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct float4 { float x, y, z, w; };
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+struct uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4); return u; }
+inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
+struct uint3 { unsigned x, y, z; };
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+inline thread_local uint3 threadIdx, blockIdx;
+inline thread_local dim3 blockDim, gridDim;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+typedef struct CUstream_st *cudaStream_t;
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+
+namespace emu {
+inline int maxSmem = 48 * 1024;
+inline thread_local std::barrier<> *blockBarrier;
+inline thread_local std::barrier<> *warpBarrier;
+inline thread_local float *warpBuf;
+/// One warp's mma.sync operands, a lane's registers a row.
+struct MmaOperands { uint32_t a[32][4], b[32][2]; };
+inline thread_local MmaOperands *warpMma;
+inline thread_local void *shared;
+inline long launches = 0;
+} // namespace emu
+
+template <class T> cudaError_t cudaFuncSetAttribute(T *, cudaFuncAttribute, int v) {
+  emu::maxSmem = v;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline float4 __ldg(const float4 *p) {
+  assert(reinterpret_cast<uintptr_t>(p) % 16 == 0);
+  return *p;
+}
+inline void __syncthreads() { emu::blockBarrier->arrive_and_wait(); }
+inline float __shfl_xor_sync(unsigned mask, float v, int lane) {
+  assert(mask == 0xffffffffu);
+  int me = threadIdx.x % 32;
+  emu::warpBuf[me] = v;
+  emu::warpBarrier->arrive_and_wait();
+  float r = emu::warpBuf[me ^ lane];
+  emu::warpBarrier->arrive_and_wait();
+  return r;
+}
+
+namespace emu {
+/// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, d += a b, with the
+/// fragment layouts of PTX's "Matrix Fragments for mma.m16n8k16": lane l,
+/// g = l / 4, t = l % 4; A register r holds row g + 8 (r % 2), columns
+/// 2t + 8 (r / 2) and the next; B register r rows 2t + 8 r and the next of
+/// column g; D element r is row g + 8 (r / 2), column 2t + r % 2.
+inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const int me = threadIdx.x % 32;
+  for (int r = 0; r < 4; ++r) warpMma->a[me][r] = a[r];
+  warpMma->b[me][0] = b0;
+  warpMma->b[me][1] = b1;
+  warpBarrier->arrive_and_wait();
+  auto half = [](uint32_t word, int k) { return __uint_as_float((word >> (16 * (k % 2))) << 16); };
+  auto aAt = [&](int row, int k) {
+    return half(warpMma->a[(row % 8) * 4 + (k % 8) / 2][row / 8 + 2 * (k / 8)], k);
+  };
+  auto bAt = [&](int k, int col) { return half(warpMma->b[col * 4 + (k % 8) / 2][k / 8], k); };
+  for (int r = 0; r < 4; ++r) {
+    const int row = me / 4 + 8 * (r / 2), col = 2 * (me % 4) + r % 2;
+    float sum = d[r];
+    for (int k = 0; k < 16; ++k) sum += aAt(row, k) * bAt(k, col);
+    d[r] = sum;
+  }
+  warpBarrier->arrive_and_wait();
+}
+} // namespace emu
+
+template <class F>
+void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
+  ++emu::launches;
+  if (smem > 48 * 1024 && (int)smem > emu::maxSmem) {
+    fprintf(stderr, "smem %zu over the attribute %d\n", smem, emu::maxSmem);
+    abort();
+  }
+  if (smem > 232448) { fprintf(stderr, "smem %zu too big\n", smem); abort(); }
+  if (grid.y > 65535 || grid.x == 0 || grid.y == 0) { fprintf(stderr, "bad grid\n"); abort(); }
+  unsigned nt = block.x;
+  for (unsigned by = 0; by < grid.y; ++by)
+    for (unsigned bx = 0; bx < grid.x; ++bx) {
+      float *sh = nullptr;
+      if (smem) {
+        sh = static_cast<float *>(aligned_alloc(16, smem));
+        memset(sh, 0xff, smem); // NaN as f32 and as bf16
+      }
+      std::barrier<> bb(nt);
+      unsigned nw = (nt + 31) / 32;
+      std::vector<std::unique_ptr<std::barrier<>>> wb;
+      for (unsigned w = 0; w < nw; ++w) wb.emplace_back(new std::barrier<>(32));
+      std::vector<float> wbuf(nw * 32);
+      std::vector<emu::MmaOperands> mmaBuf(nw);
+      std::vector<std::thread> threads;
+      for (unsigned t = 0; t < nt; ++t)
+        threads.emplace_back([&, t] {
+          threadIdx = {t, 0, 0};
+          blockIdx = {bx, by, 0};
+          blockDim = block;
+          gridDim = grid;
+          emu::blockBarrier = &bb;
+          emu::warpBarrier = wb[t / 32].get();
+          emu::warpBuf = wbuf.data() + (t / 32) * 32;
+          emu::warpMma = &mmaBuf[t / 32];
+          emu::shared = sh;
+          f();
+        });
+      for (auto &th : threads) th.join();
+      free(sh);
+    }
+}
