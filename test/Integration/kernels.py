@@ -85,7 +85,8 @@ OPS = {
 # The fused loss: the embedding model again, with the loss fused in chunks.
 FLAGS = {"fused_loss": ["--fuse-cross-entropy=16", "--fuse-cross-entropy-vocab=32"]}
 # The same models with every f32 tensor in bf16 (train-widen-compute, bf16
-# GEMMs, attention widened around the f32 kernels, the bf16 fused loss).
+# GEMMs, the bf16 attention kernels (tensor cores on the GPU; head dim 16),
+# the bf16 fused loss).
 BF16 = {f"{op}_bf16": op for op in ("rms_norm", "rope", "attention", "swiglu", "fused_loss")}
 ALL = list(OPS) + list(FLAGS) + list(BF16)
 
