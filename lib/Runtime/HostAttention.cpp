@@ -1,11 +1,11 @@
 //===- HostAttention.cpp - fused attention on the CPU ---------------------===//
 //
 // The MPI backend's loomrt_attention_f32 / loomrt_attention_grad_f32 (and
-// their bf16 forms, computed in f32 copies): for
-// each batch element, query head and block of query rows, the block's
-// scores against the keys it may see (all, or up to its last row when
-// causal) go through CBLAS into a [block, seq] scratch row set, so memory is
-// O(block x seq) rather than the decomposition's [seq, seq] per head. The
+// their bf16 forms, computed in f32 copies): for each batch element, query
+// head and block of query rows, the block's scores against the keys it may
+// see (all, or up to its last row when causal) go through CBLAS into a
+// [block, seq] scratch row set, so memory is O(block x seq) rather than the
+// decomposition's [seq, seq] per head. The
 // backward recomputes the probabilities from the forward's log-sum-exp
 // (FlashAttention-2's backward, without atomics: the CPU walks the blocks in
 // order, accumulating dK and dV).
