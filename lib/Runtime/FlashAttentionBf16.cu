@@ -161,27 +161,33 @@ __device__ __forceinline__ void rowDots(float (&s)[kBlock / 8][4],
 
 /// Copies rows [0, rows) (at most kBlock) of `dim` elements, `stride` apart
 /// from `src` on, into the [kBlock, D] tile `dst` (zeros past them) and its
-/// transpose into `dstT`, each unless null. Thread t copies row t % kBlock:
-/// the transposed 16-bit stores of a warp then fill 16 consecutive words.
+/// transpose into `dstT`, each unless null. Without a transpose a warp
+/// copies whole rows (coalesced global reads, conflict-free 16-byte stores);
+/// with one, thread t copies row t % kBlock, so that the transposed 16-bit
+/// stores of a warp fill 16 consecutive words. (The calls pass a literal
+/// null, so the choice folds away.)
 template <int D>
 __device__ __forceinline__ void loadTile(bf16 *dst, bf16 *dstT,
                                          const bf16 *__restrict__ src,
                                          int64_t stride, int rows, int dim) {
+  auto position = [&](int n, int &row, int &col) {
+    const int idx = n * kThreads + threadIdx.x;
+    row = dstT ? idx % kBlock : idx / (D / 8);
+    col = (dstT ? idx / kBlock : idx % (D / 8)) * 8;
+  };
   uint4 chunks[kChunks<D>];
 #pragma unroll
   for (int n = 0; n < kChunks<D>; ++n) {
-    const int idx = n * kThreads + threadIdx.x;
-    const int row = idx % kBlock;
-    const int col = idx / kBlock * 8;
+    int row, col;
+    position(n, row, col);
     chunks[n] = make_uint4(0, 0, 0, 0);
     if (row < rows && col < dim)
       chunks[n] = *reinterpret_cast<const uint4 *>(src + row * stride + col);
   }
 #pragma unroll
   for (int n = 0; n < kChunks<D>; ++n) {
-    const int idx = n * kThreads + threadIdx.x;
-    const int row = idx % kBlock;
-    const int col = idx / kBlock * 8;
+    int row, col;
+    position(n, row, col);
     if (dst)
       *reinterpret_cast<uint4 *>(dst + row * kRowLd<D> + col) = chunks[n];
     if (dstT) {
