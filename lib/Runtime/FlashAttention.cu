@@ -229,7 +229,6 @@ storeTile(float *__restrict__ dst, const float (&acc)[4][D / 16],
   }
 }
 
-
 /// Loads the K and V tiles of the key block starting at row `k0`, once
 /// every thread is done with the previous ones (the forward's and dQ's
 /// loop over key blocks).
@@ -313,11 +312,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           s[r][c] = -INFINITY;
         tileMax = fmaxf(tileMax, s[r][c]);
       }
-      const float newMax = fmaxf(maxSoFar[r], rowMax(tileMax));
-      // A row with every score so far masked keeps everything at 0.
-      const float base = newMax == -INFINITY ? 0.f : newMax;
-      const float alpha = exp2f(maxSoFar[r] - base);
-      maxSoFar[r] = newMax;
+      float alpha;
+      const float base = advanceMax(maxSoFar[r], rowMax(tileMax), alpha);
       float sum = 0.f;
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
@@ -341,7 +337,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float total = rowSum(partialSum[r]);
     const int i = q0 + ty + 16 * r;
     if (tx == 0 && i < seq)
-      lse[statOffset + i] = (maxSoFar[r] + log2f(total)) * kLn2;
+      lse[statOffset + i] = naturalLse(maxSoFar[r], total);
     const float inverse = 1.f / total;
 #pragma unroll
     for (int e = 0; e < D / 16; ++e)
@@ -371,13 +367,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
       sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane == 0) {
-      const int64_t position = row / heads; // b * seq + i
-      const int64_t h = row % heads;
-      const int64_t b = position / seq;
-      const int64_t i = position % seq;
-      delta[(b * heads + h) * seq + i] = sum;
-    }
+    if (lane == 0)
+      delta[statIndex(row, seq, heads)] = sum;
   }
 }
 
@@ -528,7 +519,6 @@ __global__ void __launch_bounds__(kThreads, D == 64 ? 2 : 1)
   storeTile<D>(dq + qOffset, acc, qStride, seq - q0, dim, scale);
 }
 
-
 template <int D>
 cudaError_t launchForward(cudaStream_t stream, const float *q, const float *k,
                           const float *v, float *out, float *lse,
@@ -578,15 +568,14 @@ cudaError_t forward(cudaStream_t stream, const float *q, const float *k,
                     int64_t seq, int64_t heads, int64_t kvHeads, int64_t dim,
                     bool causal, float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, supports(dim), n))
-    return cudaErrorInvalidValue;
-  if (n.batch == 0 || n.seq == 0)
-    return cudaSuccess;
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out))
-    return cudaErrorInvalidValue;
-  if (n.dim <= 64)
-    return launchForward<64>(stream, q, k, v, out, lse, n, causal, scale);
-  return launchForward<128>(stream, q, k, v, out, lse, n, causal, scale);
+  if (cudaError_t error = checkArguments(batch, seq, heads, kvHeads, dim,
+                                         supports(dim), {q, k, v, out}, n);
+      error != cudaSuccess || n.empty())
+    return error;
+  return withTileDim(n.dim, [&](auto tile) {
+    return launchForward<decltype(tile)::value>(stream, q, k, v, out, lse, n,
+                                                causal, scale);
+  });
 }
 
 cudaError_t backward(cudaStream_t stream, const float *q, const float *k,
@@ -595,28 +584,21 @@ cudaError_t backward(cudaStream_t stream, const float *q, const float *k,
                      float *delta, int64_t batch, int64_t seq, int64_t heads,
                      int64_t kvHeads, int64_t dim, bool causal, float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, supports(dim), n))
-    return cudaErrorInvalidValue;
-  if (n.batch == 0 || n.seq == 0)
-    return cudaSuccess;
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out) ||
-      !aligned(dout) || !aligned(dq) || !aligned(dk) || !aligned(dv))
-    return cudaErrorInvalidValue;
-
-  const int64_t rows = batch * seq * heads;
-  const int64_t deltaBlocks = (rows + kWarps - 1) / kWarps;
-  const unsigned grid =
-      static_cast<unsigned>(deltaBlocks < (1 << 20) ? deltaBlocks : (1 << 20));
-  deltaKernel<<<grid, kThreads, 0, stream>>>(out, dout, delta, rows, n.seq,
-                                             n.heads, n.dim);
-  if (cudaError_t error = cudaGetLastError())
+  if (cudaError_t error =
+          checkArguments(batch, seq, heads, kvHeads, dim, supports(dim),
+                         {q, k, v, out, dout, dq, dk, dv}, n);
+      error != cudaSuccess || n.empty())
     return error;
 
-  if (n.dim <= 64)
-    return launchBackward<64>(stream, q, k, v, lse, dout, delta, dq, dk, dv, n,
-                              causal, scale);
-  return launchBackward<128>(stream, q, k, v, lse, dout, delta, dq, dk, dv, n,
-                             causal, scale);
+  const int64_t rows = batch * seq * heads;
+  deltaKernel<<<rowGrid(rows, kWarps), kThreads, 0, stream>>>(
+      out, dout, delta, rows, n.seq, n.heads, n.dim);
+  if (cudaError_t error = cudaGetLastError())
+    return error;
+  return withTileDim(n.dim, [&](auto tile) {
+    return launchBackward<decltype(tile)::value>(
+        stream, q, k, v, lse, dout, delta, dq, dk, dv, n, causal, scale);
+  });
 }
 
 } // namespace loom::flash

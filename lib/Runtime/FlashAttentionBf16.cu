@@ -200,6 +200,22 @@ __device__ __forceinline__ void loadTile(bf16 *dst, bf16 *dstT,
   }
 }
 
+/// Loads the K and V tiles of the key block starting at row `k0` (see
+/// loadTile: each, or its transpose, unless null), once every thread is
+/// done with the previous ones (the forward's and dQ's loop over key
+/// blocks).
+template <int D>
+__device__ __forceinline__ void
+loadKeyBlock(bf16 *ks, bf16 *kt, bf16 *vs, bf16 *vt, const bf16 *__restrict__ k,
+             const bf16 *__restrict__ v, int64_t kvOffset, int64_t kvStride,
+             int k0, int seq, int dim) {
+  __syncthreads();
+  const int64_t offset = kvOffset + k0 * kvStride;
+  loadTile<D>(ks, kt, k + offset, kvStride, seq - k0, dim);
+  loadTile<D>(vs, vt, v + offset, kvStride, seq - k0, dim);
+  __syncthreads();
+}
+
 /// Stores acc * mul, this warp's 16 rows of a [kBlock, D] f32 result, as
 /// bf16 into the rows below `rows` and the columns below `dim` of the rows
 /// `stride` elements apart from `dst` on.
@@ -266,11 +282,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
     // After the previous P V product, which read vt.
-    __syncthreads();
-    const int64_t keyOffset = kvOffset + k0 * kvStride;
-    loadTile<D>(ks, nullptr, k + keyOffset, kvStride, seq - k0, dim);
-    loadTile<D>(nullptr, vt, v + keyOffset, kvStride, seq - k0, dim);
-    __syncthreads();
+    loadKeyBlock<D>(ks, nullptr, nullptr, vt, k, v, kvOffset, kvStride, k0, seq,
+                    dim);
 
     float s[kBlock / 8][4] = {};
 #pragma unroll
@@ -292,13 +305,11 @@ __global__ void __launch_bounds__(kThreads)
           x = j >= seq || (causal && j > i) ? -INFINITY : x * scaleLog2;
           tileMax = fmaxf(tileMax, x);
         }
-      const float newMax = fmaxf(
+      float alpha;
+      const float base = advanceMax(
           maxSoFar[half],
-          quadReduce(tileMax, [](float a, float b) { return fmaxf(a, b); }));
-      // A row with every score so far masked keeps everything at 0.
-      const float base = newMax == -INFINITY ? 0.f : newMax;
-      const float alpha = exp2f(maxSoFar[half] - base);
-      maxSoFar[half] = newMax;
+          quadReduce(tileMax, [](float a, float b) { return fmaxf(a, b); }),
+          alpha);
       float sum = 0.f;
 #pragma unroll
       for (int n = 0; n < kBlock / 8; ++n)
@@ -326,7 +337,7 @@ __global__ void __launch_bounds__(kThreads)
         quadReduce(partialSum[half], [](float a, float b) { return a + b; });
     const int i = row0 + 8 * half;
     if (lane() % 4 == 0 && i < seq)
-      lse[statOffset + i] = (maxSoFar[half] + log2f(total)) * kLn2;
+      lse[statOffset + i] = naturalLse(maxSoFar[half], total);
     const float inverse = 1.f / total;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
@@ -360,13 +371,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2)
       sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    if (lane() == 0) {
-      const int64_t position = row / heads; // b * seq + i
-      const int64_t h = row % heads;
-      const int64_t b = position / seq;
-      const int64_t i = position % seq;
-      delta[(b * heads + h) * seq + i] = sum;
-    }
+    if (lane() == 0)
+      delta[statIndex(row, seq, heads)] = sum;
   }
 }
 
@@ -494,11 +500,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
     // After the previous dS K product, which read kt.
-    __syncthreads();
-    const int64_t keyOffset = kvOffset + k0 * kvStride;
-    loadTile<D>(ks, kt, k + keyOffset, kvStride, seq - k0, dim);
-    loadTile<D>(vs, nullptr, v + keyOffset, kvStride, seq - k0, dim);
-    __syncthreads();
+    loadKeyBlock<D>(ks, kt, vs, nullptr, k, v, kvOffset, kvStride, k0, seq,
+                    dim);
 
     float s[kBlock / 8][4] = {};
     float ds[kBlock / 8][4] = {};
@@ -570,15 +573,14 @@ cudaError_t forwardBf16(cudaStream_t stream, const uint16_t *q,
                         int64_t kvHeads, int64_t dim, bool causal,
                         float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, supportsBf16(dim), n))
-    return cudaErrorInvalidValue;
-  if (n.batch == 0 || n.seq == 0)
-    return cudaSuccess;
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out))
-    return cudaErrorInvalidValue;
-  if (n.dim <= 64)
-    return launchForward<64>(stream, q, k, v, out, lse, n, causal, scale);
-  return launchForward<128>(stream, q, k, v, out, lse, n, causal, scale);
+  if (cudaError_t error = checkArguments(batch, seq, heads, kvHeads, dim,
+                                         supportsBf16(dim), {q, k, v, out}, n);
+      error != cudaSuccess || n.empty())
+    return error;
+  return withTileDim(n.dim, [&](auto tile) {
+    return launchForward<decltype(tile)::value>(stream, q, k, v, out, lse, n,
+                                                causal, scale);
+  });
 }
 
 cudaError_t backwardBf16(cudaStream_t stream, const uint16_t *q,
@@ -589,28 +591,21 @@ cudaError_t backwardBf16(cudaStream_t stream, const uint16_t *q,
                          int64_t heads, int64_t kvHeads, int64_t dim,
                          bool causal, float scale) {
   Sizes n;
-  if (!checkSizes(batch, seq, heads, kvHeads, dim, supportsBf16(dim), n))
-    return cudaErrorInvalidValue;
-  if (n.batch == 0 || n.seq == 0)
-    return cudaSuccess;
-  if (!aligned(q) || !aligned(k) || !aligned(v) || !aligned(out) ||
-      !aligned(dout) || !aligned(dq) || !aligned(dk) || !aligned(dv))
-    return cudaErrorInvalidValue;
-
-  const int64_t rows = batch * seq * heads;
-  const int64_t deltaBlocks = (rows + kWarps - 1) / kWarps;
-  const unsigned grid =
-      static_cast<unsigned>(deltaBlocks < (1 << 20) ? deltaBlocks : (1 << 20));
-  deltaKernel<<<grid, kThreads, 0, stream>>>(out, dout, delta, rows, n.seq,
-                                             n.heads, n.dim);
-  if (cudaError_t error = cudaGetLastError())
+  if (cudaError_t error =
+          checkArguments(batch, seq, heads, kvHeads, dim, supportsBf16(dim),
+                         {q, k, v, out, dout, dq, dk, dv}, n);
+      error != cudaSuccess || n.empty())
     return error;
 
-  if (n.dim <= 64)
-    return launchBackward<64>(stream, q, k, v, lse, dout, delta, dq, dk, dv, n,
-                              causal, scale);
-  return launchBackward<128>(stream, q, k, v, lse, dout, delta, dq, dk, dv, n,
-                             causal, scale);
+  const int64_t rows = batch * seq * heads;
+  deltaKernel<<<rowGrid(rows, kWarps), kThreads, 0, stream>>>(
+      out, dout, delta, rows, n.seq, n.heads, n.dim);
+  if (cudaError_t error = cudaGetLastError())
+    return error;
+  return withTileDim(n.dim, [&](auto tile) {
+    return launchBackward<decltype(tile)::value>(
+        stream, q, k, v, lse, dout, delta, dq, dk, dv, n, causal, scale);
+  });
 }
 
 } // namespace loom::flash

@@ -13,7 +13,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 namespace loom::flash::detail {
 
@@ -60,6 +63,34 @@ __device__ __forceinline__ int keyBlockCount(bool causal, int qBlock, int seq) {
   return causal ? qBlock + 1 : (seq + kBlock - 1) / kBlock;
 }
 
+/// One step of the online softmax (base 2) for a row whose new block of
+/// scores peaks at `blockMax`: raises `maxSoFar` to it, sets `alpha`, the
+/// factor for what the row accumulated so far, and returns the base the
+/// block's exponentials subtract. A row whose scores so far are all masked
+/// keeps everything at 0.
+__device__ __forceinline__ float advanceMax(float &maxSoFar, float blockMax,
+                                            float &alpha) {
+  const float newMax = fmaxf(maxSoFar, blockMax);
+  const float base = newMax == -INFINITY ? 0.f : newMax;
+  alpha = exp2f(maxSoFar - base);
+  maxSoFar = newMax;
+  return base;
+}
+
+/// The natural log-sum-exp of a row whose base-2 max is `max` and whose
+/// exponentials below it sum to `total`.
+__device__ __forceinline__ float naturalLse(float max, float total) {
+  return (max + log2f(total)) * kLn2;
+}
+
+/// Where row `row` ((b * seq + i) * heads + h) of the [batch, seq, heads]
+/// rows of out and dout sits in the [batch, heads, seq] statistics.
+__device__ __forceinline__ int64_t statIndex(int64_t row, int seq, int heads) {
+  const int64_t position = row / heads; // b * seq + i
+  const int64_t h = row % heads;
+  return (position / seq * heads + h) * seq + position % seq;
+}
+
 inline bool aligned(const void *pointer) {
   return reinterpret_cast<uintptr_t>(pointer) % 16 == 0;
 }
@@ -67,6 +98,8 @@ inline bool aligned(const void *pointer) {
 /// The problem's sizes, as the kernels take them.
 struct Sizes {
   int batch, seq, heads, kvHeads, dim;
+  /// Whether there is nothing to compute.
+  bool empty() const { return batch == 0 || seq == 0; }
 };
 
 /// Checks the sizes (`dimSupported`: the kernels take the head dim; the grid's
@@ -83,6 +116,40 @@ inline bool checkSizes(int64_t batch, int64_t seq, int64_t heads,
            static_cast<int>(heads), static_cast<int>(kvHeads),
            static_cast<int>(dim)};
   return true;
+}
+
+/// An entry point's argument checks: cudaErrorInvalidValue for sizes the
+/// kernels do not take (see checkSizes) or, when there is work, for a
+/// pointer in `pointers` that is not 16-byte aligned; else cudaSuccess with
+/// the sizes in `n` (n.empty(): nothing to launch).
+inline cudaError_t checkArguments(int64_t batch, int64_t seq, int64_t heads,
+                                  int64_t kvHeads, int64_t dim,
+                                  bool dimSupported,
+                                  std::initializer_list<const void *> pointers,
+                                  Sizes &n) {
+  if (!checkSizes(batch, seq, heads, kvHeads, dim, dimSupported, n))
+    return cudaErrorInvalidValue;
+  if (!n.empty())
+    for (const void *pointer : pointers)
+      if (!aligned(pointer))
+        return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+/// Calls `launch` with the kernels' tile width for head dim `dim` as an
+/// std::integral_constant: 64 for dims up to 64, else 128 (smaller dims
+/// run zero-padded).
+template <typename Launch> cudaError_t withTileDim(int dim, Launch launch) {
+  if (dim <= 64)
+    return launch(std::integral_constant<int, 64>());
+  return launch(std::integral_constant<int, 128>());
+}
+
+/// Blocks of `warpsPerBlock` warps for a grid-strided kernel with a warp per
+/// row: one per `warpsPerBlock` rows, at most 2^20.
+inline unsigned rowGrid(int64_t rows, int warpsPerBlock) {
+  const int64_t blocks = (rows + warpsPerBlock - 1) / warpsPerBlock;
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
 }
 
 /// Opts `kernel` in to `bytes` of dynamic shared memory (above 48 KiB).
