@@ -36,6 +36,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Bf16Pack.cuh"
 #include "FlashAttention.h"
 #include "FlashCommon.cuh"
 
@@ -64,27 +65,8 @@ template <int D> constexpr int kChunks = kBlock *D / 8 / kThreads;
 __device__ __forceinline__ int lane() { return threadIdx.x % 32; }
 __device__ __forceinline__ int warp() { return threadIdx.x / 32; }
 
-__device__ __forceinline__ float widen(bf16 x) {
-  return __uint_as_float(uint32_t(x) << 16);
-}
-
-/// `lo` and `hi` rounded to the nearest bf16 (ties to even), packed with
-/// `lo` at the lower address.
-__device__ __forceinline__ uint32_t pack(float lo, float hi) {
-#ifdef __CUDA_ARCH__
-  uint32_t packed;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(hi), "f"(lo));
-  return packed;
-#else
-  auto round = [](float x) -> uint32_t {
-    const uint32_t bits = __float_as_uint(x);
-    if ((bits & 0x7fffffffu) > 0x7f800000u)
-      return (bits >> 16) | 0x40u; // a quiet NaN
-    return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-  };
-  return round(lo) | round(hi) << 16;
-#endif
-}
+using cuda::pack;
+using cuda::widen;
 
 /// d += a b for a 16 x 16 bf16 A and a 16 x 8 bf16 B (fragments above).
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],

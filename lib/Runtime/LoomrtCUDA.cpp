@@ -28,6 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CrossEntropy.h"
 #include "FlashAttention.h"
 #include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
@@ -681,23 +682,28 @@ void bf16Gemm(const char *name, cudaDataType_t cType, int32_t order,
       });
 }
 
-/// Runs one fused attention kernel launch `call` (FlashAttention.cu,
-/// FlashAttentionBf16.cu) on the compute stream, timed under `what`;
-/// `function` names the entry point in the message for a head dim the
-/// kernels do not take (`supports`).
-template <typename Call>
-void fusedAttention(const char *function, const char *what, int64_t dim,
-                    bool (*supports)(int64_t), Call call) {
+/// Runs one of the runtime's own kernel launches, `call` (FlashAttention*.cu,
+/// CrossEntropy.cu), on the compute stream, timed under `what`, and stops
+/// with a message naming `what` if it fails.
+template <typename Call> void onComputeStream(const char *what, Call call) {
   Context &ctx = context();
-  if (!supports(dim))
-    ctx.abort(std::string(function) +
-              ": no fused attention kernel for head dim " +
-              std::to_string(dim) + " (compile with --fuse-attention=false)");
   ctx.busy();
   cudaError_t status = cudaSuccess;
   ctx.timed([&] { return std::string(what); },
             [&] { status = call(ctx.compute); });
   ctx.check(status, what);
+}
+
+/// A fused attention kernel: `function` names the entry point in the
+/// message for a head dim the kernels do not take (`supports`).
+template <typename Call>
+void fusedAttention(const char *function, const char *what, int64_t dim,
+                    bool (*supports)(int64_t), Call call) {
+  if (!supports(dim))
+    context().abort(
+        std::string(function) + ": no fused attention kernel for head dim " +
+        std::to_string(dim) + " (compile with --fuse-attention=false)");
+  onComputeStream(what, call);
 }
 
 } // namespace
@@ -903,6 +909,44 @@ void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
                        stream, q, k, v, out, lse, dout, dq, dk, dv, delta,
                        batch, seq, heads, kvHeads, dim, causal, scale);
                  });
+}
+
+// The fused loss's row kernels (CrossEntropy.cu), on the compute stream.
+void loomrt_cross_entropy_f32(const float *logits, const int32_t *labels,
+                              float *lse, float *loss, int64_t rows,
+                              int64_t vocab, int64_t ignoreIndex,
+                              double smoothing, double zLoss, double softcap) {
+  onComputeStream("the fused loss's row kernel", [&](cudaStream_t stream) {
+    return loom::xent::forward(stream, logits, labels, lse, loss, rows, vocab,
+                               {ignoreIndex, smoothing, zLoss, softcap});
+  });
+}
+
+void loomrt_cross_entropy_grad_f32(const int32_t *labels, const float *lse,
+                                   const float *weights, float *grad,
+                                   int64_t rows, int64_t vocab,
+                                   int64_t columnOffset, int64_t totalVocab,
+                                   double smoothing, double zLoss,
+                                   double softcap) {
+  onComputeStream("the fused loss's gradient kernel", [&](cudaStream_t stream) {
+    return loom::xent::backward(stream, grad, labels, lse, weights, grad, rows,
+                                vocab, columnOffset, totalVocab,
+                                {0, smoothing, zLoss, softcap});
+  });
+}
+
+void loomrt_cross_entropy_grad_bf16(const float *logits, const int32_t *labels,
+                                    const float *lse, const float *weights,
+                                    uint16_t *grad, int64_t rows, int64_t vocab,
+                                    int64_t columnOffset, int64_t totalVocab,
+                                    double smoothing, double zLoss,
+                                    double softcap) {
+  onComputeStream(
+      "the fused loss's bf16 gradient kernel", [&](cudaStream_t stream) {
+        return loom::xent::backwardBf16(
+            stream, logits, labels, lse, weights, grad, rows, vocab,
+            columnOffset, totalVocab, {0, smoothing, zLoss, softcap});
+      });
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run

@@ -94,7 +94,10 @@ def main() -> int:
         forward = os.path.join(work, f"tiny-b{4 // ranks}-{dtype}.mlir")
         with open(forward, "w") as f:
             f.write(build_forward(cfg))
-        flags = ["--world-size", str(ranks), "--zero-stage", str(stage), "--lr", "0.01"]
+        # The loss fused in chunks of 32 tokens: the CUDA trainers run the
+        # loss's row kernels, the CPU trainers its linalg decomposition.
+        flags = ["--world-size", str(ranks), "--zero-stage", str(stage), "--lr", "0.01",
+                 "--fuse-cross-entropy=32"]
         if ranks > 1:  # a block per row for every reduction of 32 or more
             flags.append("--gpu-block-reduce=32")
         trainers[name] = (ranks, forward, flags)

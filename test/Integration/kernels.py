@@ -82,12 +82,18 @@ OPS = {
   {DOWN}
   %y = tensor.expand_shape %dn [[0, 1], [2]] output_shape [{B}, {S}, {D}] : tensor<{BS}x{D}xf32> into tensor<{B}x{S}x{D}xf32>"""),
 }
-# The fused loss: the embedding model again, with the loss fused in chunks.
-FLAGS = {"fused_loss": ["--fuse-cross-entropy=16", "--fuse-cross-entropy-vocab=32"]}
+# The fused loss: the embedding model again, with the loss fused in chunks,
+# over vocabulary blocks or whole rows. The GPU side runs the loss's row
+# kernels (loomc --loss-kernels, the CUDA target's default; emulated: the
+# CPU runtime's): the gradient kernel at each block's column offset, and
+# for whole rows the forward kernel too.
+FLAGS = {"fused_loss": ["--fuse-cross-entropy=16", "--fuse-cross-entropy-vocab=32"],
+         "fused_loss_rows": ["--fuse-cross-entropy=16"]}
 # The same models with every f32 tensor in bf16 (train-widen-compute, bf16
 # GEMMs, the bf16 attention kernels (tensor cores on the GPU; head dim 16),
-# the bf16 fused loss).
-BF16 = {f"{op}_bf16": op for op in ("rms_norm", "rope", "attention", "swiglu", "fused_loss")}
+# the bf16 fused loss and its bf16 gradient kernel).
+BF16 = {f"{op}_bf16": op for op in ("rms_norm", "rope", "attention", "swiglu", "fused_loss",
+                                    "fused_loss_rows")}
 ALL = list(OPS) + list(FLAGS) + list(BF16)
 
 
@@ -161,7 +167,8 @@ def main() -> int:
                               text=True).stdout
         mode = "cuda" if "GPU" in gpus else "emulate"
     gpu_flags = (["--target=cuda"] if mode == "cuda" else
-                 ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32"])
+                 ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
+                  "--loss-kernels"])
     print(f"mode: {mode} (tolerance {tolerance('rms_norm', mode):g} relative, "
           f"{tolerance('rms_norm_bf16', mode):g} in bf16)")
     os.makedirs(args.dir, exist_ok=True)

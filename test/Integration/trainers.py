@@ -8,7 +8,8 @@
                              loss fused in chunks gives the unfused losses;
                              the CUDA kernel mapping run on the CPU gives
                              the CPU trainer's bits; fused attention gives
-                             the decomposed attention's losses; bf16
+                             the decomposed attention's losses, and the
+                             loss's row kernels the unfused losses; bf16
                              follows f32 (on 1 rank and with ZeRO-3 on 2),
                              and its CUDA mapping run on the CPU gives its
                              bits
@@ -64,6 +65,11 @@ GPU_BLOCKS = ("r1-gpu-blocks", 1, 0, "adamw")
 # Attention decomposed to linalg (seq x seq scores) instead of the runtime's
 # fused kernels: the same losses within 1e-5.
 PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
+# The loss fused in chunks of 32 tokens, each chunk's log-sum-exp, loss and
+# gradient by the runtime's row kernels (--loss-kernels): the unfused
+# losses within 1e-5, and the planned memory exactly (the gradient kernel
+# works in place).
+LOSS_KERNELS = ("r1-loss-kernels", 1, 0, "adamw")
 # The same model in bf16 (parameters, optimizer state and activations;
 # f32 arithmetic, accumulators and logits): its losses follow f32's within
 # a few bf16 roundings.
@@ -78,6 +84,7 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
+               LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels"],
                BF16: [], BF16_Z3: [],
                BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"]}
 FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
@@ -185,6 +192,11 @@ def equal(work: str) -> None:
           f"the loss fused in 32-token chunks and 64-entry vocabulary blocks: {STEPS} "
           f"losses within {worst:.1e} "
           f"relative of the unfused")
+    rows = train(LOSS_KERNELS[0], 1)
+    worst = max(relative_errors(rows, want))
+    check(len(rows) == STEPS and worst <= 1e-5,
+          f"the loss fused in 32-token chunks by the runtime's row kernels: {STEPS} "
+          f"losses within {worst:.1e} relative of the unfused")
     plain = train(PLAIN_ATTENTION[0], 1)
     worst = max(relative_errors(plain, want))
     check(len(plain) == STEPS and worst <= 1e-5,

@@ -151,6 +151,12 @@ static cl::opt<bool> fuseAttention(
     cl::desc("run attention and its gradient as the runtime's fused kernels "
              "(train-fuse-attention: no seq x seq scores are held)"),
     cl::init(true), cl::cat(loomcCategory));
+static cl::opt<cl::boolOrDefault> lossKernels(
+    "loss-kernels",
+    cl::desc("run the fused loss's per-chunk log-sum-exp, loss and logits' "
+             "gradient as the runtime's row kernels "
+             "(train-decompose{loss-kernels}; default: on for --target=cuda)"),
+    cl::cat(loomcCategory));
 static cl::opt<bool> widenCompute(
     "widen-compute",
     cl::desc("compute bf16/f16 linalg ops in f32, reductions into f32 "
@@ -605,11 +611,16 @@ int main(int argc, char **argv) {
   // The CUDA target launches a kernel per linalg op: fuse elementwise
   // producers into their consumers first (the plan then sees the fused ops).
   bool gpuKernels = target == "cuda" || emulateGpu;
+  bool useLossKernels = lossKernels == cl::BOU_UNSET
+                            ? target == "cuda"
+                            : lossKernels == cl::BOU_TRUE;
   if (failed(runStage(*module, "memory-plan",
                       std::string(fuseAttention
                                       ? "func.func(train-fuse-attention), "
                                       : "") +
-                          "train-decompose, " +
+                          (useLossKernels
+                               ? "train-decompose{loss-kernels=true}, "
+                               : "train-decompose, ") +
                           (widenCompute ? "func.func(train-widen-compute), "
                                         : "") +
                           "canonicalize" +

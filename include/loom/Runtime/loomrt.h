@@ -210,6 +210,34 @@ void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
                                 int64_t heads, int64_t kv_heads, int64_t dim,
                                 int32_t causal, float scale);
 
+/* The fused loss's row kernels (train-decompose{loss-kernels}), on one
+ * chunk of `rows` tokens: logits are [rows, vocab] f32 before the soft-cap
+ * (softcap 0: none), labels [rows] i32, lse, loss and weights [rows] f32.
+ * The forward writes each row's log-sum-exp and loss (0 for ignore_index,
+ * NaN for a label outside [0, vocab)), with label smoothing over `vocab`
+ * and PaLM's z-loss. The backward writes the gradient of columns
+ * [column_offset, column_offset + vocab) of a total_vocab-wide loss,
+ * weights[r] * (p (1 + 2 z lse) - (1 - ls) [col == label] - ls /
+ * total_vocab) times 1 - tanh^2 under a soft-cap: the f32 form in place over
+ * the logits it reads from `grad`, the bf16 form rounded into `grad` (each
+ * element's bits as uint16_t). Every output is overwritten. */
+void loomrt_cross_entropy_f32(const float *logits, const int32_t *labels,
+                              float *lse, float *loss, int64_t rows,
+                              int64_t vocab, int64_t ignore_index,
+                              double smoothing, double z_loss, double softcap);
+void loomrt_cross_entropy_grad_f32(const int32_t *labels, const float *lse,
+                                   const float *weights, float *grad,
+                                   int64_t rows, int64_t vocab,
+                                   int64_t column_offset, int64_t total_vocab,
+                                   double smoothing, double z_loss,
+                                   double softcap);
+void loomrt_cross_entropy_grad_bf16(const float *logits, const int32_t *labels,
+                                    const float *lse, const float *weights,
+                                    uint16_t *grad, int64_t rows, int64_t vocab,
+                                    int64_t column_offset, int64_t total_vocab,
+                                    double smoothing, double z_loss,
+                                    double softcap);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer

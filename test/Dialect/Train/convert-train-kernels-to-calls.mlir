@@ -48,3 +48,17 @@ func.func @tensors(%a: tensor<8xf32>, %b: tensor<8xf32>) -> tensor<8xf32> {
   %r = train.call_kernel @k4() ins(%a : tensor<8xf32>) outs(%b : tensor<8xf32>) -> tensor<8xf32>
   return %r : tensor<8xf32>
 }
+
+// -----
+
+// A strided output the kernel reads (read_outputs) is copied into its
+// contiguous stand-in before the call, and back after.
+// CHECK-LABEL: func.func @strided_update
+// CHECK: %[[OUT:.*]] = memref.alloc() : memref<4x4xf32>
+// CHECK-NEXT: linalg.copy ins(%arg1 : memref<4x4xf32, strided<[8, 1]>>) outs(%[[OUT]] : memref<4x4xf32>)
+// CHECK: call @k5(
+// CHECK-NEXT: linalg.copy ins(%[[OUT]] : memref<4x4xf32>) outs(%arg1 : memref<4x4xf32, strided<[8, 1]>>)
+func.func @strided_update(%a: memref<8xf32>, %b: memref<4x4xf32, strided<[8, 1]>>) {
+  train.call_kernel @k5() ins(%a : memref<8xf32>) outs(%b : memref<4x4xf32, strided<[8, 1]>>) {read_outputs = array<i64: 0>}
+  return
+}

@@ -198,3 +198,19 @@ func.func @linear_cross_entropy_bias_size(%h: tensor<8x16xf32>, %w: tensor<32x16
   %loss, %lse = train.linear_cross_entropy %h, %w bias %b, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 4 : tensor<8x16xf32>, tensor<32x16xf32>, tensor<8xi32>, tensor<30xf32> -> tensor<f32>, tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @call_kernel_read_outputs_range(%a: tensor<4xf32>, %x: tensor<16xf32>) {
+  // expected-error @+1 {{read_outputs must list output indices in increasing order}}
+  %g = train.call_kernel @k() ins(%a : tensor<4xf32>) outs(%x : tensor<16xf32>) {read_outputs = array<i64: 1>} -> tensor<16xf32>
+  return
+}
+
+// -----
+
+func.func @call_kernel_read_outputs_order(%a: tensor<4xf32>, %x: tensor<16xf32>) {
+  // expected-error @+1 {{read_outputs must list output indices in increasing order}}
+  %g:2 = train.call_kernel @k() ins(%a : tensor<4xf32>) outs(%x, %x : tensor<16xf32>, tensor<16xf32>) {read_outputs = array<i64: 1, 0>} -> tensor<16xf32>, tensor<16xf32>
+  return
+}

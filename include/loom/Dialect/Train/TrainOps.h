@@ -22,4 +22,16 @@
 #define GET_OP_CLASSES
 #include "loom/Dialect/Train/TrainOps.h.inc"
 
+namespace loom::train {
+
+/// `op` decomposed as train-decompose{loss-kernels} does: for
+/// train.linear_cross_entropy and its gradient computed in f32, each chunk's
+/// log-sum-exp and loss, and its logits' gradient, become runtime kernels
+/// (train.call_kernel of loomrt_cross_entropy_*); anything else decomposes
+/// as DecomposableOpInterface says.
+mlir::FailureOr<llvm::SmallVector<mlir::Value>>
+decomposeWithLossKernels(mlir::Operation *op, mlir::OpBuilder &builder);
+
+} // namespace loom::train
+
 #endif // LOOM_DIALECT_TRAIN_TRAINOPS_H

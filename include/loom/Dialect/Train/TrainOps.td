@@ -406,7 +406,9 @@ def Train_CallKernelOp : Train_Op<"call_kernel", [
   let summary = "a runtime kernel in destination-passing style";
   let description = [{
     Calls the runtime function `callee`, which reads `inputs` and overwrites
-    `outputs` (it never reads them), with `scalars` after them. On tensors
+    `outputs`, with `scalars` after them. It never reads an output unless
+    `read_outputs` lists its index: such an output is updated in place (the
+    kernel reads its init, then overwrites it). On tensors
     the op returns the new values of `outputs`, like a linalg op, so that
     the memory timeline, the memory plan and one-shot bufferisation place
     its results; on buffers it returns nothing. `convert-train-kernels-to-calls`
@@ -422,10 +424,24 @@ def Train_CallKernelOp : Train_Op<"call_kernel", [
         outs(%e0, %e1 : tensor<4x32x8x16xf32>, tensor<4x8x32xf32>)
         -> tensor<4x32x8x16xf32>, tensor<4x8x32xf32>
     ```
+
+    The fused loss's gradient kernel turns a chunk's logits into their
+    gradient in place:
+
+    ```mlir
+    %g = train.call_kernel @loomrt_cross_entropy_grad_f32(%rows, %vocab,
+        %offset, %total, %smoothing, %z, %cap : i64, i64, i64, i64, f64, f64,
+        f64)
+        ins(%labels, %lse, %w : tensor<256xi32>, tensor<256xf32>,
+                                tensor<256xf32>)
+        outs(%logits : tensor<256x32000xf32>) {read_outputs = array<i64: 0>}
+        -> tensor<256x32000xf32>
+    ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$callee, Variadic<AnyShaped>:$inputs,
                        Variadic<AnyShaped>:$outputs,
-                       Variadic<AnyTypeOf<[AnySignlessInteger, AnyFloat]>>:$scalars);
+                       Variadic<AnyTypeOf<[AnySignlessInteger, AnyFloat]>>:$scalars,
+                       OptionalAttr<DenseI64ArrayAttr>:$read_outputs);
   let results = (outs Variadic<AnyRankedTensor>:$results);
   let assemblyFormat = [{
     $callee `(` ($scalars^ `:` type($scalars))? `)`
@@ -436,6 +452,11 @@ def Train_CallKernelOp : Train_Op<"call_kernel", [
   let extraClassDeclaration = [{
     ::mlir::MutableOperandRange getDpsInitsMutable() {
       return getOutputsMutable();
+    }
+    /// Whether the kernel reads output `index` (read_outputs lists it).
+    bool readsOutput(unsigned index) {
+      return getReadOutputs() &&
+             llvm::is_contained(*getReadOutputs(), int64_t(index));
     }
   }];
   let hasVerifier = 1;

@@ -18,7 +18,29 @@ def TrainDecomposePass : Pass<"train-decompose"> {
     becomes a `linalg.generic` reduction of `x^2` over the last dimension
     followed by an elementwise `linalg.generic` computing
     `x * rsqrt(sum / 64 + eps) * w`.
+
+    With `loss-kernels`, `train.linear_cross_entropy` and its gradient (in
+    f32, or f32-computed bf16/f16) keep their chunk loops and matmuls, but
+    each chunk's log-sum-exp and loss, and its logits' gradient, become
+    calls of the runtime's fused row kernels, which read each logit once per
+    direction and apply the soft-cap on the fly:
+
+    ```mlir
+    %lse, %loss = train.call_kernel @loomrt_cross_entropy_f32(%rows, %vocab,
+        %ignore, %smoothing, %z, %cap : i64, i64, i64, f64, f64, f64)
+        ins(%logits, %labels : tensor<256x32000xf32>, tensor<256xi32>)
+        outs(%e0, %e1 : tensor<256xf32>, tensor<256xf32>)
+        -> tensor<256xf32>, tensor<256xf32>
+    ```
+    and `loomrt_cross_entropy_grad_f32` overwrites the recomputed logits
+    with their gradient (`loomrt_cross_entropy_grad_bf16` writes it rounded
+    to bf16 for a bf16 model's GEMMs). The forward over vocabulary blocks
+    (`chunk_vocab`) keeps its linalg online log-sum-exp.
   }];
+  let options = [
+    Option<"lossKernels", "loss-kernels", "bool", /*default=*/"false",
+           "the fused loss's per-chunk row work as runtime kernels">
+  ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
     "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"

@@ -2,7 +2,8 @@
 //
 // train.call_kernel is a destination-style op: each output bufferises in
 // place into its init's buffer, which the kernel overwrites without reading
-// it (so a tensor.empty init needs no copy), and the inputs are only read.
+// it (so a tensor.empty init needs no copy) unless read_outputs lists it,
+// and the inputs are only read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +21,11 @@ struct CallKernelBufferization
                                               loom::train::CallKernelOp> {
   bool bufferizesToMemoryRead(Operation *op, OpOperand &operand,
                               const AnalysisState &) const {
-    return !cast<DestinationStyleOpInterface>(op).isDpsInit(&operand);
+    auto call = cast<loom::train::CallKernelOp>(op);
+    if (!call.isDpsInit(&operand))
+      return true;
+    return call.readsOutput(operand.getOperandNumber() -
+                            call.getInputs().size());
   }
 
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
@@ -42,9 +47,9 @@ struct CallKernelBufferization
     if (failed(inputs) || failed(outputs))
       return failure();
     rewriter.setInsertionPoint(op);
-    loom::train::CallKernelOp::create(rewriter, op->getLoc(), TypeRange(),
-                                      call.getCalleeAttr(), *inputs, *outputs,
-                                      call.getScalars());
+    loom::train::CallKernelOp::create(
+        rewriter, op->getLoc(), TypeRange(), call.getCalleeAttr(), *inputs,
+        *outputs, call.getScalars(), call.getReadOutputsAttr());
     replaceOpWithBufferizedValues(rewriter, op, *outputs);
     return success();
   }

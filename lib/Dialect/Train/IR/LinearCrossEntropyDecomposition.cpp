@@ -7,7 +7,10 @@
 // dhidden, dweight and dbias; no value of size `[tokens, vocab]` exists.
 // With `chunk_vocab`, each chunk also loops over vocabulary blocks: the
 // forward keeps an online log-sum-exp (a running maximum rescales the
-// running sum), the backward needs none (the saved LSE is exact). See
+// running sum), the backward needs none (the saved LSE is exact). With loss
+// kernels (train-decompose{loss-kernels}), each chunk's log-sum-exp and loss,
+// and its logits' gradient, are runtime kernels (train.call_kernel of
+// loomrt_cross_entropy_*) instead of linalg ops. See
 // docs/FusedCrossEntropy.md.
 //
 //===----------------------------------------------------------------------===//
@@ -234,6 +237,30 @@ int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
   return requested <= 0 ? vocab : chunkFor(vocab, requested);
 }
 
+/// `labels` as i32, the loss kernels' label type.
+Value labelsI32(LinalgBuilder &lb, Value labels) {
+  auto type = cast<RankedTensorType>(labels.getType());
+  if (type.getElementType().isInteger(32))
+    return labels;
+  Type i32 = IntegerType::get(labels.getContext(), 32);
+  bool narrower = type.getElementType().getIntOrFloatBitWidth() < 32;
+  return lb.generic(lb.empty(type.getShape(), i32), labels,
+                    {lb.identity(1), lb.identity(1)},
+                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                      if (narrower)
+                        return arith::ExtSIOp::create(b, l, i32, args[0]);
+                      return arith::TruncIOp::create(b, l, i32, args[0]);
+                    });
+}
+
+Value i64Constant(OpBuilder &b, Location l, int64_t value) {
+  return arith::ConstantIntOp::create(b, l, value, 64);
+}
+
+Value f64Constant(OpBuilder &b, Location l, double value) {
+  return arith::ConstantOp::create(b, l, b.getF64FloatAttr(value));
+}
+
 /// The sizes and settings both decompositions start from.
 struct FusedLoss {
   int64_t tokens, dim, vocab, chunk, block;
@@ -263,6 +290,67 @@ struct FusedLoss {
     return f;
   }
 
+  /// Whether the loss kernels take this loss (they compute in f32).
+  bool kernelsApply() const { return type.isF32(); }
+
+  /// The forward kernel on one chunk's logits (not soft-capped: the kernel
+  /// caps them): the chunk's `[chunk]` log-sum-exp and loss.
+  std::pair<Value, Value> forwardKernel(OpBuilder &b, Location l, Value logits,
+                                        Value labels) const {
+    LinalgBuilder lb(b, l);
+    auto row = RankedTensorType::get({chunk}, type);
+    auto call = CallKernelOp::create(
+        b, l, TypeRange{row, row},
+        FlatSymbolRefAttr::get(b.getContext(), "loomrt_cross_entropy_f32"),
+        ValueRange{logits, labelsI32(lb, labels)},
+        ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
+        ValueRange{i64Constant(b, l, chunk), i64Constant(b, l, vocab),
+                   i64Constant(b, l, ignore), f64Constant(b, l, smoothing),
+                   f64Constant(b, l, zLoss), f64Constant(b, l, softcap)},
+        /*read_outputs=*/nullptr);
+    return {call.getResult(0), call.getResult(1)};
+  }
+
+  /// The backward kernel on one `[chunk, width]` tile of logits (not
+  /// soft-capped) at vocabulary column `offset` (null: 0): their gradient in
+  /// `gemmType`, the GEMMs' operand type. An f32 gradient overwrites the
+  /// logits; a bf16 one is a new tensor (the logits die).
+  Value backwardKernel(OpBuilder &b, Location l, Value logits, Value labels,
+                       Value lse, Value weights, Value offset, int64_t width,
+                       Type gemmType) const {
+    LinalgBuilder lb(b, l);
+    Value column =
+        offset ? arith::IndexCastOp::create(b, l, b.getI64Type(), offset)
+                     .getResult()
+               : i64Constant(b, l, 0);
+    SmallVector<Value> scalars = {i64Constant(b, l, chunk),
+                                  i64Constant(b, l, width),
+                                  column,
+                                  i64Constant(b, l, vocab),
+                                  f64Constant(b, l, smoothing),
+                                  f64Constant(b, l, zLoss),
+                                  f64Constant(b, l, softcap)};
+    Value labels32 = labelsI32(lb, labels);
+    if (gemmType.isBF16()) {
+      auto grad = RankedTensorType::get({chunk, width}, gemmType);
+      return CallKernelOp::create(
+                 b, l, TypeRange{grad},
+                 FlatSymbolRefAttr::get(b.getContext(),
+                                        "loomrt_cross_entropy_grad_bf16"),
+                 ValueRange{logits, labels32, lse, weights},
+                 ValueRange{lb.empty({chunk, width}, gemmType)}, scalars,
+                 /*read_outputs=*/nullptr)
+          .getResult(0);
+    }
+    return CallKernelOp::create(
+               b, l, TypeRange{logits.getType()},
+               FlatSymbolRefAttr::get(b.getContext(),
+                                      "loomrt_cross_entropy_grad_f32"),
+               ValueRange{labels32, lse, weights}, ValueRange{logits}, scalars,
+               b.getDenseI64ArrayAttr({0}))
+        .getResult(0);
+  }
+
   /// The loop over chunks of tokens, carrying `inits`.
   scf::ForOp loop(OpBuilder &b, Location loc, ValueRange inits,
                   function_ref<void(OpBuilder &, Location, Value, ValueRange)>
@@ -276,13 +364,17 @@ struct FusedLoss {
 
 } // namespace
 
-FailureOr<SmallVector<Value>>
-LinearCrossEntropyOp::decompose(OpBuilder &builder) {
-  Location loc = getLoc();
+namespace {
+
+FailureOr<SmallVector<Value>> decomposeForward(LinearCrossEntropyOp op,
+                                               OpBuilder &builder,
+                                               bool lossKernels) {
+  Location loc = op.getLoc();
   LinalgBuilder lb(builder, loc);
-  FailureOr<FusedLoss> f = FusedLoss::get(*this);
+  FailureOr<FusedLoss> f = FusedLoss::get(op);
   if (failed(f))
     return failure();
+  bool kernels = lossKernels && f->kernelsApply();
   int64_t tokens = f->tokens, vocab = f->vocab, chunk = f->chunk,
           block = f->block, ignore = f->ignore;
   Type type = f->type;
@@ -292,16 +384,22 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
       ValueRange{lb.empty({tokens}, type), lb.empty({tokens}, type)},
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
         LinalgBuilder clb(b, l);
-        Value hidden = rows(b, l, getHidden(), i, chunk);
-        Value labels = rows(b, l, getLabels(), i, chunk);
+        Value hidden = rows(b, l, op.getHidden(), i, chunk);
+        Value labels = rows(b, l, op.getLabels(), i, chunk);
         Value lse, loss;
         if (block < vocab) {
-          std::tie(lse, loss) = forwardByBlocks(b, l, *this, hidden, labels,
-                                                chunk, block, type);
+          std::tie(lse, loss) =
+              forwardByBlocks(b, l, op, hidden, labels, chunk, block, type);
+        } else if (kernels) {
+          Value logits = chunkLogits(clb, hidden, op.getWeight(), op.getBias(),
+                                     chunk, vocab, type, /*softcap=*/0.0,
+                                     /*keepTanh=*/false)
+                             .first;
+          std::tie(lse, loss) = f->forwardKernel(b, l, logits, labels);
         } else {
           Value logits =
-              chunkLogits(clb, hidden, getWeight(), getBias(), chunk, vocab,
-                          type, softcap, /*keepTanh=*/false)
+              chunkLogits(clb, hidden, op.getWeight(), op.getBias(), chunk,
+                          vocab, type, softcap, /*keepTanh=*/false)
                   .first;
           CrossEntropyParts parts{logits, labels, chunk, vocab, type, ignore};
           lse = parts.logSumExp(clb);
@@ -311,30 +409,33 @@ LinearCrossEntropyOp::decompose(OpBuilder &builder) {
                              ValueRange{insertRows(b, l, loss, acc[0], i),
                                         insertRows(b, l, lse, acc[1], i)});
       });
-  CrossEntropyParts all{Value(), getLabels(), tokens, vocab, type, ignore};
-  Value loss = all.reduce(lb, loop.getResult(0), getReduction());
+  CrossEntropyParts all{Value(), op.getLabels(), tokens, vocab, type, ignore};
+  Value loss = all.reduce(lb, loop.getResult(0), op.getReduction());
   return SmallVector<Value>{loss, loop.getResult(1)};
 }
 
-FailureOr<SmallVector<Value>>
-LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
-  Location loc = getLoc();
+FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
+                                            OpBuilder &builder,
+                                            bool lossKernels) {
+  Location loc = op.getLoc();
   LinalgBuilder lb(builder, loc);
-  FailureOr<FusedLoss> f = FusedLoss::get(*this);
+  FailureOr<FusedLoss> f = FusedLoss::get(op);
   if (failed(f))
     return failure();
+  bool kernels = lossKernels && f->kernelsApply();
   int64_t tokens = f->tokens, dim = f->dim, vocab = f->vocab,
           chunk = f->chunk, block = f->block, ignore = f->ignore;
   Type type = f->type;
   double smoothing = f->smoothing, zLoss = f->zLoss, softcap = f->softcap;
-  auto hiddenType = getHidden().getType();
-  auto weightType = getWeight().getType();
+  auto hiddenType = op.getHidden().getType();
+  auto weightType = op.getWeight().getType();
+  Type gemmType = hiddenType.getElementType();
 
-  CrossEntropyParts all{Value(), getLabels(), tokens, vocab, type, ignore};
-  Value weights = all.tokenWeights(lb, getLossGrad(), getReduction());
+  CrossEntropyParts all{Value(), op.getLabels(), tokens, vocab, type, ignore};
+  Value weights = all.tokenWeights(lb, op.getLossGrad(), op.getReduction());
   SmallVector<Value> inits = {lb.empty({tokens, dim}, type),
                              lb.filled({vocab, dim}, type, 0.0)};
-  if (getBias())
+  if (op.getBias())
     inits.push_back(lb.filled({vocab}, type, 0.0));
   // One [chunk, width] tile of the gradient at vocabulary column `offset`
   // (null: the whole vocabulary): recompute the logits, form their
@@ -344,29 +445,44 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
                   Value weight, Value bias, Value dHidden, Value dWeight,
                   Value dBias) -> SmallVector<Value> {
     LinalgBuilder tlb(b, l);
-    auto [logits, tanh] = chunkLogits(tlb, hidden, weight, bias, chunk, width,
-                                      type, softcap, /*keepTanh=*/true);
-    CrossEntropyParts parts{logits, labels, chunk, width, type,
-                            ignore, offset, vocab};
-    // In place: the logits die here.
-    Value grad = parts.logitsGrad(tlb, lse, w, smoothing, zLoss, logits);
-    if (tanh) {
-      // d(cap * tanh(z / cap)) / dz = 1 - tanh².
-      Value one = tlb.floatConstant(type, 1.0);
-      grad = tlb.generic(
-          grad, {grad, tanh},
-          {tlb.identity(2), tlb.identity(2), tlb.identity(2)},
-          [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
-            Value square = arith::MulFOp::create(ob, ol, args[1], args[1]);
-            Value slope = arith::SubFOp::create(ob, ol, one, square);
-            return arith::MulFOp::create(ob, ol, args[0], slope);
-          });
+    Value grad, gemmGrad;
+    if (kernels) {
+      Value logits = chunkLogits(tlb, hidden, weight, bias, chunk, width, type,
+                                 /*softcap=*/0.0, /*keepTanh=*/false)
+                         .first;
+      // The bf16 kernel rounds the gradient for the GEMMs, unless dbias
+      // needs it in f32 too.
+      Type kernelType = gemmType.isBF16() && !dBias ? gemmType : type;
+      grad = f->backwardKernel(b, l, logits, labels, lse, w, offset, width,
+                               kernelType);
+      if (kernelType != type)
+        gemmGrad = grad;
+    } else {
+      auto [logits, tanh] =
+          chunkLogits(tlb, hidden, weight, bias, chunk, width, type, softcap,
+                      /*keepTanh=*/true);
+      CrossEntropyParts parts{logits, labels, chunk,  width,
+                              type,   ignore, offset, vocab};
+      // In place: the logits die here.
+      grad = parts.logitsGrad(tlb, lse, w, smoothing, zLoss, logits);
+      if (tanh) {
+        // d(cap * tanh(z / cap)) / dz = 1 - tanh².
+        Value one = tlb.floatConstant(type, 1.0);
+        grad = tlb.generic(
+            grad, {grad, tanh},
+            {tlb.identity(2), tlb.identity(2), tlb.identity(2)},
+            [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+              Value square = arith::MulFOp::create(ob, ol, args[1], args[1]);
+              Value slope = arith::SubFOp::create(ob, ol, one, square);
+              return arith::MulFOp::create(ob, ol, args[0], slope);
+            });
+      }
     }
     // bf16/f16 operands: the two GEMMs take the logits' gradient rounded to
     // their type and accumulate in f32 (bf16 GEMMs into f32, as the fused
     // loss kernels do; an f32 x bf16 product has no BLAS routine).
-    Value gemmGrad = tlb.convert(
-        grad, cast<RankedTensorType>(hidden.getType()).getElementType());
+    if (!gemmGrad)
+      gemmGrad = tlb.convert(grad, gemmType);
     SmallVector<Value> out = {
         // dhidden_c(m, k) += sum_n grad(m, n) weight(n, k)
         contract(tlb, dHidden, gemmGrad, weight,
@@ -386,15 +502,15 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
       builder, loc, inits,
       [&](OpBuilder &b, Location l, Value i, ValueRange acc) {
         LinalgBuilder clb(b, l);
-        Value hidden = rows(b, l, getHidden(), i, chunk);
-        Value labels = rows(b, l, getLabels(), i, chunk);
-        Value lse = rows(b, l, getLse(), i, chunk);
+        Value hidden = rows(b, l, op.getHidden(), i, chunk);
+        Value labels = rows(b, l, op.getLabels(), i, chunk);
+        Value lse = rows(b, l, op.getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
-        Value dBias = getBias() ? acc[2] : Value();
+        Value dBias = op.getBias() ? acc[2] : Value();
         SmallVector<Value> grads;
         if (block == vocab) {
           grads = tile(b, l, hidden, labels, lse, w, Value(), vocab,
-                       getWeight(), getBias(),
+                       op.getWeight(), op.getBias(),
                        clb.filled({chunk, dim}, type, 0.0), acc[1], dBias);
         } else {
           // Vocabulary blocks: dhidden_c accumulates across them; each
@@ -409,16 +525,16 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
           auto blocks = scf::ForOp::create(
               b, l, vLower, vUpper, vStep, blockInits,
               [&](OpBuilder &vb, Location vl, Value v, ValueRange inner) {
-                Value bias = getBias() ? rows(vb, vl, getBias(), v, block)
-                                       : Value();
+                Value bias = op.getBias() ? rows(vb, vl, op.getBias(), v, block)
+                                          : Value();
                 SmallVector<Value> t = tile(
                     vb, vl, hidden, labels, lse, w, v, block,
-                    rows(vb, vl, getWeight(), v, block), bias, inner[0],
+                    rows(vb, vl, op.getWeight(), v, block), bias, inner[0],
                     rows(vb, vl, inner[1], v, block),
-                    getBias() ? rows(vb, vl, inner[2], v, block) : Value());
+                    op.getBias() ? rows(vb, vl, inner[2], v, block) : Value());
                 SmallVector<Value> next = {
                     t[0], insertRows(vb, vl, t[1], inner[1], v)};
-                if (getBias())
+                if (op.getBias())
                   next.push_back(insertRows(vb, vl, t[2], inner[2], v));
                 scf::YieldOp::create(vb, vl, next);
               });
@@ -426,14 +542,35 @@ LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
         }
         SmallVector<Value> results = {insertRows(b, l, grads[0], acc[0], i),
                                       grads[1]};
-        if (getBias())
+        if (op.getBias())
           results.push_back(grads[2]);
         scf::YieldOp::create(b, l, results);
       });
   SmallVector<Value> grads = {
       lb.convert(loop.getResult(0), hiddenType.getElementType()),
       lb.convert(loop.getResult(1), weightType.getElementType())};
-  if (getBias())
+  if (op.getBias())
     grads.push_back(lb.convert(loop.getResult(2), weightType.getElementType()));
   return grads;
+}
+
+} // namespace
+
+FailureOr<SmallVector<Value>>
+LinearCrossEntropyOp::decompose(OpBuilder &builder) {
+  return decomposeForward(*this, builder, /*lossKernels=*/false);
+}
+
+FailureOr<SmallVector<Value>>
+LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
+  return decomposeGrad(*this, builder, /*lossKernels=*/false);
+}
+
+FailureOr<SmallVector<Value>>
+loom::train::decomposeWithLossKernels(Operation *op, OpBuilder &builder) {
+  if (auto forward = dyn_cast<LinearCrossEntropyOp>(op))
+    return decomposeForward(forward, builder, /*lossKernels=*/true);
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return decomposeGrad(grad, builder, /*lossKernels=*/true);
+  return cast<DecomposableOpInterface>(op).decompose(builder);
 }

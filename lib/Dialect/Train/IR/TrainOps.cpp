@@ -289,6 +289,13 @@ LogicalResult LinearCrossEntropyGradOp::verify() {
 LogicalResult CallKernelOp::verify() {
   if (getOutputs().empty())
     return emitOpError("needs at least one output");
+  if (std::optional<ArrayRef<int64_t>> read = getReadOutputs()) {
+    for (auto [i, index] : llvm::enumerate(*read))
+      if (index < 0 || index >= int64_t(getOutputs().size()) ||
+          (i > 0 && index <= (*read)[i - 1]))
+        return emitOpError("read_outputs must list output indices in "
+                           "increasing order");
+  }
   bool tensors = isa<RankedTensorType>(getOutputs().front().getType());
   for (Value operand : getOperation()->getOperands().take_front(
            getInputs().size() + getOutputs().size()))
@@ -311,8 +318,13 @@ void CallKernelOp::getEffects(
     if (isa<MemRefType>(input.get().getType()))
       effects.emplace_back(MemoryEffects::Read::get(), &input,
                            SideEffects::DefaultResource::get());
-  for (OpOperand &output : getOutputsMutable())
-    if (isa<MemRefType>(output.get().getType()))
-      effects.emplace_back(MemoryEffects::Write::get(), &output,
+  for (OpOperand &output : getOutputsMutable()) {
+    if (!isa<MemRefType>(output.get().getType()))
+      continue;
+    if (readsOutput(output.getOperandNumber() - getInputs().size()))
+      effects.emplace_back(MemoryEffects::Read::get(), &output,
                            SideEffects::DefaultResource::get());
+    effects.emplace_back(MemoryEffects::Write::get(), &output,
+                         SideEffects::DefaultResource::get());
+  }
 }

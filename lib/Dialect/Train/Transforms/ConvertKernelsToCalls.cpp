@@ -4,8 +4,8 @@
 // with one pointer per buffer (its aligned address plus its offset) and the
 // scalars. The kernels take contiguous row-major buffers: any other input
 // is first copied into a new buffer, and any other output is written into a
-// new buffer and copied back (linalg.copy, so that the CUDA target makes a
-// kernel of it).
+// new buffer (copied in first if the kernel reads it) and copied back
+// (linalg.copy, so that the CUDA target makes a kernel of it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,7 +94,8 @@ struct ConvertKernelsToCalls
         // A contiguous stand-in: inputs are copied in, outputs out after.
         Value copy = memref::AllocOp::create(
             b, loc, MemRefType::get(type.getShape(), type.getElementType()));
-        if (i < call.getInputs().size())
+        size_t inputs = call.getInputs().size();
+        if (i < inputs || call.readsOutput(i - inputs))
           linalg::CopyOp::create(b, loc, buffer, copy);
         operands.push_back(addressOf(b, loc, copy));
         copies.push_back({i, copy});

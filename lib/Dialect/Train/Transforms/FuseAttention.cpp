@@ -109,7 +109,8 @@ struct FuseAttention
                     type),
           ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(), type),
                      tensor::EmptyOp::create(b, loc, lseType.getShape(), f32)},
-          scalars(b, loc, query, key, causal, scale));
+          scalars(b, loc, query, key, causal, scale),
+          /*read_outputs=*/nullptr);
       Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
                                                       element),
             lse = fused.getResult(1);
@@ -144,7 +145,8 @@ struct FuseAttention
             b, gradLoc, TypeRange{queryK, keyK, keyK, lseType},
             backwardKernel(type), ins,
             ValueRange{empty(queryK), empty(keyK), empty(keyK), empty(lseType)},
-            scalars(b, gradLoc, query, key, causal, scale));
+            scalars(b, gradLoc, query, key, causal, scale),
+            /*read_outputs=*/nullptr);
         loom::LinalgBuilder lb(b, gradLoc);
         grad.replaceAllUsesWith(llvm::map_to_vector(
             fusedGrad.getResults().take_front(3),

@@ -20,6 +20,8 @@ namespace {
 
 struct TrainDecomposePass
     : public loom::train::impl::TrainDecomposePassBase<TrainDecomposePass> {
+  using TrainDecomposePassBase::TrainDecomposePassBase;
+
   void getDependentDialects(DialectRegistry &registry) const override {
     TrainDecomposePassBase::getDependentDialects(registry);
     registry.insert<scf::SCFDialect>();
@@ -32,7 +34,9 @@ struct TrainDecomposePass
     OpBuilder builder(&getContext());
     for (DecomposableOpInterface op : ops) {
       builder.setInsertionPoint(op);
-      FailureOr<SmallVector<Value>> replacements = op.decompose(builder);
+      FailureOr<SmallVector<Value>> replacements =
+          lossKernels ? decomposeWithLossKernels(op, builder)
+                      : op.decompose(builder);
       if (failed(replacements))
         return signalPassFailure();
       op->replaceAllUsesWith(*replacements);

@@ -1,7 +1,8 @@
-//===- cuda_runtime.h - CUDA emulated on the CPU for the flash kernels -----===//
+//===- cuda_runtime.h - CUDA emulated on the CPU for the runtime kernels --===//
 //
-// The parts of CUDA that lib/Runtime/FlashAttention*.cu use, on the CPU, so
-// that flash_emulated.py can run those kernels without a GPU: every block
+// The parts of CUDA that lib/Runtime's kernels (FlashAttention*.cu,
+// CrossEntropy.cu) use, on the CPU, so that cuda_emulated.py can run those
+// kernels without a GPU: every block
 // runs its threads as std::threads, __syncthreads is a std::barrier, warp
 // shuffles and mma.sync exchange registers through a per-warp buffer.
 // Shared memory starts as NaNs, so a read of a word no thread wrote shows.

@@ -1,7 +1,7 @@
 //===- flash_test.cpp - the emulated flash kernels against a reference ----===//
 //
 // Runs loom::flash's f32 and bf16 forward and backward (emulated on the CPU
-// by flash_emulated.py) and compares out, lse, dq, dk and dv with a
+// by cuda_emulated.py) and compares out, lse, dq, dk and dv with a
 // double-precision reference computed from the same (for bf16: rounded)
 // inputs. Bars, relative to the largest reference value (at least 1): f32
 // 2e-5; bf16 1e-5 for lse (f32 scores of bf16 operands) and 1.2e-2 for the
