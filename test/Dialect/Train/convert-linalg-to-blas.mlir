@@ -284,3 +284,77 @@ func.func @bf16(%a: memref<6x8xbf16>, %b: memref<8x5xbf16>, %c: memref<6x5xbf16>
   }
   return
 }
+
+// -----
+
+// A GEMM into a buffer just filled with zeros calls with beta = 0, and the
+// fill goes; effect-free ops between them do not matter.
+// CHECK-LABEL: func.func @zero_fill
+// CHECK-NOT: linalg.fill
+// CHECK: %[[BETA:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK: call @cblas_sgemm({{.*}}, %[[BETA]], %{{[^,]+}}, %{{[^,]+}}) : (
+// CHECK-NOT: linalg.fill
+func.func @zero_fill(%a: memref<6x8xf32>, %b: memref<8x5xf32>, %c: memref<6x5xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x5xf32>)
+  %unused = arith.constant 1 : index
+  linalg.matmul ins(%a, %b : memref<6x8xf32>, memref<8x5xf32>) outs(%c : memref<6x5xf32>)
+  return
+}
+
+// -----
+
+// beta = 1 (C accumulates) and the fill stays: a fill of something else
+// than zero, an op with memory effects between, a fill before the loop
+// the GEMM accumulates in, and a second reduction whose GEMMs accumulate.
+// CHECK-LABEL: func.func @fills_kept
+// CHECK: %[[ONE:.+]] = arith.constant 1.000000e+00 : f32
+// CHECK: linalg.fill ins(%[[ONE]] : f32) outs(%arg2
+// CHECK: call @cblas_sgemm({{.*}}, %[[ONE]], %{{[^,]+}}, %{{[^,]+}}) : (
+// CHECK: linalg.fill
+// CHECK: memref.store
+// CHECK: call @cblas_sgemm({{.*}}, %[[ONE]], %{{[^,]+}}, %{{[^,]+}}) : (
+// CHECK: linalg.fill
+// CHECK: scf.for
+// CHECK: call @cblas_sgemm({{.*}}, %[[ONE]], %{{[^,]+}}, %{{[^,]+}}) : (
+func.func @fills_kept(%a: memref<6x8xf32>, %b: memref<8x5xf32>, %c: memref<6x5xf32>, %d: memref<6x5xf32>, %e: memref<6x5xf32>, %x: memref<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %i0 = arith.constant 0 : index
+  %i1 = arith.constant 1 : index
+  %i4 = arith.constant 4 : index
+  linalg.fill ins(%one : f32) outs(%c : memref<6x5xf32>)
+  linalg.matmul ins(%a, %b : memref<6x8xf32>, memref<8x5xf32>) outs(%c : memref<6x5xf32>)
+  linalg.fill ins(%zero : f32) outs(%d : memref<6x5xf32>)
+  memref.store %one, %x[%i0] : memref<4xf32>
+  linalg.matmul ins(%a, %b : memref<6x8xf32>, memref<8x5xf32>) outs(%d : memref<6x5xf32>)
+  linalg.fill ins(%zero : f32) outs(%e : memref<6x5xf32>)
+  scf.for %i = %i0 to %i4 step %i1 {
+    linalg.matmul ins(%a, %b : memref<6x8xf32>, memref<8x5xf32>) outs(%e : memref<6x5xf32>)
+  }
+  return
+}
+
+// -----
+
+// Two reductions: the inner loop's GEMMs accumulate into C, so the fill
+// before them stays.
+#q = affine_map<(g, i, j, k) -> (g, i, k)>
+#k = affine_map<(g, i, j, k) -> (g, k, j)>
+#o = affine_map<(g, i, j, k) -> (i, j)>
+// CHECK-LABEL: func.func @two_reductions_filled
+// CHECK: linalg.fill
+// CHECK: scf.for
+// CHECK: call @cblas_sgemm
+func.func @two_reductions_filled(%a: memref<3x6x8xf32>, %b: memref<3x8x5xf32>, %c: memref<6x5xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%c : memref<6x5xf32>)
+  linalg.generic {indexing_maps = [#q, #k, #o], iterator_types = ["reduction", "parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<3x6x8xf32>, memref<3x8x5xf32>) outs(%c : memref<6x5xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %p = arith.mulf %x, %y : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}

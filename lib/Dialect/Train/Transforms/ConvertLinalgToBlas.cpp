@@ -7,7 +7,9 @@
 // accumulating into the same C. The GEMM's rows and
 // reduction are the largest dimensions that fit the operands' layouts, so
 // that few, large GEMMs are called. CBLAS takes 32-bit sizes (Debian's
-// libopenblas is LP64); larger dimensions are left to the loops.
+// libopenblas is LP64); larger dimensions are left to the loops. A GEMM
+// into a buffer that was just filled with zeros calls with beta = 0 and the
+// fill goes (on the CUDA target, a kernel writing all of C).
 //
 //===----------------------------------------------------------------------===//
 
@@ -222,6 +224,25 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
   return std::nullopt;
 }
 
+/// The fill of zeros into `op`'s C right before it, with only ops free of
+/// memory effects between them, when `gemm`'s calls write each element of
+/// C once (no inner reduction loop accumulating into it): beta = 0 then
+/// does the fill's work. Null otherwise.
+linalg::FillOp zeroFillBefore(linalg::LinalgOp op, const Gemm &gemm) {
+  if (gemm.batch.size() != gemm.outputBatch)
+    return {};
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev))
+      return fill.getOutputs()[0] == gemm.c.memref &&
+                     matchPattern(fill.getInputs()[0], m_AnyZeroFloat())
+                 ? fill
+                 : linalg::FillOp();
+    if (!isMemoryEffectFree(prev))
+      return {};
+  }
+  return {};
+}
+
 struct ConvertLinalgToBlasPass
     : public loom::train::impl::ConvertLinalgToBlasPassBase<
           ConvertLinalgToBlasPass> {
@@ -289,6 +310,7 @@ struct ConvertLinalgToBlasPass
           callee.setPrivate();
         }
       }
+      linalg::FillOp zeroFill = zeroFillBefore(op, gemm);
       builder.setInsertionPoint(op);
       auto index = [&](int64_t v) -> Value {
         return arith::ConstantIndexOp::create(builder, loc, v);
@@ -342,9 +364,9 @@ struct ConvertLinalgToBlasPass
         Value address = arith::IndexCastOp::create(
             builder, loc, i64,
             arith::AddIOp::create(builder, loc, bases[which], bytes));
-        if (which == 2) // beta: C accumulates.
+        if (which == 2) // beta: C accumulates, unless it was just zeroed.
           operands.push_back(arith::ConstantOp::create(
-              builder, loc, builder.getFloatAttr(scalar, 1.0)));
+              builder, loc, builder.getFloatAttr(scalar, zeroFill ? 0.0 : 1.0)));
         operands.push_back(LLVM::IntToPtrOp::create(builder, loc, ptr, address));
         operands.push_back(arith::IndexCastOp::create(
             builder, loc, i32, meta.getStrides()[x->lead]));
@@ -361,6 +383,8 @@ struct ConvertLinalgToBlasPass
         operands.push_back(i32Const(int32_t(gemm.batch[*batched])));
       func::CallOp::create(builder, loc, callee, operands);
       op->erase();
+      if (zeroFill)
+        zeroFill->erase();
     }
   }
 };
