@@ -14,10 +14,11 @@
 //     row and 4,096-column tile, four columns a thread per step.
 //
 // Either applies the soft-cap on the fly, so the capped logits (and, in the
-// backward, tanh) are never stored. The arithmetic is the linalg
-// decomposition's (LinearCrossEntropyDecomposition.cpp), with one
-// difference: the forward's log-sum-exp is online (one pass) where the
-// decomposition takes the row maximum first.
+// backward, tanh) are never stored. The formulas and constants are the
+// linalg decomposition's (LinearCrossEntropyDecomposition.cpp), but not its
+// bits: the forward's log-sum-exp is online (one pass) where the
+// decomposition takes the row maximum first, and nvcc contracts
+// multiply-adds into FMAs.
 //
 //===----------------------------------------------------------------------===//
 

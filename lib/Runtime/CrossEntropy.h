@@ -34,7 +34,9 @@ cudaError_t forward(cudaStream_t stream, const float *logits,
 /// The gradient of columns [columnOffset, columnOffset + vocab) of a
 /// `totalVocab`-wide loss: grad = weights[r] * (p (1 + 2 z lse) - (1 - ls)
 /// [col == label] - ls / totalVocab), times 1 - tanh^2 under a soft-cap,
-/// where p = exp(capped logit - lse). `grad` may be `logits` (in place).
+/// where p = exp(capped logit - lse). `grad` may be `logits` (in place): the
+/// kernel reads each logit before it writes its gradient, through plain
+/// loads (no __restrict__, no __ldg: the read-only cache would be unsound).
 cudaError_t backward(cudaStream_t stream, const float *logits,
                      const int32_t *labels, const float *lse,
                      const float *weights, float *grad, int64_t rows,
@@ -42,7 +44,7 @@ cudaError_t backward(cudaStream_t stream, const float *logits,
                      const Settings &settings);
 
 /// The same, the gradient rounded to bf16 (its bits as uint16_t) for the
-/// bf16 GEMMs that consume it.
+/// bf16 GEMMs that consume it. `grad` must not overlap `logits`.
 cudaError_t backwardBf16(cudaStream_t stream, const float *logits,
                          const int32_t *labels, const float *lse,
                          const float *weights, uint16_t *grad, int64_t rows,

@@ -237,22 +237,6 @@ int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
   return requested <= 0 ? vocab : chunkFor(vocab, requested);
 }
 
-/// `labels` as i32, the loss kernels' label type.
-Value labelsI32(LinalgBuilder &lb, Value labels) {
-  auto type = cast<RankedTensorType>(labels.getType());
-  if (type.getElementType().isInteger(32))
-    return labels;
-  Type i32 = IntegerType::get(labels.getContext(), 32);
-  bool narrower = type.getElementType().getIntOrFloatBitWidth() < 32;
-  return lb.generic(lb.empty(type.getShape(), i32), labels,
-                    {lb.identity(1), lb.identity(1)},
-                    [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-                      if (narrower)
-                        return arith::ExtSIOp::create(b, l, i32, args[0]);
-                      return arith::TruncIOp::create(b, l, i32, args[0]);
-                    });
-}
-
 Value i64Constant(OpBuilder &b, Location l, int64_t value) {
   return arith::ConstantIntOp::create(b, l, value, 64);
 }
@@ -293,8 +277,61 @@ struct FusedLoss {
   /// Whether the loss kernels take this loss (they compute in f32).
   bool kernelsApply() const { return type.isF32(); }
 
+  /// The ignore_index the kernels compare i32 labels with. i32 labels keep
+  /// the decomposition's (truncated) one; wider or narrower labels are
+  /// mapped by kernelLabels, to this when ignored.
+  int64_t kernelIgnore(Value labels) const {
+    auto element = cast<RankedTensorType>(labels.getType()).getElementType();
+    if (element.isInteger(32) || (ignore >= INT32_MIN && ignore <= INT32_MAX))
+      return static_cast<int32_t>(ignore);
+    return INT32_MIN;
+  }
+
+  /// A chunk's labels as the kernels' i32: unchanged if i32; else compared
+  /// in their own type as the decomposition does, an ignored label becomes
+  /// kernelIgnore() and one outside [0, vocab) a negative value other than
+  /// it (so no label wraps into the vocabulary).
+  Value kernelLabels(LinalgBuilder &lb, Value labels) const {
+    auto type = cast<RankedTensorType>(labels.getType());
+    auto element = cast<IntegerType>(type.getElementType());
+    if (element.isInteger(32))
+      return labels;
+    Type i32 = IntegerType::get(labels.getContext(), 32);
+    unsigned width = element.getWidth();
+    int64_t ignored = kernelIgnore(labels);
+    int64_t outside = ignored == -1 ? -2 : -1;
+    // Whether `vocab` is representable in the label type (else every
+    // non-negative label is in range).
+    bool vocabFits = width >= 64 || vocab <= (int64_t(1) << (width - 1)) - 1;
+    return lb.generic(
+        lb.empty(type.getShape(), i32), labels,
+        {lb.identity(1), lb.identity(1)},
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value label = args[0];
+          auto constant = [&](Type t, int64_t v) -> Value {
+            return arith::ConstantOp::create(b, l, b.getIntegerAttr(t, v));
+          };
+          Value isIgnored = arith::CmpIOp::create(
+              b, l, arith::CmpIPredicate::eq, label, constant(element, ignore));
+          Value inRange = arith::CmpIOp::create(
+              b, l, arith::CmpIPredicate::sge, label, constant(element, 0));
+          if (vocabFits)
+            inRange = arith::AndIOp::create(
+                b, l, inRange,
+                arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, label,
+                                      constant(element, vocab)));
+          Value narrowed =
+              width < 32 ? arith::ExtSIOp::create(b, l, i32, label).getResult()
+                         : arith::TruncIOp::create(b, l, i32, label).getResult();
+          Value kept = arith::SelectOp::create(b, l, inRange, narrowed,
+                                               constant(i32, outside));
+          return arith::SelectOp::create(b, l, isIgnored,
+                                         constant(i32, ignored), kept);
+        });
+  }
+
   /// The forward kernel on one chunk's logits (not soft-capped: the kernel
-  /// caps them): the chunk's `[chunk]` log-sum-exp and loss.
+  /// caps them) and labels: the chunk's `[chunk]` log-sum-exp and loss.
   std::pair<Value, Value> forwardKernel(OpBuilder &b, Location l, Value logits,
                                         Value labels) const {
     LinalgBuilder lb(b, l);
@@ -302,20 +339,22 @@ struct FusedLoss {
     auto call = CallKernelOp::create(
         b, l, TypeRange{row, row},
         FlatSymbolRefAttr::get(b.getContext(), "loomrt_cross_entropy_f32"),
-        ValueRange{logits, labelsI32(lb, labels)},
+        ValueRange{logits, kernelLabels(lb, labels)},
         ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
         ValueRange{i64Constant(b, l, chunk), i64Constant(b, l, vocab),
-                   i64Constant(b, l, ignore), f64Constant(b, l, smoothing),
+                   i64Constant(b, l, kernelIgnore(labels)),
+                   f64Constant(b, l, smoothing),
                    f64Constant(b, l, zLoss), f64Constant(b, l, softcap)},
         /*read_outputs=*/nullptr);
     return {call.getResult(0), call.getResult(1)};
   }
 
   /// The backward kernel on one `[chunk, width]` tile of logits (not
-  /// soft-capped) at vocabulary column `offset` (null: 0): their gradient in
-  /// `gemmType`, the GEMMs' operand type. An f32 gradient overwrites the
-  /// logits; a bf16 one is a new tensor (the logits die).
-  Value backwardKernel(OpBuilder &b, Location l, Value logits, Value labels,
+  /// soft-capped) at vocabulary column `offset` (null: 0), with the chunk's
+  /// kernelLabels: their gradient in `gemmType`, the GEMMs' operand type.
+  /// An f32 gradient overwrites the logits; a bf16 one is a new tensor (the
+  /// logits die).
+  Value backwardKernel(OpBuilder &b, Location l, Value logits, Value labels32,
                        Value lse, Value weights, Value offset, int64_t width,
                        Type gemmType) const {
     LinalgBuilder lb(b, l);
@@ -330,7 +369,6 @@ struct FusedLoss {
                                   f64Constant(b, l, smoothing),
                                   f64Constant(b, l, zLoss),
                                   f64Constant(b, l, softcap)};
-    Value labels32 = labelsI32(lb, labels);
     if (gemmType.isBF16()) {
       auto grad = RankedTensorType::get({chunk, width}, gemmType);
       return CallKernelOp::create(
@@ -440,6 +478,7 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
   // One [chunk, width] tile of the gradient at vocabulary column `offset`
   // (null: the whole vocabulary): recompute the logits, form their
   // gradient in place and accumulate it into dhidden, dweight and dbias.
+  // With kernels, `labels` are the chunk's kernelLabels.
   auto tile = [&](OpBuilder &b, Location l, Value hidden, Value labels,
                   Value lse, Value w, Value offset, int64_t width,
                   Value weight, Value bias, Value dHidden, Value dWeight,
@@ -504,6 +543,8 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
         LinalgBuilder clb(b, l);
         Value hidden = rows(b, l, op.getHidden(), i, chunk);
         Value labels = rows(b, l, op.getLabels(), i, chunk);
+        if (kernels) // once a chunk, not once a vocabulary block
+          labels = f->kernelLabels(clb, labels);
         Value lse = rows(b, l, op.getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
         Value dBias = op.getBias() ? acc[2] : Value();
