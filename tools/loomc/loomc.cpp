@@ -10,7 +10,8 @@
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
 //   4. lowering: fused attention kernels (train-fuse-attention, unless
-//      --fuse-attention=false), decompositions, the memory plan,
+//      --fuse-attention=false), decompositions (the fused loss's rows as
+//      runtime kernels with --loss-kernels, the CUDA default), the memory plan,
 //      bufferisation, runtime kernel calls, matmuls to BLAS, loops, LLVM
 //      dialect;
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;

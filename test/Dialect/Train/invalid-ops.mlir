@@ -202,7 +202,7 @@ func.func @linear_cross_entropy_bias_size(%h: tensor<8x16xf32>, %w: tensor<32x16
 // -----
 
 func.func @call_kernel_read_outputs_range(%a: tensor<4xf32>, %x: tensor<16xf32>) {
-  // expected-error @+1 {{read_outputs must list output indices in increasing order}}
+  // expected-error @+1 {{read_outputs must list output indices in increasing order, each below 1}}
   %g = train.call_kernel @k() ins(%a : tensor<4xf32>) outs(%x : tensor<16xf32>) {read_outputs = array<i64: 1>} -> tensor<16xf32>
   return
 }
@@ -210,7 +210,7 @@ func.func @call_kernel_read_outputs_range(%a: tensor<4xf32>, %x: tensor<16xf32>)
 // -----
 
 func.func @call_kernel_read_outputs_order(%a: tensor<4xf32>, %x: tensor<16xf32>) {
-  // expected-error @+1 {{read_outputs must list output indices in increasing order}}
+  // expected-error @+1 {{read_outputs must list output indices in increasing order, each below 2}}
   %g:2 = train.call_kernel @k() ins(%a : tensor<4xf32>) outs(%x, %x : tensor<16xf32>, tensor<16xf32>) {read_outputs = array<i64: 1, 0>} -> tensor<16xf32>, tensor<16xf32>
   return
 }

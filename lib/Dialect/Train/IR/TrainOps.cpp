@@ -294,7 +294,8 @@ LogicalResult CallKernelOp::verify() {
       if (index < 0 || index >= int64_t(getOutputs().size()) ||
           (i > 0 && index <= (*read)[i - 1]))
         return emitOpError("read_outputs must list output indices in "
-                           "increasing order");
+                           "increasing order, each below ")
+               << getOutputs().size();
   }
   bool tensors = isa<RankedTensorType>(getOutputs().front().getType());
   for (Value operand : getOperation()->getOperands().take_front(
