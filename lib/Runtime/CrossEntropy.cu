@@ -5,10 +5,10 @@
 // a chunk's [rows, vocab] logits, then
 //
 //   - the forward kernel reads each row once: a block per row, each thread
-//     keeping an online (max, sum of exp) pair and the row's sum over its
-//     columns (float4 loads), merged across the warp with shuffles and
-//     across the block through shared memory; thread 0 then writes the
-//     row's log-sum-exp and loss;
+//     keeping the row's statistics (RowStats: an online (max, sum of exp)
+//     pair and the sum of its columns) over float4 loads, merged across
+//     the warp with shuffles and across the block through shared memory;
+//     thread 0 then writes the row's log-sum-exp and loss;
 //   - the backward kernel reads each logit once more and writes its
 //     gradient (in place, or rounded to bf16 for the bf16 GEMMs): a block per
 //     row and 4,096-column tile, four columns a thread per step.
@@ -47,50 +47,37 @@ __global__ void __launch_bounds__(kThreads)
     forwardKernel(const float *logits, const int32_t *labels, float *lse,
                   float *loss, int64_t vocab, Constants c, bool vectorised) {
   extern __shared__ float4 sharedMem[];
-  float *partial = reinterpret_cast<float *>(sharedMem); // 3 x kWarps
+  RowStats *partial = reinterpret_cast<RowStats *>(sharedMem); // kWarps
   const int64_t row = blockIdx.x;
   const float *z = logits + row * vocab;
-  float max = -INFINITY, sum = 0.f, rowSum = 0.f;
-  auto add = [&](float x) {
-    x = capped(x, c);
-    accumulate(max, sum, x);
-    rowSum += x;
-  };
+  RowStats stats;
   if (vectorised) {
     const float4 *z4 = reinterpret_cast<const float4 *>(z);
     for (int64_t j = threadIdx.x; j < vocab / 4; j += kThreads) {
       const float4 v = z4[j];
-      add(v.x);
-      add(v.y);
-      add(v.z);
-      add(v.w);
+      stats.add(v.x, c);
+      stats.add(v.y, c);
+      stats.add(v.z, c);
+      stats.add(v.w, c);
     }
   } else {
     for (int64_t j = threadIdx.x; j < vocab; j += kThreads)
-      add(z[j]);
+      stats.add(z[j], c);
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float otherMax = __shfl_xor_sync(0xffffffffu, max, offset);
-    const float otherSum = __shfl_xor_sync(0xffffffffu, sum, offset);
-    combine(max, sum, otherMax, otherSum);
-    rowSum += __shfl_xor_sync(0xffffffffu, rowSum, offset);
-  }
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) {
-    partial[warp] = max;
-    partial[kWarps + warp] = sum;
-    partial[2 * kWarps + warp] = rowSum;
-  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    stats.merge({__shfl_xor_sync(0xffffffffu, stats.max, offset),
+                 __shfl_xor_sync(0xffffffffu, stats.sum, offset),
+                 __shfl_xor_sync(0xffffffffu, stats.total, offset)});
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = stats;
   __syncthreads();
   if (threadIdx.x != 0)
     return;
-  for (int w = 1; w < kWarps; ++w) {
-    combine(max, sum, partial[w], partial[kWarps + w]);
-    rowSum += partial[2 * kWarps + w];
-  }
-  const float rowLse = max + logf(sum);
+  for (int w = 1; w < kWarps; ++w)
+    stats.merge(partial[w]);
+  const float rowLse = stats.lse();
   lse[row] = rowLse;
-  loss[row] = rowLoss(rowLse, rowSum, labels[row], vocab, c,
+  loss[row] = rowLoss(rowLse, stats.total, labels[row], vocab, c,
                       [&](int32_t label) { return capped(z[label], c); });
 }
 
@@ -173,7 +160,7 @@ cudaError_t forward(cudaStream_t stream, const float *logits,
     return cudaSuccess;
   const bool vectorised = vocab % 4 == 0 && aligned(logits, 16);
   forwardKernel<<<static_cast<unsigned>(rows), kThreads,
-                  3 * kWarps * sizeof(float), stream>>>(
+                  kWarps * sizeof(RowStats), stream>>>(
       logits, labels, lse, loss, vocab, constantsFor(settings, vocab),
       vectorised);
   return cudaGetLastError();

@@ -86,6 +86,24 @@ LOOM_XENT_FN void combine(float &max, float &sum, float otherMax,
   max = m;
 }
 
+/// A row's running statistics over its capped logits: their maximum, the
+/// sum of exp(. - maximum), and their plain sum (for label smoothing).
+struct RowStats {
+  float max = -INFINITY, sum = 0.f, total = 0.f;
+
+  /// Adds logit `z` (not soft-capped).
+  LOOM_XENT_FN void add(float z, const Constants &c) {
+    const float x = capped(z, c);
+    accumulate(max, sum, x);
+    total += x;
+  }
+  LOOM_XENT_FN void merge(const RowStats &other) {
+    combine(max, sum, other.max, other.sum);
+    total += other.total;
+  }
+  LOOM_XENT_FN float lse() const { return max + logf(sum); }
+};
+
 /// A row's loss from its log-sum-exp, its sum of (capped) logits and its
 /// label; `target(label)` reads the label's capped logit. 0 for an ignored
 /// label, NaN for one outside [0, vocab).

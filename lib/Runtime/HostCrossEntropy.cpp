@@ -53,14 +53,11 @@ void loomrt_cross_entropy_f32(const float *logits, const int32_t *labels,
       constantsFor({ignoreIndex, smoothing, zLoss, softcap}, vocab);
   for (int64_t r = 0; r < rows; ++r) {
     const float *z = logits + r * vocab;
-    float max = -INFINITY, sum = 0.f, rowSum = 0.f;
-    for (int64_t j = 0; j < vocab; ++j) {
-      const float x = capped(z[j], c);
-      accumulate(max, sum, x);
-      rowSum += x;
-    }
-    lse[r] = max + logf(sum);
-    loss[r] = rowLoss(lse[r], rowSum, labels[r], vocab, c,
+    RowStats stats;
+    for (int64_t j = 0; j < vocab; ++j)
+      stats.add(z[j], c);
+    lse[r] = stats.lse();
+    loss[r] = rowLoss(lse[r], stats.total, labels[r], vocab, c,
                       [&](int32_t label) { return capped(z[label], c); });
   }
 }

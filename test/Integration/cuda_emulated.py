@@ -24,6 +24,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNTIME = os.path.join(HERE, "..", "..", "lib", "Runtime")
+INCLUDE = os.path.join(HERE, "..", "..", "include")
 EMULATION = os.path.join(HERE, "CudaEmulation")
 # Each test, and the kernel sources it runs.
 TESTS = {"flash_test": ("FlashAttention.cu", "FlashAttentionBf16.cu"),
@@ -64,7 +65,7 @@ def main():
             sources.append(out)
         binary = os.path.join(args.dir, test)
         subprocess.run([args.cxx, "-std=c++20", "-O2", "-pthread", "-I", EMULATION,
-                        "-I", RUNTIME, os.path.join(EMULATION, f"{test}.cpp"),
+                        "-I", RUNTIME, "-I", INCLUDE, os.path.join(EMULATION, f"{test}.cpp"),
                         *sources, "-o", binary], check=True)
         failed |= subprocess.run([binary]).returncode != 0
     return 1 if failed else 0
