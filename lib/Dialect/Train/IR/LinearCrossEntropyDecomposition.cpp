@@ -241,10 +241,6 @@ Value i64Constant(OpBuilder &b, Location l, int64_t value) {
   return arith::ConstantIntOp::create(b, l, value, 64);
 }
 
-Value f64Constant(OpBuilder &b, Location l, double value) {
-  return arith::ConstantOp::create(b, l, b.getF64FloatAttr(value));
-}
-
 /// The sizes and settings both decompositions start from.
 struct FusedLoss {
   int64_t tokens, dim, vocab, chunk, block;
@@ -330,6 +326,16 @@ struct FusedLoss {
         });
   }
 
+  /// A kernel's scalars: `sizes`, then smoothing, z-loss and cap (f64, so
+  /// that the kernels round their constants from the attributes' doubles).
+  SmallVector<Value> withSettings(LinalgBuilder &lb,
+                                  SmallVector<Value> sizes) const {
+    Type f64 = Float64Type::get(type.getContext());
+    for (double setting : {smoothing, zLoss, softcap})
+      sizes.push_back(lb.floatConstant(f64, setting));
+    return sizes;
+  }
+
   /// The forward kernel on one chunk's logits (not soft-capped: the kernel
   /// caps them) and labels: the chunk's `[chunk]` log-sum-exp and loss.
   std::pair<Value, Value> forwardKernel(OpBuilder &b, Location l, Value logits,
@@ -341,10 +347,8 @@ struct FusedLoss {
         FlatSymbolRefAttr::get(b.getContext(), "loomrt_cross_entropy_f32"),
         ValueRange{logits, kernelLabels(lb, labels)},
         ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
-        ValueRange{i64Constant(b, l, chunk), i64Constant(b, l, vocab),
-                   i64Constant(b, l, kernelIgnore(labels)),
-                   f64Constant(b, l, smoothing),
-                   f64Constant(b, l, zLoss), f64Constant(b, l, softcap)},
+        withSettings(lb, {i64Constant(b, l, chunk), i64Constant(b, l, vocab),
+                          i64Constant(b, l, kernelIgnore(labels))}),
         /*read_outputs=*/nullptr);
     return {call.getResult(0), call.getResult(1)};
   }
@@ -362,13 +366,9 @@ struct FusedLoss {
         offset ? arith::IndexCastOp::create(b, l, b.getI64Type(), offset)
                      .getResult()
                : i64Constant(b, l, 0);
-    SmallVector<Value> scalars = {i64Constant(b, l, chunk),
-                                  i64Constant(b, l, width),
-                                  column,
-                                  i64Constant(b, l, vocab),
-                                  f64Constant(b, l, smoothing),
-                                  f64Constant(b, l, zLoss),
-                                  f64Constant(b, l, softcap)};
+    SmallVector<Value> scalars =
+        withSettings(lb, {i64Constant(b, l, chunk), i64Constant(b, l, width),
+                          column, i64Constant(b, l, vocab)});
     if (gemmType.isBF16()) {
       auto grad = RankedTensorType::get({chunk, width}, gemmType);
       return CallKernelOp::create(
