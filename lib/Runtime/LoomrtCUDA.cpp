@@ -90,7 +90,9 @@ struct Module {
   std::unordered_map<std::string, cudaKernel_t> kernels;
 };
 
-/// LOOMRT_PROFILE: device time by kernel (or GEMM shape).
+/// LOOMRT_PROFILE: device time by kernel (or GEMM shape). The first step
+/// is kept apart: it pays for loading modules and cuBLAS's first calls of
+/// each shape (tens of milliseconds on the ~125M step's first GEMM).
 struct Profile {
   struct Span {
     std::string name;
@@ -104,6 +106,9 @@ struct Profile {
   std::map<std::string, Total> totals;
   double stepMs = 0;
   int64_t steps = 0;
+  /// The first step's totals, printed only when it was the only one.
+  std::map<std::string, Total> warmupTotals;
+  double warmupMs = -1;
   std::vector<std::pair<std::string, int64_t>> memory;
 };
 
@@ -302,13 +307,24 @@ void Context::profileStep(double ms) {
     spareEvents.push_back(span.end);
   }
   profile->pending.clear();
+  if (profile->warmupMs < 0) {
+    profile->warmupMs = ms;
+    std::swap(profile->warmupTotals, profile->totals);
+    return;
+  }
   profile->stepMs += ms;
   ++profile->steps;
 }
 
 void Context::printProfile() {
-  if (!profile || !profile->steps || rank != 0)
+  if (!profile || profile->warmupMs < 0 || rank != 0)
     return;
+  bool warmupOnly = profile->steps == 0;
+  if (warmupOnly) {
+    std::swap(profile->warmupTotals, profile->totals);
+    profile->stepMs = profile->warmupMs;
+    profile->steps = 1;
+  }
   double steps = double(profile->steps), timed = 0;
   std::vector<std::pair<double, std::string>> order;
   for (auto &[name, total] : profile->totals) {
@@ -317,10 +333,15 @@ void Context::printProfile() {
   }
   std::sort(order.rbegin(), order.rend());
   std::fprintf(stderr,
-               "loomrt: profile of %lld steps: %.3f ms a step, %.3f ms of it "
-               "in %zu timed kernels and GEMM shapes\n",
-               (long long)profile->steps, profile->stepMs / steps,
-               timed / steps, order.size());
+               "loomrt: profile of %lld step%s%s: %.3f ms a step, %.3f ms of "
+               "it in %zu timed kernels and GEMM shapes\n",
+               (long long)profile->steps, profile->steps == 1 ? "" : "s",
+               warmupOnly ? " (the first: warm-up included)"
+                          : " after the first",
+               profile->stepMs / steps, timed / steps, order.size());
+  if (!warmupOnly)
+    std::fprintf(stderr, "loomrt: the first step (warm-up) took %.3f ms\n",
+                 profile->warmupMs);
   std::fprintf(stderr, "%10s %8s %7s  %s\n", "ms/step", "launches", "share",
                "kernel or GEMM (m x n x k)");
   for (auto &[ms, name] : order)
