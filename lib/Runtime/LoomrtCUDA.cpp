@@ -29,6 +29,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CrossEntropy.h"
+#include "EmbeddingGrad.h"
 #include "FlashAttention.h"
 #include "RuntimeSupport.h"
 #include "loom/Runtime/loomrt.h"
@@ -968,6 +969,25 @@ void loomrt_cross_entropy_grad_bf16(const float *logits, const int32_t *labels,
             stream, logits, labels, lse, weights, grad, rows, vocab,
             columnOffset, totalVocab, {0, smoothing, zLoss, softcap});
       });
+}
+
+// The embedding gradient's scatter-add (EmbeddingGrad.cu).
+void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
+                               float *table, float *partial, int64_t tokens,
+                               int64_t rows, int64_t width) {
+  onComputeStream("the embedding gradient", [&](cudaStream_t stream) {
+    return loom::embedding::gradient(stream, ids, grad, table, partial, tokens,
+                                     rows, width);
+  });
+}
+
+void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
+                                uint16_t *table, float *partial,
+                                int64_t tokens, int64_t rows, int64_t width) {
+  onComputeStream("the embedding gradient", [&](cudaStream_t stream) {
+    return loom::embedding::gradientBf16(stream, ids, grad, table, partial,
+                                         tokens, rows, width);
+  });
 }
 
 // The runtime ABI of MLIR's gpu-to-llvm lowering. Module constructors run

@@ -11,7 +11,9 @@ cover partial blocks, causal masking, grouped-query heads, both head-dim
 templates and the argument checks; xent_test.cpp does the same for the loss
 kernels. Without a GPU this is what checks the kernels' indexing, masking
 and synchronisation; on a GPU, kernels.py and cuda_target.py check the same
-kernels' results inside trainers.
+kernels' results inside trainers. embedding_test.cpp runs EmbeddingGrad.cu
+against a double sum and, bit for bit, the CPU backend's version
+(HostEmbeddingGrad.cpp).
 
     cuda_emulated.py --dir DIR [--cxx c++]
 """
@@ -28,7 +30,8 @@ INCLUDE = os.path.join(HERE, "..", "..", "include")
 EMULATION = os.path.join(HERE, "CudaEmulation")
 # Each test, and the kernel sources it runs.
 TESTS = {"flash_test": ("FlashAttention.cu", "FlashAttentionBf16.cu"),
-         "xent_test": ("CrossEntropy.cu",)}
+         "xent_test": ("CrossEntropy.cu",),
+         "embedding_test": ("EmbeddingGrad.cu", "HostEmbeddingGrad.cpp")}
 
 
 def emulated(source):
@@ -59,6 +62,9 @@ def main():
     for test, kernels in TESTS.items():
         sources = []
         for source in kernels:
+            if not source.endswith(".cu"):  # a CPU backend's reference
+                sources.append(os.path.join(RUNTIME, source))
+                continue
             out = os.path.join(args.dir, source.replace(".cu", ".emulated.cpp"))
             with open(out, "w") as f:
                 f.write(emulated(source))

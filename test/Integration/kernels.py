@@ -82,6 +82,9 @@ OPS = {
   {DOWN}
   %y = tensor.expand_shape %dn [[0, 1], [2]] output_shape [{B}, {S}, {D}] : tensor<{BS}x{D}xf32> into tensor<{B}x{S}x{D}xf32>"""),
 }
+# Every model starts with an embedding: the GPU side's gradient is the
+# runtime's scatter-add (loomc --embedding-kernel, the CUDA default;
+# emulated: the CPU runtime's, which sums in the CUDA kernel's order).
 # The fused loss: the embedding model again, with the loss fused in chunks,
 # over vocabulary blocks or whole rows. The GPU side runs the loss's row
 # kernels (loomc --loss-kernels, the CUDA target's default; emulated: the
@@ -168,7 +171,7 @@ def main() -> int:
         mode = "cuda" if "GPU" in gpus else "emulate"
     gpu_flags = (["--target=cuda"] if mode == "cuda" else
                  ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
-                  "--loss-kernels"])
+                  "--loss-kernels", "--embedding-kernel"])
     print(f"mode: {mode} (tolerance {tolerance('rms_norm', mode):g} relative, "
           f"{tolerance('rms_norm_bf16', mode):g} in bf16)")
     os.makedirs(args.dir, exist_ok=True)

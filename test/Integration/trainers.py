@@ -66,9 +66,9 @@ GPU_BLOCKS = ("r1-gpu-blocks", 1, 0, "adamw")
 # fused kernels: the same losses within 1e-5.
 PLAIN_ATTENTION = ("r1-plain-attention", 1, 0, "adamw")
 # The loss fused in chunks of 32 tokens, each chunk's log-sum-exp, loss and
-# gradient by the runtime's row kernels (--loss-kernels): the unfused
-# losses within 1e-5, and the planned memory exactly (the gradient kernel
-# works in place).
+# gradient by the runtime's row kernels (--loss-kernels), and the embedding
+# gradient by its scatter-add (--embedding-kernel): the unfused losses within
+# 1e-5, and the planned memory exactly (the gradient kernel works in place).
 LOSS_KERNELS = ("r1-loss-kernels", 1, 0, "adamw")
 # The same model in bf16 (parameters, optimizer state and activations;
 # f32 arithmetic, accumulators and logits): its losses follow f32's within
@@ -84,7 +84,8 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
-               LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels"],
+               LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels",
+                              "--embedding-kernel"],
                BF16: [], BF16_Z3: [],
                BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"]}
 FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
@@ -195,7 +196,8 @@ def equal(work: str) -> None:
     rows = train(LOSS_KERNELS[0], 1)
     worst = max(relative_errors(rows, want))
     check(len(rows) == STEPS and worst <= 1e-5,
-          f"the loss fused in 32-token chunks by the runtime's row kernels: {STEPS} "
+          f"the loss fused in 32-token chunks by the runtime's row kernels, the "
+          f"embedding gradient by its scatter-add kernel: {STEPS} "
           f"losses within {worst:.1e} relative of the unfused")
     plain = train(PLAIN_ATTENTION[0], 1)
     worst = max(relative_errors(plain, want))

@@ -10,8 +10,9 @@
 //   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
 //   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
 //   4. lowering: fused attention kernels (train-fuse-attention, unless
-//      --fuse-attention=false), decompositions (the fused loss's rows as
-//      runtime kernels with --loss-kernels, the CUDA default), the memory plan,
+//      --fuse-attention=false), decompositions (the fused loss's rows and
+//      the embedding gradient as runtime kernels with --loss-kernels and
+//      --embedding-kernel, the CUDA default), the memory plan,
 //      bufferisation, runtime kernel calls, matmuls to BLAS, loops, LLVM
 //      dialect;
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
@@ -157,6 +158,13 @@ static cl::opt<cl::boolOrDefault> lossKernels(
     cl::desc("run the fused loss's per-chunk log-sum-exp, loss and logits' "
              "gradient as the runtime's row kernels "
              "(train-decompose{loss-kernels}; default: on for --target=cuda)"),
+    cl::cat(loomcCategory));
+static cl::opt<cl::boolOrDefault> embeddingKernel(
+    "embedding-kernel",
+    cl::desc("run the embedding gradient's scatter-add as the runtime's "
+             "kernel, summing in f32 "
+             "(train-decompose{embedding-kernel}; default: on for "
+             "--target=cuda)"),
     cl::cat(loomcCategory));
 static cl::opt<bool> widenCompute(
     "widen-compute",
@@ -612,16 +620,22 @@ int main(int argc, char **argv) {
   // The CUDA target launches a kernel per linalg op: fuse elementwise
   // producers into their consumers first (the plan then sees the fused ops).
   bool gpuKernels = target == "cuda" || emulateGpu;
-  bool useLossKernels = lossKernels == cl::BOU_UNSET
-                            ? target == "cuda"
-                            : lossKernels == cl::BOU_TRUE;
+  auto onForCuda = [&](cl::boolOrDefault option) {
+    return option == cl::BOU_UNSET ? target == "cuda" : option == cl::BOU_TRUE;
+  };
+  std::string decompose;
+  if (onForCuda(lossKernels))
+    decompose += "loss-kernels=true";
+  if (onForCuda(embeddingKernel))
+    decompose += std::string(decompose.empty() ? "" : " ") +
+                 "embedding-kernel=true";
   if (failed(runStage(*module, "memory-plan",
                       std::string(fuseAttention
                                       ? "func.func(train-fuse-attention), "
                                       : "") +
-                          (useLossKernels
-                               ? "train-decompose{loss-kernels=true}, "
-                               : "train-decompose, ") +
+                          "train-decompose" +
+                          (decompose.empty() ? "" : "{" + decompose + "}") +
+                          ", " +
                           (widenCompute ? "func.func(train-widen-compute), "
                                         : "") +
                           "canonicalize" +

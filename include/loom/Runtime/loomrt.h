@@ -238,6 +238,20 @@ void loomrt_cross_entropy_grad_bf16(const float *logits, const int32_t *labels,
                                     double smoothing, double z_loss,
                                     double softcap);
 
+/* The embedding gradient's scatter-add (train-decompose{embedding-kernel}):
+ * table[r] = the sum of grad[t] over the tokens t with ids[t] == r, for ids
+ * [tokens] i32, grad [tokens, width] and table [rows, width]; every table
+ * element is written (zero for rows no token names), ids outside [0, rows)
+ * add nothing. Sums are f32 in a fixed order, whatever the backend, and
+ * rounded once (bf16: each element's bits as uint16_t); partial is a
+ * [tokens, width] f32 scratch. */
+void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
+                               float *table, float *partial, int64_t tokens,
+                               int64_t rows, int64_t width);
+void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
+                                uint16_t *table, float *partial,
+                                int64_t tokens, int64_t rows, int64_t width);
+
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and
  * memref.dealloc to the _mlir_memref_to_llvm_* functions, which libloomtrainer

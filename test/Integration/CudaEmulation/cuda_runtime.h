@@ -1,10 +1,10 @@
 //===- cuda_runtime.h - CUDA emulated on the CPU for the runtime kernels --===//
 //
 // The parts of CUDA that lib/Runtime's kernels (FlashAttention*.cu,
-// CrossEntropy.cu) use, on the CPU, so that cuda_emulated.py can run those
-// kernels without a GPU: every block
-// runs its threads as std::threads, __syncthreads is a std::barrier, warp
-// shuffles and mma.sync exchange registers through a per-warp buffer.
+// CrossEntropy.cu, EmbeddingGrad.cu) use, on the CPU, so that
+// cuda_emulated.py can run those kernels without a GPU: every block runs its
+// threads as std::threads, __syncthreads is a std::barrier, warp shuffles,
+// ballots and mma.sync exchange registers through a per-warp buffer.
 // Shared memory starts as NaNs, so a read of a word no thread wrote shows.
 // Launches check the shared memory a kernel asks for against the opt-in
 // attribute and the device's 227 KiB.
@@ -78,6 +78,22 @@ inline float __shfl_xor_sync(unsigned mask, float v, int lane) {
   float r = emu::warpBuf[me ^ lane];
   emu::warpBarrier->arrive_and_wait();
   return r;
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  assert(mask == 0xffffffffu);
+  int me = threadIdx.x % 32;
+  emu::warpBuf[me] = predicate ? 1.f : 0.f;
+  emu::warpBarrier->arrive_and_wait();
+  unsigned ballot = 0;
+  for (int lane = 0; lane < 32; ++lane)
+    if (emu::warpBuf[lane] != 0.f) ballot |= 1u << lane;
+  emu::warpBarrier->arrive_and_wait();
+  return ballot;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline cudaError_t cudaMemsetAsync(void *p, int value, size_t bytes, cudaStream_t) {
+  memset(p, value, bytes);
+  return cudaSuccess;
 }
 
 namespace emu {

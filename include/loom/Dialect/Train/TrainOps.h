@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <optional>
+
 #include "loom/Dialect/Train/TrainEnums.h.inc"
 
 #define GET_ATTRDEF_CLASSES
@@ -31,6 +33,13 @@ namespace loom::train {
 /// as DecomposableOpInterface says.
 mlir::FailureOr<llvm::SmallVector<mlir::Value>>
 decomposeWithLossKernels(mlir::Operation *op, mlir::OpBuilder &builder);
+
+/// `op` as one train.call_kernel of the runtime's scatter-add
+/// (loomrt_embedding_grad_f32 or _bf16), as train-decompose{embedding-kernel}
+/// does; std::nullopt where the kernel does not apply (ids other than i32, a
+/// table other than f32 or bf16, dynamic shapes).
+std::optional<llvm::SmallVector<mlir::Value>>
+decomposeWithEmbeddingKernel(EmbeddingGradOp op, mlir::OpBuilder &builder);
 
 } // namespace loom::train
 

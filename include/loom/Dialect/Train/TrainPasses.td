@@ -36,10 +36,25 @@ def TrainDecomposePass : Pass<"train-decompose"> {
     with their gradient (`loomrt_cross_entropy_grad_bf16` writes it rounded
     to bf16 for a bf16 model's GEMMs). The forward over vocabulary blocks
     (`chunk_vocab`) keeps its linalg online log-sum-exp.
+
+    With `embedding-kernel`, `train.embedding_grad` on i32 ids and an f32 or
+    bf16 table becomes one call of the runtime's scatter-add, which sums in
+    f32 in a fixed order on every backend (its second result is an f32
+    scratch of one row a token) instead of a loop over the tokens:
+
+    ```mlir
+    %table, %scratch = train.call_kernel @loomrt_embedding_grad_bf16(
+        %tokens, %rows, %width : i64, i64, i64)
+        ins(%ids, %grad : tensor<8192xi32>, tensor<8192x768xbf16>)
+        outs(%e0, %e1 : tensor<32000x768xbf16>, tensor<8192x768xf32>)
+        -> tensor<32000x768xbf16>, tensor<8192x768xf32>
+    ```
   }];
   let options = [
     Option<"lossKernels", "loss-kernels", "bool", /*default=*/"false",
-           "the fused loss's per-chunk row work as runtime kernels">
+           "the fused loss's per-chunk row work as runtime kernels">,
+    Option<"embeddingKernel", "embedding-kernel", "bool", /*default=*/"false",
+           "the embedding gradient's scatter-add as a runtime kernel">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

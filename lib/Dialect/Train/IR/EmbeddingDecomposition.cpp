@@ -32,30 +32,55 @@ FailureOr<SmallVector<Value>> EmbeddingOp::decompose(OpBuilder &builder) {
   return SmallVector<Value>{result};
 }
 
-/// A scatter-add: a loop over the tokens that adds each gradient row into the
-/// table row its id names. It costs tokens x width, not tokens x rows x width
-/// as a one-hot contraction would.
-FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
-  Location loc = getLoc();
-  LinalgBuilder lb(builder, loc);
-  RankedTensorType resultType = getResult().getType();
-  RankedTensorType idsType = getIds().getType();
-  Type elementType = resultType.getElementType();
-  int64_t width = resultType.getDimSize(1);
-  if (!idsType.hasStaticShape() || ShapedType::isDynamic(width))
-    return emitOpError("decomposition needs static shapes");
+namespace {
 
-  // Flatten ids to [tokens] and the gradient to [tokens, width].
-  Value ids = getIds(), grad = getGrad();
+/// The gradient's ids as [tokens] and rows as [tokens, width].
+struct FlatTokens {
+  Value ids, grad;
+  int64_t tokens;
+};
+
+FlatTokens flatten(EmbeddingGradOp op, LinalgBuilder &lb) {
+  RankedTensorType idsType = op.getIds().getType();
+  Value ids = op.getIds(), grad = op.getGrad();
   if (idsType.getRank() != 1) {
     SmallVector<int64_t, 2> all =
         llvm::to_vector<2>(llvm::seq<int64_t>(0, idsType.getRank()));
     ids = lb.collapse(ids, {all});
     grad = lb.collapse(grad, {all, {idsType.getRank()}});
   }
-  int64_t tokens = idsType.getNumElements();
+  return {ids, grad, idsType.getNumElements()};
+}
 
-  Value zero = lb.filled(resultType.getShape(), elementType, 0.0);
+bool hasStaticShapes(EmbeddingGradOp op) {
+  return op.getIds().getType().hasStaticShape() &&
+         op.getResult().getType().hasStaticShape();
+}
+
+} // namespace
+
+/// A scatter-add: a loop over the tokens that adds each gradient row into the
+/// table row its id names. It costs tokens x width, not tokens x rows x width
+/// as a one-hot contraction would. A bf16 or f16 table is summed in an f32
+/// one and rounded once at the end, as the runtime's kernel does (a frequent
+/// token's thousands of rows would otherwise stop adding up).
+FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
+  Location loc = getLoc();
+  LinalgBuilder lb(builder, loc);
+  RankedTensorType resultType = getResult().getType();
+  Type elementType = resultType.getElementType();
+  int64_t width = resultType.getDimSize(1);
+  if (!getIds().getType().hasStaticShape() || ShapedType::isDynamic(width))
+    return emitOpError("decomposition needs static shapes");
+  FlatTokens flat = flatten(*this, lb);
+  Value ids = flat.ids, grad = flat.grad;
+  int64_t tokens = flat.tokens;
+
+  Type accType = elementType;
+  if (auto floatType = dyn_cast<FloatType>(elementType);
+      floatType && floatType.getWidth() < 32)
+    accType = builder.getF32Type();
+  Value zero = lb.filled(resultType.getShape(), accType, 0.0);
   Value lower = arith::ConstantIndexOp::create(builder, loc, 0);
   Value upper = arith::ConstantIndexOp::create(builder, loc, tokens);
   Value step = arith::ConstantIndexOp::create(builder, loc, 1);
@@ -72,18 +97,62 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
         SmallVector<OpFoldResult> accOffsets = {row, b.getIndexAttr(0)};
         SmallVector<OpFoldResult> gradOffsets = {token, b.getIndexAttr(0)};
         auto rowType = RankedTensorType::get({1, width}, elementType);
-        Value acc = tensor::ExtractSliceOp::create(b, l, rowType, iterArgs[0],
-                                                   accOffsets, sizes, strides);
+        auto accRowType = RankedTensorType::get({1, width}, accType);
+        Value acc = tensor::ExtractSliceOp::create(
+            b, l, accRowType, iterArgs[0], accOffsets, sizes, strides);
         Value gradRow = tensor::ExtractSliceOp::create(
             b, l, rowType, grad, gradOffsets, sizes, strides);
         Value sum = body.generic(
             acc, gradRow, {body.identity(2), body.identity(2)},
-            [](OpBuilder &bb, Location ll, ValueRange args) -> Value {
-              return arith::AddFOp::create(bb, ll, args[1], args[0]);
+            [&](OpBuilder &bb, Location ll, ValueRange args) -> Value {
+              Value g = args[0];
+              if (accType != elementType)
+                g = arith::ExtFOp::create(bb, ll, accType, g);
+              return arith::AddFOp::create(bb, ll, args[1], g);
             });
         Value next = tensor::InsertSliceOp::create(b, l, sum, iterArgs[0],
                                                    accOffsets, sizes, strides);
         scf::YieldOp::create(b, l, next);
       });
-  return SmallVector<Value>{loop.getResult(0)};
+  Value table = loop.getResult(0);
+  if (accType != elementType)
+    table = lb.generic(
+        lb.empty(resultType.getShape(), elementType), table,
+        {lb.identity(2), lb.identity(2)},
+        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          return arith::TruncFOp::create(b, l, elementType, args[0]);
+        });
+  return SmallVector<Value>{table};
+}
+
+std::optional<SmallVector<Value>>
+loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
+                                          OpBuilder &builder) {
+  RankedTensorType resultType = op.getResult().getType();
+  Type elementType = resultType.getElementType();
+  if (!hasStaticShapes(op) || !op.getIds().getType().getElementType().isInteger(32) ||
+      !(elementType.isF32() || elementType.isBF16()))
+    return std::nullopt;
+  Location loc = op.getLoc();
+  LinalgBuilder lb(builder, loc);
+  FlatTokens flat = flatten(op, lb);
+  int64_t tokens = flat.tokens;
+  int64_t rows = resultType.getDimSize(0), width = resultType.getDimSize(1);
+  auto i64 = [&](int64_t value) -> Value {
+    return arith::ConstantOp::create(builder, loc,
+                                     builder.getI64IntegerAttr(value));
+  };
+  Type f32 = builder.getF32Type();
+  auto scratchType = RankedTensorType::get({tokens, width}, f32);
+  auto call = CallKernelOp::create(
+      builder, loc, TypeRange{resultType, scratchType},
+      FlatSymbolRefAttr::get(builder.getContext(),
+                             elementType.isF32() ? "loomrt_embedding_grad_f32"
+                                                 : "loomrt_embedding_grad_bf16"),
+      ValueRange{flat.ids, flat.grad},
+      ValueRange{lb.empty(resultType.getShape(), elementType),
+                 lb.empty({tokens, width}, f32)},
+      ValueRange{i64(tokens), i64(rows), i64(width)},
+      /*read_outputs=*/nullptr);
+  return SmallVector<Value>{call.getResult(0)};
 }

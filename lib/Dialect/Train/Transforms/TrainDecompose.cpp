@@ -34,9 +34,16 @@ struct TrainDecomposePass
     OpBuilder builder(&getContext());
     for (DecomposableOpInterface op : ops) {
       builder.setInsertionPoint(op);
-      FailureOr<SmallVector<Value>> replacements =
-          lossKernels ? decomposeWithLossKernels(op, builder)
-                      : op.decompose(builder);
+      FailureOr<SmallVector<Value>> replacements = failure();
+      auto embeddingGrad = dyn_cast<EmbeddingGradOp>(op.getOperation());
+      std::optional<SmallVector<Value>> kernel;
+      if (embeddingKernel && embeddingGrad)
+        kernel = decomposeWithEmbeddingKernel(embeddingGrad, builder);
+      if (kernel)
+        replacements = std::move(*kernel);
+      else
+        replacements = lossKernels ? decomposeWithLossKernels(op, builder)
+                                   : op.decompose(builder);
       if (failed(replacements))
         return signalPassFailure();
       op->replaceAllUsesWith(*replacements);
