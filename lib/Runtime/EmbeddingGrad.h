@@ -20,8 +20,8 @@ namespace loom::embedding {
 /// element written; partial: [tokens, width] f32 scratch. Enqueued on
 /// `stream`; cudaErrorInvalidValue for sizes the kernels do not take.
 cudaError_t gradient(cudaStream_t stream, const int32_t *ids, const float *grad,
-                     float *table, float *partial, int64_t tokens,
-                     int64_t rows, int64_t width);
+                     float *table, float *partial, int64_t tokens, int64_t rows,
+                     int64_t width);
 
 /// The same with bf16 gradients and table (their bits as uint16_t): sums in
 /// f32, each table element rounded once.

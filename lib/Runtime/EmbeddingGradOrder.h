@@ -1,4 +1,4 @@
-//===- EmbeddingGradOrder.h - the embedding gradient's sum order -*- C++ -*-===//
+//===- EmbeddingGradOrder.h - the scatter-add's order -----------*- C++ -*-===//
 //
 // Private to lib/Runtime: the scatter-add of train.embedding_grad
 // (train-decompose{embedding-kernel}, docs/Embedding.md). Each table row's

@@ -28,9 +28,8 @@ void store(float *p, float v) { *p = v; }
 void store(uint16_t *p, float v) { *p = loom::floatToBf16(v); }
 
 template <typename T>
-void gradient(const char *function, const int32_t *ids, const T *grad,
-              T *table, float *partial, int64_t tokens, int64_t rows,
-              int64_t width) {
+void gradient(const char *function, const int32_t *ids, const T *grad, T *table,
+              float *partial, int64_t tokens, int64_t rows, int64_t width) {
   if (tokens < 0 || rows < 0 || width <= 0)
     loomrt_abort((std::string(function) + ": bad sizes (tokens " +
                   std::to_string(tokens) + ", rows " + std::to_string(rows) +
@@ -77,13 +76,13 @@ extern "C" {
 void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
                                float *table, float *partial, int64_t tokens,
                                int64_t rows, int64_t width) {
-  gradient("loomrt_embedding_grad_f32", ids, grad, table, partial, tokens,
-           rows, width);
+  gradient("loomrt_embedding_grad_f32", ids, grad, table, partial, tokens, rows,
+           width);
 }
 
 void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
-                                uint16_t *table, float *partial,
-                                int64_t tokens, int64_t rows, int64_t width) {
+                                uint16_t *table, float *partial, int64_t tokens,
+                                int64_t rows, int64_t width) {
   gradient("loomrt_embedding_grad_bf16", ids, grad, table, partial, tokens,
            rows, width);
 }

@@ -982,8 +982,8 @@ void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
 }
 
 void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
-                                uint16_t *table, float *partial,
-                                int64_t tokens, int64_t rows, int64_t width) {
+                                uint16_t *table, float *partial, int64_t tokens,
+                                int64_t rows, int64_t width) {
   onComputeStream("the embedding gradient", [&](cudaStream_t stream) {
     return loom::embedding::gradientBf16(stream, ids, grad, table, partial,
                                          tokens, rows, width);

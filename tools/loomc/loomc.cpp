@@ -627,25 +627,23 @@ int main(int argc, char **argv) {
   if (onForCuda(lossKernels))
     decompose += "loss-kernels=true";
   if (onForCuda(embeddingKernel))
-    decompose += std::string(decompose.empty() ? "" : " ") +
-                 "embedding-kernel=true";
-  if (failed(runStage(*module, "memory-plan",
-                      std::string(fuseAttention
-                                      ? "func.func(train-fuse-attention), "
-                                      : "") +
-                          "train-decompose" +
-                          (decompose.empty() ? "" : "{" + decompose + "}") +
-                          ", " +
-                          (widenCompute ? "func.func(train-widen-compute), "
-                                        : "") +
-                          "canonicalize" +
-                          (gpuKernels && fuseElementwise
-                               ? ", linalg-fuse-elementwise-ops, canonicalize"
-                               : "") +
-                          (memoryPlan ? ", func.func(loom-update-in-place, "
-                                        "loom-memory-plan{"
-                                        "caller-owned-results=true})"
-                                      : ""))))
+    decompose +=
+        std::string(decompose.empty() ? "" : " ") + "embedding-kernel=true";
+  if (failed(runStage(
+          *module, "memory-plan",
+          std::string(fuseAttention ? "func.func(train-fuse-attention), "
+                                    : "") +
+              "train-decompose" +
+              (decompose.empty() ? "" : "{" + decompose + "}") + ", " +
+              (widenCompute ? "func.func(train-widen-compute), " : "") +
+              "canonicalize" +
+              (gpuKernels && fuseElementwise
+                   ? ", linalg-fuse-elementwise-ops, canonicalize"
+                   : "") +
+              (memoryPlan ? ", func.func(loom-update-in-place, "
+                            "loom-memory-plan{"
+                            "caller-owned-results=true})"
+                          : ""))))
     return 1;
   // Results written into their arguments' buffers take no memory of their
   // own, in the trainer or in the plan.

@@ -249,8 +249,8 @@ void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
                                float *table, float *partial, int64_t tokens,
                                int64_t rows, int64_t width);
 void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
-                                uint16_t *table, float *partial,
-                                int64_t tokens, int64_t rows, int64_t width);
+                                uint16_t *table, float *partial, int64_t tokens,
+                                int64_t rows, int64_t width);
 
 /* Host memory the compiled step allocates (its arena, and anything
  * bufferisation allocated outside the plan): loomc lowers memref.alloc and

@@ -116,12 +116,12 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
       });
   Value table = loop.getResult(0);
   if (accType != elementType)
-    table = lb.generic(
-        lb.empty(resultType.getShape(), elementType), table,
-        {lb.identity(2), lb.identity(2)},
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          return arith::TruncFOp::create(b, l, elementType, args[0]);
-        });
+    table =
+        lb.generic(lb.empty(resultType.getShape(), elementType), table,
+                   {lb.identity(2), lb.identity(2)},
+                   [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                     return arith::TruncFOp::create(b, l, elementType, args[0]);
+                   });
   return SmallVector<Value>{table};
 }
 
@@ -130,7 +130,8 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
                                           OpBuilder &builder) {
   RankedTensorType resultType = op.getResult().getType();
   Type elementType = resultType.getElementType();
-  if (!hasStaticShapes(op) || !op.getIds().getType().getElementType().isInteger(32) ||
+  if (!hasStaticShapes(op) ||
+      !op.getIds().getType().getElementType().isInteger(32) ||
       !(elementType.isF32() || elementType.isBF16()))
     return std::nullopt;
   Location loc = op.getLoc();
@@ -147,8 +148,9 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
   auto call = CallKernelOp::create(
       builder, loc, TypeRange{resultType, scratchType},
       FlatSymbolRefAttr::get(builder.getContext(),
-                             elementType.isF32() ? "loomrt_embedding_grad_f32"
-                                                 : "loomrt_embedding_grad_bf16"),
+                             elementType.isF32()
+                                 ? "loomrt_embedding_grad_f32"
+                                 : "loomrt_embedding_grad_bf16"),
       ValueRange{flat.ids, flat.grad},
       ValueRange{lb.empty(resultType.getShape(), elementType),
                  lb.empty({tokens, width}, f32)},
