@@ -13,6 +13,10 @@ Value LinalgBuilder::floatConstant(Type type, double value) {
                                    builder.getFloatAttr(type, value));
 }
 
+Value LinalgBuilder::i64Constant(int64_t value) {
+  return arith::ConstantIntOp::create(builder, loc, value, 64);
+}
+
 Value LinalgBuilder::negativeInfinity(Type type) {
   auto floatType = cast<FloatType>(type);
   APFloat inf =

@@ -31,6 +31,8 @@ public:
 
   /// A scalar `arith.constant` of float type `type`.
   mlir::Value floatConstant(mlir::Type type, double value);
+  /// A scalar i64 `arith.constant` (a runtime kernel's size operand).
+  mlir::Value i64Constant(int64_t value);
   /// A scalar `arith.constant` holding negative infinity of `type`.
   mlir::Value negativeInfinity(mlir::Type type);
   /// `tensor.empty` of the given shape.

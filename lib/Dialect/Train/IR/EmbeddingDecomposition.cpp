@@ -139,10 +139,6 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
   FlatTokens flat = flatten(op, lb);
   int64_t tokens = flat.tokens;
   int64_t rows = resultType.getDimSize(0), width = resultType.getDimSize(1);
-  auto i64 = [&](int64_t value) -> Value {
-    return arith::ConstantOp::create(builder, loc,
-                                     builder.getI64IntegerAttr(value));
-  };
   Type f32 = builder.getF32Type();
   auto scratchType = RankedTensorType::get({tokens, width}, f32);
   auto call = CallKernelOp::create(
@@ -154,7 +150,8 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
       ValueRange{flat.ids, flat.grad},
       ValueRange{lb.empty(resultType.getShape(), elementType),
                  lb.empty({tokens, width}, f32)},
-      ValueRange{i64(tokens), i64(rows), i64(width)},
+      ValueRange{lb.i64Constant(tokens), lb.i64Constant(rows),
+                 lb.i64Constant(width)},
       /*read_outputs=*/nullptr);
   return SmallVector<Value>{call.getResult(0)};
 }

@@ -237,10 +237,6 @@ int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
   return requested <= 0 ? vocab : chunkFor(vocab, requested);
 }
 
-Value i64Constant(OpBuilder &b, Location l, int64_t value) {
-  return arith::ConstantIntOp::create(b, l, value, 64);
-}
-
 /// The sizes and settings both decompositions start from.
 struct FusedLoss {
   int64_t tokens, dim, vocab, chunk, block;
@@ -347,8 +343,8 @@ struct FusedLoss {
         FlatSymbolRefAttr::get(b.getContext(), "loomrt_cross_entropy_f32"),
         ValueRange{logits, kernelLabels(lb, labels)},
         ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
-        withSettings(lb, {i64Constant(b, l, chunk), i64Constant(b, l, vocab),
-                          i64Constant(b, l, kernelIgnore(labels))}),
+        withSettings(lb, {lb.i64Constant(chunk), lb.i64Constant(vocab),
+                          lb.i64Constant(kernelIgnore(labels))}),
         /*read_outputs=*/nullptr);
     return {call.getResult(0), call.getResult(1)};
   }
@@ -365,10 +361,10 @@ struct FusedLoss {
     Value column =
         offset ? arith::IndexCastOp::create(b, l, b.getI64Type(), offset)
                      .getResult()
-               : i64Constant(b, l, 0);
+               : lb.i64Constant(0);
     SmallVector<Value> scalars =
-        withSettings(lb, {i64Constant(b, l, chunk), i64Constant(b, l, width),
-                          column, i64Constant(b, l, vocab)});
+        withSettings(lb, {lb.i64Constant(chunk), lb.i64Constant(width), column,
+                          lb.i64Constant(vocab)});
     if (gemmType.isBF16()) {
       auto grad = RankedTensorType::get({chunk, width}, gemmType);
       return CallKernelOp::create(
