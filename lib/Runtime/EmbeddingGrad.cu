@@ -83,32 +83,55 @@ __device__ __forceinline__ void addRow(float (&acc)[kColumns], const T *row,
       acc[k] += widened(row[k * kThreads]);
 }
 
+/// out[k * kThreads] = acc[k] (rounded to T) for the columns below `width`.
+template <typename T>
+__device__ __forceinline__ void storeRow(T *out, const float (&acc)[kColumns],
+                                         int64_t column, int64_t width) {
+#pragma unroll
+  for (int k = 0; k < kColumns; ++k)
+    if (column + k * kThreads < width)
+      store(out + k * kThreads, acc[k]);
+}
+
+/// A block's token: its index, its id, its chunk's first index, and how many
+/// of the chunk's tokens have that id (their offsets in tile.list).
+struct Token {
+  int64_t t, base;
+  int32_t id;
+  int count;
+};
+
+/// The opening of both kernels, a block per token: fills `token` and
+/// tile.list, and returns false, for the whole block, unless the id is in
+/// the table and the token is its chunk's first of that id.
+__device__ bool chunkFirst(const int32_t *ids, int64_t tokens, int64_t rows,
+                           Tile &tile, Token &token) {
+  token.t = blockIdx.x;
+  token.id = ids[token.t];
+  if (token.id < 0 || token.id >= rows)
+    return false;
+  token.base = token.t - token.t % kThreads;
+  token.count = matches(ids, token.base, tokens, token.id, tile);
+  return token.base + tile.list[0] == token.t;
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     chunkSums(const int32_t *ids, const T *grad, float *partial,
               int64_t tokens, int64_t rows, int64_t width) {
   extern __shared__ float4 sharedMem[];
   Tile &tile = *reinterpret_cast<Tile *>(sharedMem);
-  const int64_t t = blockIdx.x;
-  const int32_t id = ids[t];
-  if (id < 0 || id >= rows)
-    return;
-  const int64_t base = t - t % kThreads;
-  const int n = matches(ids, base, tokens, id, tile);
-  if (base + tile.list[0] != t)
+  Token token;
+  if (!chunkFirst(ids, tokens, rows, tile, token))
     return;
   for (int64_t c0 = 0; c0 < width; c0 += kPass) {
     const int64_t column = c0 + threadIdx.x;
     float acc[kColumns] = {};
 #pragma unroll 4
-    for (int j = 0; j < n; ++j)
-      addRow(acc, grad + (base + tile.list[j]) * width + column, column,
+    for (int j = 0; j < token.count; ++j)
+      addRow(acc, grad + (token.base + tile.list[j]) * width + column, column,
              width);
-    float *out = partial + t * width + column;
-#pragma unroll
-    for (int k = 0; k < kColumns; ++k)
-      if (column + k * kThreads < width)
-        out[k * kThreads] = acc[k];
+    storeRow(partial + token.t * width + column, acc, column, width);
   }
 }
 
@@ -118,29 +141,20 @@ __global__ void __launch_bounds__(kThreads)
             int64_t tokens, int64_t rows, int64_t width) {
   extern __shared__ float4 sharedMem[];
   Tile &tile = *reinterpret_cast<Tile *>(sharedMem);
-  const int64_t t = blockIdx.x;
-  const int32_t id = ids[t];
-  if (id < 0 || id >= rows)
+  Token token;
+  if (!chunkFirst(ids, tokens, rows, tile, token))
     return;
-  const int64_t base = t - t % kThreads;
-  matches(ids, base, tokens, id, tile);
-  if (base + tile.list[0] != t)
-    return;
-  for (int64_t b = 0; b < base; b += kThreads)
-    if (matches(ids, b, tokens, id, tile) > 0)
+  for (int64_t b = 0; b < token.base; b += kThreads)
+    if (matches(ids, b, tokens, token.id, tile) > 0)
       return;
   for (int64_t c0 = 0; c0 < width; c0 += kPass) {
     const int64_t column = c0 + threadIdx.x;
     float acc[kColumns] = {};
-    for (int64_t b = base; b < tokens; b += kThreads)
-      if (matches(ids, b, tokens, id, tile) > 0)
+    for (int64_t b = token.base; b < tokens; b += kThreads)
+      if (matches(ids, b, tokens, token.id, tile) > 0)
         addRow(acc, partial + (b + tile.list[0]) * width + column, column,
                width);
-    T *out = table + int64_t(id) * width + column;
-#pragma unroll
-    for (int k = 0; k < kColumns; ++k)
-      if (column + k * kThreads < width)
-        store(out + k * kThreads, acc[k]);
+    storeRow(table + int64_t(token.id) * width + column, acc, column, width);
   }
 }
 
