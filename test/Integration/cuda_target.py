@@ -4,8 +4,9 @@
 On every machine:
   - loomc --target=cuda compiles the tiny Llama (1 rank, 2 ranks with
     ZeRO-3, whose step has NCCL collectives, and 1 rank in bf16) to PTX,
-    ptxas -arch=sm_90 accepts every kernel module, and elementwise kernels
-    load and store 16-byte vectors;
+    ptxas -arch=sm_90 accepts every kernel module, elementwise kernels
+    load and store 16-byte vectors, and (bf16) the norms' split weight
+    gradients load vectors in an unrolled row loop;
   - the trainers link against the CUDA backend (cuBLAS, NCCL, cudart).
 Without a GPU (or a driver) each trainer, on 1 rank and under mpirun on 2,
 exits non-zero at once saying that there is no GPU.
@@ -100,6 +101,8 @@ def main() -> int:
                  "--fuse-cross-entropy=32"]
         if ranks > 1:  # a block per row for every reduction of 32 or more
             flags.append("--gpu-block-reduce=32")
+        if dtype == "bf16":  # the norms' weight gradients split (128 tokens)
+            flags.append("--gpu-split-min-rows=32")
         trainers[name] = (ranks, forward, flags)
 
     for name, (ranks, forward, flags) in trainers.items():
@@ -116,6 +119,14 @@ def main() -> int:
             loads, stores = text.count("ld.global.v4."), text.count("st.global.v4.")
             check(loads > 0 and stores > 0,
                   f"{name}: {loads} vector loads and {stores} vector stores (ld/st.global.v4)")
+            if name == "r1-bf16":
+                # The split's partials: 4 bf16 columns a thread, a vector
+                # load of each input a row, and the 8-row loop unrolled
+                # (its bounds are constants inside the kernel).
+                kernels = re.split(r"^\.visible \.entry ", text, flags=re.M)[1:]
+                most = max(k.count("ld.global.v4.b16") for k in kernels)
+                check(most >= 16, f"{name}: the norms' weight-gradient partials issue "
+                      f"{most} bf16 vector loads in one unrolled kernel (16 expected)")
         exe = os.path.join(work, f"{name}-cuda")
         proc = loomc(forward, *flags, "--target=cuda", "-O1", "-o", exe)
         check(proc.returncode == 0 and os.access(exe, os.X_OK),

@@ -14,7 +14,8 @@ proportional to the gradients, so the check is on the gradients' kernels too
 --mode cuda runs the CUDA trainers (needs a GPU; f32, 1e-4 relative, the
 issue's bar). --mode emulate runs the CUDA target's kernel mapping on the CPU
 (loomc --emulate-gpu, 32-thread blocks for every reduction of 32 or more,
-1e-5). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
+1e-5). Both split column reductions of 32 rows or more into partials of 8
+(train-split-reduction: the norm's weight gradient). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
 are also trained in bf16 (2e-2 on a GPU, 2^-8 emulated: a bf16 ulp).
 """
 
@@ -169,9 +170,11 @@ def main() -> int:
         gpus = subprocess.run(["sh", "-c", "nvidia-smi -L 2>/dev/null"], capture_output=True,
                               text=True).stdout
         mode = "cuda" if "GPU" in gpus else "emulate"
-    gpu_flags = (["--target=cuda"] if mode == "cuda" else
+    # The norm's weight gradient (64 tokens) split into partials of 8.
+    split = ["--gpu-split-min-rows=32", "--gpu-split-reduction=8"]
+    gpu_flags = (["--target=cuda", *split] if mode == "cuda" else
                  ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
-                  "--loss-kernels", "--embedding-kernel"])
+                  "--loss-kernels", "--embedding-kernel", *split])
     print(f"mode: {mode} (tolerance {tolerance('rms_norm', mode):g} relative, "
           f"{tolerance('rms_norm_bf16', mode):g} in bf16)")
     os.makedirs(args.dir, exist_ok=True)

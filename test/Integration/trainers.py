@@ -57,7 +57,9 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
 # CPU's order, so the same bits; with a block of 32 threads per row for
 # every reduction of 32 or more (softmax, RMSNorm, the loss's log-sum-exp),
 # each thread folds every 32nd element and the partials are combined after,
-# and with elementwise producers fused into their consumers: within 1e-5.
+# with the norms' weight gradients split into partials of 8 tokens then
+# combined (train-split-reduction), and with elementwise producers fused
+# into their consumers: within 1e-5.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")
 GPU_MAPPED = ("r1-gpu-mapped", 1, 0, "adamw")
@@ -82,7 +84,8 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
-                            "--gpu-fuse-elementwise"],
+                            "--gpu-fuse-elementwise", "--gpu-split-min-rows=32",
+                            "--gpu-split-reduction=8"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
                LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels",
                               "--embedding-kernel"],

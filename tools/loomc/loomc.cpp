@@ -12,7 +12,8 @@
 //   4. lowering: fused attention kernels (train-fuse-attention, unless
 //      --fuse-attention=false), decompositions (the fused loss's rows and
 //      the embedding gradient as runtime kernels with --loss-kernels and
-//      --embedding-kernel, the CUDA default), the memory plan,
+//      --embedding-kernel, the CUDA default), column reductions split into
+//      partials for GPU kernels (train-split-reduction), the memory plan,
 //      bufferisation, runtime kernel calls, matmuls to BLAS, loops, LLVM
 //      dialect;
 //   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
@@ -96,6 +97,17 @@ static cl::opt<int64_t> gpuVectorBytes(
              "bytes as aligned vectors (loom-linalg-to-gpu vector-bytes; 0: "
              "an element per thread)"),
     cl::init(16), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuSplitReduction(
+    "gpu-split-reduction",
+    cl::desc("column reductions into few outputs (a norm's weight gradient) "
+             "fold this many rows into each of many partials, then combine "
+             "them (train-split-reduction rows; 0: a block per output)"),
+    cl::init(32), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuSplitMinRows(
+    "gpu-split-min-rows",
+    cl::desc("split only column reductions of at least this many rows "
+             "(train-split-reduction min-rows)"),
+    cl::init(1024), cl::cat(loomcCategory));
 static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
                                   cl::cat(loomcCategory));
 static cl::opt<unsigned> zeroStage("zero-stage",
@@ -225,10 +237,12 @@ static std::string loweringPipeline() {
                    "block-reduce-min={3} vector-bytes={5}}), "
                    "func.func(convert-parallel-loops-to-gpu), canonicalize, "
                    "expand-strided-metadata, lower-affine, "
+                   "gpu-launch-sink-index-computations, "
                    "gpu-kernel-outlining, loom-name-gpu-kernels, "
                    "loom-merge-gpu-modules, "
                    "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
-                   "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), gpu-to-llvm, "
+                   "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), "
+                   "gpu-to-llvm, "
                    "gpu-module-to-binary{{format={4} toolkit={2}}, ",
                    gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT,
                    gpuBlockReduce.getValue(),
@@ -639,6 +653,14 @@ int main(int argc, char **argv) {
               "canonicalize" +
               (gpuKernels && fuseElementwise
                    ? ", linalg-fuse-elementwise-ops, canonicalize"
+                   : "") +
+              (gpuKernels && gpuSplitReduction > 0
+                   ? formatv(", func.func(train-split-reduction{{rows={0} "
+                             "max-outputs={1} min-rows={2}})",
+                             gpuSplitReduction.getValue(),
+                             128 * gpuThreads.getValue(),
+                             gpuSplitMinRows.getValue())
+                         .str()
                    : "") +
               (memoryPlan ? ", func.func(loom-update-in-place, "
                             "loom-memory-plan{"

@@ -240,6 +240,8 @@ func.func @row_max(%x: memref<2x3x200xf32>, %s: memref<2x3xf32>) {
 // A column sum over 512 rows into 64 outputs (a norm's weight gradient): a
 // thread per column would be a fraction of one block, so each column gets a
 // block whose threads stride down the rows, though the loads do not coalesce.
+// (On the CUDA target train-split-reduction splits such sums first; see
+// @split_partials.)
 #tj0 = affine_map<(t, j) -> (t, j)>
 #j0 = affine_map<(t, j) -> (j)>
 // CHECK-LABEL: func.func @column_sum_few
@@ -408,6 +410,53 @@ func.func @fill_and_index(%a: memref<16x64xf32>, %t: memref<8x32xf32>) {
     %n = arith.index_cast %ij : index to i64
     %f = arith.sitofp %n : i64 to f32
     linalg.yield %f : f32
+  }
+  return
+}
+
+// -----
+
+// train-split-reduction's partials of a norm's weight gradient: 8 partials
+// of 64 columns, each folding 2 x 4 rows of two bf16 inputs and a per-row
+// f32 scale. Four columns a thread (16 bytes of the f32 partials): the
+// partials' lanes are loaded before the reduction loops and carried
+// through them, each row's inputs are one vector load each and the scale
+// one scalar, every lane folds its rows in the CPU's order, and one vector
+// store writes the lanes.
+#in4 = affine_map<(b, s, k, c) -> (b, s, k, c)>
+#row4 = affine_map<(b, s, k, c) -> (b, s, k)>
+#part4 = affine_map<(b, s, k, c) -> (s, c)>
+// VEC-LABEL: func.func @split_partials
+// VEC-SAME: loom.gpu_vector_kernels = 1
+// VEC: scf.parallel (%{{.+}}) = (%c0) to (%c128) step (%c1)
+// VEC: %[[R:.+]]:2 = affine.delinearize_index %{{.+}} into (8, 16)
+// VEC: %[[C:.+]] = arith.muli %[[R]]#1, %c4
+// VEC: %[[P:.+]] = vector.load %arg3[%[[R]]#0, %[[C]]] {alignment = 16 : i64} : memref<8x64xf32>, vector<4xf32>
+// VEC: %[[P0:.+]] = vector.extract %[[P]][0]
+// VEC: %[[OUT:.+]]:4 = scf.for %[[B:.+]] = %c0 to %c2 step %c1 iter_args(%[[A0:.+]] = %[[P0]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}})
+// VEC: %[[IN:.+]]:4 = scf.for %[[K:.+]] = %c0 to %c4 step %c1 iter_args(%[[B0:.+]] = %[[A0]],
+// VEC: vector.load %arg0[%[[B]], %[[R]]#0, %[[K]], %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
+// VEC: vector.load %arg1[%[[B]], %[[R]]#0, %[[K]], %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
+// VEC: memref.load %arg2[%[[B]], %[[R]]#0, %[[K]]]
+// VEC: %[[S0:.+]] = arith.addf %[[B0]], %{{.+}} : f32
+// VEC-COUNT-3: arith.addf
+// VEC: scf.yield %[[S0]],
+// VEC: scf.yield %[[IN]]#0, %[[IN]]#1, %[[IN]]#2, %[[IN]]#3
+// VEC: %[[V:.+]] = vector.from_elements %[[OUT]]#0, %[[OUT]]#1, %[[OUT]]#2, %[[OUT]]#3
+// VEC: vector.store %[[V]], %arg3[%[[R]]#0, %[[C]]] {alignment = 16 : i64}
+func.func @split_partials(%dy: memref<2x8x4x64xbf16>, %x: memref<2x8x4x64xbf16>,
+                          %rstd: memref<2x8x4xf32>, %p: memref<8x64xf32>) {
+  linalg.generic {indexing_maps = [#in4, #in4, #row4, #part4],
+                  iterator_types = ["reduction", "parallel", "reduction", "parallel"]}
+      ins(%dy, %x, %rstd : memref<2x8x4x64xbf16>, memref<2x8x4x64xbf16>, memref<2x8x4xf32>)
+      outs(%p : memref<8x64xf32>) {
+  ^bb0(%g: bf16, %v: bf16, %s: f32, %acc: f32):
+    %g32 = arith.extf %g : bf16 to f32
+    %v32 = arith.extf %v : bf16 to f32
+    %m = arith.mulf %g32, %v32 : f32
+    %n = arith.mulf %m, %s : f32
+    %a = arith.addf %acc, %n : f32
+    linalg.yield %a : f32
   }
   return
 }

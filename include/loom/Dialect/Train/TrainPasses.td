@@ -388,8 +388,13 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     of the lanes; otherwise the op keeps a thread per element. A block
     reduction along rows read with unit stride loads its rows the same way:
     each thread takes the lanes at `lanes x thread`, then strides by
-    `lanes x block`, folding them in order. The function gets
-    `loom.gpu_vector_kernels`, the count of both kinds.
+    `lanes x block`, folding them in order. A reduction kept as a thread
+    per output whose operands read its innermost parallel dimension the
+    same way (`train-split-reduction`'s partials) takes its lanes along
+    that dimension: the output's lanes are loaded before the reduction
+    loops and carried through them, each row's inputs are one vector load
+    each, and every lane sums in the CPU's order. The function gets
+    `loom.gpu_vector_kernels`, the count of all three kinds.
 
     ```mlir
     // y = exp(x), memref<4x96xf32>: 96 threads of 4 lanes
@@ -626,6 +631,64 @@ def TrainFuseAttentionPass
         ins(%q, %k, %v : ...) outs(%e0, %e1 : ...) -> ...
     ```
   }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def TrainSplitReductionPass
+    : Pass<"train-split-reduction", "::mlir::func::FuncOp"> {
+  let summary = "Splits long column reductions into partials and a combine";
+  let description = [{
+    For the GPU: a reduction of many rows into few outputs (a norm's weight
+    gradient sums 8,192 tokens into 768), whose inputs are read along the
+    outputs' dimension, becomes two generics. The first folds `rows`
+    rows into each of `S` partials: the longest reduction dimension, of
+    size `N`, is split into `S x (N / S)` by a `tensor.expand_shape` of
+    each input that reads it, and `S` becomes the outer, parallel dimension
+    of a tensor of partials filled with the combiner's neutral element. The
+    second folds the `S` partials into the original output, in order.
+    `loom-linalg-to-gpu` then gives the partials a thread each, neighbours
+    reading neighbouring columns of the same rows, instead of a block per
+    output striding over rows. Every sum keeps a fixed order.
+
+    It applies to a `linalg.generic` on tensors with one init, an add, mul,
+    max or min combiner, projected-permutation maps, static shapes, no
+    `linalg.index`, at most `max-outputs` outputs and at least `min-rows`
+    reduced elements each, where every input that reads both a reduction
+    and a parallel dimension has a parallel dimension innermost (a row
+    reduction is already coalesced as a block per row) and which is not a
+    multiply-accumulate contraction (BLAS takes those). `S` is the most
+    partials for which each still folds at least `rows` elements (times the
+    other reduction dimensions), `N / S` a divisor of `N`. Run on tensors,
+    before the memory plan, so that the partials are planned.
+
+    ```mlir
+    // dw[c] = sum over (b, t) of dy * x * rstd
+    %dw = linalg.generic {iterator_types = ["reduction", "reduction", "parallel"]}
+        ins(%dy, %x, %rstd : tensor<4x2048x768xf32>, tensor<4x2048x768xf32>,
+            tensor<4x2048xf32>) outs(%zero : tensor<768xf32>) {...}
+    // becomes, with rows=32 (t split into 256 x 8):
+    %dy2 = tensor.expand_shape %dy [[0], [1, 2], [3]] : ... into tensor<4x256x8x768xf32>
+    ...
+    %p = linalg.generic {iterator_types = ["reduction", "parallel", "reduction", "parallel"]}
+        ins(%dy2, %x2, %rstd2 : ...) outs(%neutral : tensor<256x768xf32>) {...}
+    %dw = linalg.generic {iterator_types = ["reduction", "parallel"]}
+        ins(%p : tensor<256x768xf32>) outs(%zero : tensor<768xf32>) {
+    ^bb0(%in: f32, %acc: f32):
+      %s = arith.addf %acc, %in : f32
+      linalg.yield %s : f32
+    }
+    ```
+  }];
+  let options = [
+    Option<"rows", "rows", "int64_t", /*default=*/"32",
+           "elements each partial folds, at least (0: never split)">,
+    Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"32768",
+           "split only reductions into at most this many outputs">,
+    Option<"minRows", "min-rows", "int64_t", /*default=*/"1024",
+           "split only reductions of at least this many elements an output">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];

@@ -5,13 +5,14 @@
 // thread runs the op's reduction loops for its element, in the order the
 // CPU runs them. A long reduction along the rows' contiguous dimension
 // (softmax, RMSNorm, log-sum-exp) gets a block per row instead: threads
-// stride along the row and combine through a block reduction.
+// stride along the row and combine through a block reduction. Elementwise
+// ops and reductions into contiguous columns move 16-byte vectors.
 // docs/CUDA.md has the rationale.
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Train/ReductionMatch.h"
 #include "loom/Dialect/Train/TrainPasses.h"
-#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -118,13 +119,8 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
       length < minLength ||
       !op.getBlock()->getOps<linalg::IndexOp>().empty())
     return nullptr;
-  SmallVector<Operation *> combiners;
-  Value reduced = matchReduction(op.getRegionOutputArgs(), 0, combiners);
-  if (!reduced || combiners.size() != 1 ||
-      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp,
-           arith::MaxNumFOp, arith::MinNumFOp>(combiners[0]) ||
-      !arith::getNeutralElement(combiners[0]) ||
-      !op.getRegionOutputArgs()[0].hasOneUse())
+  Operation *combiner = loom::train::regroupableCombiner(op);
+  if (!combiner)
     return nullptr;
   AffineExpr along = getAffineDimExpr(red, op.getContext());
   for (unsigned d = op.getNumLoops() - reductions; d < op.getNumLoops(); ++d)
@@ -147,7 +143,7 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
       if (e.isFunctionOfDim(red))
         return nullptr;
   }
-  return combiners[0];
+  return combiner;
 }
 
 /// Below this many blocks of `threads`, a reduction gets a block per output
@@ -164,25 +160,49 @@ struct VectorPlan {
   SmallVector<int64_t> alignment;
 };
 
-/// The plan for `op`'s innermost loop with `vectorBytes` of its widest
+/// What a thread's lanes run along: an elementwise op's innermost loop, a
+/// block reduction's row (its one, innermost reduction loop), or a column
+/// reduction's innermost parallel loop (its reductions, after the parallel
+/// loops, run whole in each thread, for every lane at once).
+enum class LaneAxis { Elementwise, Row, Column };
+
+/// The plan for `op`'s `axis` loop with `vectorBytes` of its widest
 /// operand per thread, if every operand that reads that loop does so as its
 /// last, unit-stride dimension, and static offsets and strides keep each
 /// thread's first element a multiple of the lanes (buffers start at least
-/// 16-byte aligned: cudaMalloc, the arena). An elementwise op's outputs
-/// must read it too; a block reduction's (`reduction`: the innermost loop
-/// is its one reduction) are left out of the plan.
+/// 16-byte aligned: cudaMalloc, the arena). An elementwise op's or a column
+/// reduction's outputs must read it too; a row reduction's are left out of
+/// the plan.
 std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
-                                      bool reduction = false) {
+                                      LaneAxis axis = LaneAxis::Elementwise) {
   unsigned loops = op.getNumLoops();
-  if (vectorBytes <= 0 || loops == 0 ||
-      op.getNumReductionLoops() != (reduction ? 1u : 0u) ||
-      (reduction &&
-       linalg::isParallelIterator(op.getIteratorTypesArray()[loops - 1])) ||
-      (reduction && !op.getBlock()->getOps<linalg::IndexOp>().empty()))
+  unsigned reductions = op.getNumReductionLoops();
+  unsigned parallel = loops - reductions;
+  bool indices = !op.getBlock()->getOps<linalg::IndexOp>().empty();
+  SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+  bool fits;
+  switch (axis) {
+  case LaneAxis::Elementwise:
+    fits = reductions == 0;
+    break;
+  case LaneAxis::Row:
+    fits = reductions == 1 && !indices &&
+           !linalg::isParallelIterator(iterators[loops - 1]);
+    break;
+  case LaneAxis::Column:
+    fits = reductions > 0 && parallel > 0 && !indices &&
+           op.getNumDpsInits() == 1 &&
+           llvm::all_of(ArrayRef(iterators).take_front(parallel),
+                        linalg::isParallelIterator);
+    break;
+  }
+  if (vectorBytes <= 0 || loops == 0 || !fits)
     return std::nullopt;
-  auto operands = reduction ? op.getDpsInputOperands()
-                            : llvm::map_to_vector(op->getOpOperands(),
-                                                  [](OpOperand &o) { return &o; });
+  unsigned along = axis == LaneAxis::Column ? parallel - 1 : loops - 1;
+  auto operands = axis == LaneAxis::Row
+                      ? op.getDpsInputOperands()
+                      : llvm::map_to_vector(op->getOpOperands(),
+                                            [](OpOperand &o) { return &o; });
   for (Operation &inner : op.getBlock()->without_terminator()) {
     StringRef dialect = inner.getDialect()->getNamespace();
     if ((dialect != "arith" && dialect != "math" &&
@@ -202,15 +222,14 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
   }
   VectorPlan plan;
   plan.lanes = vectorBytes / widest;
-  int64_t innermost = op.getStaticLoopRanges()[loops - 1];
-  if (plan.lanes < 2 || !llvm::isPowerOf2_64(plan.lanes) ||
-      innermost % plan.lanes)
+  int64_t size = op.getStaticLoopRanges()[along];
+  if (plan.lanes < 2 || !llvm::isPowerOf2_64(plan.lanes) || size % plan.lanes)
     return std::nullopt;
-  AffineExpr last = getAffineDimExpr(loops - 1, op.getContext());
+  AffineExpr last = getAffineDimExpr(along, op.getContext());
   for (OpOperand *operand : operands) {
     auto type = dyn_cast<MemRefType>(operand->get().getType());
     AffineMap map = op.getMatchingIndexingMap(operand);
-    bool reads = type && map.isFunctionOfDim(loops - 1);
+    bool reads = type && map.isFunctionOfDim(along);
     bool output = op.isDpsInit(operand);
     if (!reads) {
       if (output)
@@ -227,7 +246,7 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
       return std::nullopt;
     for (auto [expr, stride] :
          llvm::zip(map.getResults().drop_back(), ArrayRef(strides).drop_back()))
-      if (expr.isFunctionOfDim(loops - 1) || ShapedType::isDynamic(stride) ||
+      if (expr.isFunctionOfDim(along) || ShapedType::isDynamic(stride) ||
           stride % plan.lanes)
         return std::nullopt;
     plan.contiguous.push_back(true);
@@ -405,9 +424,11 @@ struct LinalgToGpu {
     rewriter.eraseOp(op);
   }
 
-  /// Maps the elementwise `op` (loops `sizes`, all parallel) with
-  /// `plan.lanes` elements per thread: vector loads, the body once per
-  /// lane, vector stores.
+  /// Maps `op` (parallel loops `sizes` first) with `plan.lanes` elements
+  /// of its innermost parallel loop per thread: vector loads, the body once
+  /// per lane, vector stores. A column reduction's reduction loops run in
+  /// each thread, in order, carrying every lane's partial from the output's
+  /// lanes loaded before them (each lane sums in the CPU's order).
   void mapVectors(linalg::GenericOp op, ArrayRef<int64_t> sizes,
                   const VectorPlan &plan) {
     Location loc = op.getLoc();
@@ -418,30 +439,61 @@ struct LinalgToGpu {
       count *= size;
     Value linear = buildNest(op, count);
     rewriter.setInsertionPoint(op);
+    auto c = [&](int64_t v) -> Value {
+      return arith::ConstantIndexOp::create(rewriter, loc, v);
+    };
     SmallVector<Value> dims = delinearize(loc, linear, threadSizes);
-    dims.back() = arith::MulIOp::create(
-        rewriter, loc, dims.back(),
-        arith::ConstantIndexOp::create(rewriter, loc, plan.lanes));
+    dims.back() =
+        arith::MulIOp::create(rewriter, loc, dims.back(), c(plan.lanes));
+    SmallVector<int64_t> reductionSizes(
+        ArrayRef(op.getStaticLoopRanges()).drop_front(sizes.size()));
     Block *body = op.getBlock();
-    // Each operand's lanes: a vector, or one scalar for all.
-    SmallVector<Value> loaded;
-    SmallVector<SmallVector<Value>> at;
-    for (auto [index, operand] : llvm::enumerate(op->getOpOperands())) {
-      at.push_back(apply(loc, op.getMatchingIndexingMap(&operand), dims));
+    unsigned inputs = op.getNumDpsInputs(), outputs = op.getNumDpsInits();
+    // Each operand's lanes: a vector, or one scalar for all. Outputs are
+    // loaded (where read) before the reduction loops, at index 0 of each.
+    SmallVector<Value> loaded(op->getNumOperands());
+    SmallVector<SmallVector<Value>> at(op->getNumOperands());
+    auto load = [&](OpOperand &operand, ValueRange all) {
+      unsigned index = operand.getOperandNumber();
+      at[index] = apply(loc, op.getMatchingIndexingMap(&operand), all);
       BlockArgument arg = op.getMatchingBlockArgument(&operand);
-      loaded.push_back(arg.use_empty()
-                           ? Value()
-                           : loadLanes(loc, operand, arg.getType(), at.back(),
-                                       plan.lanes, plan.contiguous[index],
-                                       plan.alignment[index]));
+      if (!arg.use_empty())
+        loaded[index] =
+            loadLanes(loc, operand, arg.getType(), at[index], plan.lanes,
+                      plan.contiguous[index], plan.alignment[index]);
+    };
+    SmallVector<Value> outDims(dims);
+    outDims.append(reductionSizes.size(), c(0));
+    for (OpOperand &init : op.getDpsInitsMutable())
+      load(init, outDims);
+    // Output o's lane l: loaded[inputs + o] before the loops, carried[o *
+    // lanes + l] through them.
+    SmallVector<Value> carried;
+    for (unsigned o = 0; o < outputs && !reductionSizes.empty(); ++o)
+      for (int64_t lane = 0; lane < plan.lanes; ++lane)
+        carried.push_back(laneOf(loc, loaded[inputs + o], lane));
+    SmallVector<scf::ForOp> nest;
+    SmallVector<Value> all(dims);
+    for (int64_t size : reductionSizes) {
+      auto loop =
+          scf::ForOp::create(rewriter, loc, c(0), c(size), c(1), carried);
+      rewriter.setInsertionPointToStart(loop.getBody());
+      all.push_back(loop.getInductionVar());
+      carried.assign(loop.getRegionIterArgs().begin(),
+                     loop.getRegionIterArgs().end());
+      nest.push_back(loop);
     }
-    unsigned outputs = op.getNumDpsInits();
+    for (OpOperand *input : op.getDpsInputOperands())
+      load(*input, all);
     SmallVector<SmallVector<Value>> results(outputs);
     for (int64_t lane = 0; lane < plan.lanes; ++lane) {
       IRMapping mapping;
       for (auto [index, value] : llvm::enumerate(loaded))
         if (value)
           mapping.map(body->getArgument(index), laneOf(loc, value, lane));
+      for (unsigned o = 0; o < outputs && !nest.empty(); ++o)
+        mapping.map(body->getArgument(inputs + o),
+                    carried[o * plan.lanes + lane]);
       for (Operation &inner : body->without_terminator()) {
         // This lane's loop indices: the thread's, plus the lane innermost.
         if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
@@ -449,10 +501,8 @@ struct LinalgToGpu {
           mapping.map(index.getResult(),
                       dim + 1 < dims.size()
                           ? dims[dim]
-                          : Value(arith::AddIOp::create(
-                                rewriter, loc, dims.back(),
-                                arith::ConstantIndexOp::create(rewriter, loc,
-                                                               lane))));
+                          : Value(arith::AddIOp::create(rewriter, loc,
+                                                        dims.back(), c(lane))));
           continue;
         }
         rewriter.clone(inner, mapping);
@@ -461,7 +511,21 @@ struct LinalgToGpu {
            llvm::enumerate(body->getTerminator()->getOperands()))
         results[index].push_back(mapping.lookupOrDefault(value));
     }
-    unsigned inputs = op.getNumDpsInputs();
+    // The loops yield every lane's partial; the outermost gives the totals.
+    if (!nest.empty()) {
+      SmallVector<Value> partials;
+      for (ArrayRef<Value> lanes : results)
+        llvm::append_range(partials, lanes);
+      scf::YieldOp::create(rewriter, loc, partials);
+      for (unsigned depth = nest.size() - 1; depth > 0; --depth) {
+        rewriter.setInsertionPointToEnd(nest[depth - 1].getBody());
+        scf::YieldOp::create(rewriter, loc, nest[depth].getResults());
+      }
+      for (unsigned o = 0; o < outputs; ++o)
+        for (int64_t lane = 0; lane < plan.lanes; ++lane)
+          results[o][lane] = nest.front().getResult(o * plan.lanes + lane);
+    }
+    rewriter.setInsertionPoint(op);
     for (unsigned o = 0; o < outputs; ++o) {
       OpOperand *init = op.getDpsInitOperand(o);
       Value vector = vector::FromElementsOp::create(
@@ -562,14 +626,19 @@ struct LinalgToGpu {
         // Vectors along a row read with unit stride (a column sum's
         // strided walk has none).
         std::optional<VectorPlan> plan =
-            planVectors(*generic, vectorBytes, /*reduction=*/true);
+            planVectors(*generic, vectorBytes, LaneAxis::Row);
         mapBlockReduction(*generic, combiner, parallelSizes, plan);
         ++kernels;
         ++blockReductions;
         vectorKernels += plan.has_value();
         return success();
       }
-      if (std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes)) {
+      // An elementwise op, or a reduction into columns read with unit
+      // stride (train-split-reduction's partials).
+      std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes);
+      if (!plan)
+        plan = planVectors(*generic, vectorBytes, LaneAxis::Column);
+      if (plan) {
         mapVectors(*generic, parallelSizes, *plan);
         ++kernels;
         ++vectorKernels;

@@ -1,0 +1,21 @@
+//===- ReductionMatch.cpp - reductions that can be regrouped --------------===//
+
+#include "loom/Dialect/Train/ReductionMatch.h"
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+using namespace mlir;
+
+Operation *loom::train::regroupableCombiner(linalg::GenericOp op) {
+  if (op.getNumDpsInits() != 1 || op.getNumReductionLoops() == 0)
+    return nullptr;
+  SmallVector<Operation *> combiners;
+  Value reduced = matchReduction(op.getRegionOutputArgs(), 0, combiners);
+  if (!reduced || combiners.size() != 1 ||
+      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp,
+           arith::MaxNumFOp, arith::MinNumFOp>(combiners[0]) ||
+      !arith::getNeutralElement(combiners[0]) ||
+      !op.getRegionOutputArgs()[0].hasOneUse())
+    return nullptr;
+  return combiners[0];
+}
