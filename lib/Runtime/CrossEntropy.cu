@@ -4,7 +4,8 @@
 // The per-chunk kernels of the fused linear + cross-entropy: cuBLAS computes
 // a chunk's [rows, vocab] logits, then
 //
-//   - the forward kernel reads each row once: a block per row, each thread
+//   - the forward kernel reads each row once: a block of 1,024 threads per
+//     row, each thread
 //     keeping the row's statistics (RowStats: an online (max, sum of exp)
 //     pair and the sum of its columns) over float4 loads, merged across
 //     the warp with shuffles and across the block through shared memory;
@@ -34,7 +35,12 @@ namespace {
 using namespace detail;
 
 constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
+/// The forward's block: a chunk has a few hundred rows (256 by default),
+/// one block each, so a row takes as many threads as an SM can hold two
+/// blocks of: at 256 threads, two blocks an SM left three quarters of its
+/// threads idle and the kernel moved 1.07 TB/s on an H100.
+constexpr int kForwardThreads = 1024;
+constexpr int kForwardWarps = kForwardThreads / 32;
 /// Columns of a backward block.
 constexpr int kColumns = 4096;
 
@@ -43,17 +49,20 @@ bool aligned(const void *pointer, int bytes) {
 }
 
 /// One block per row of `logits` ([rows, vocab]).
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kForwardThreads, 2)
     forwardKernel(const float *logits, const int32_t *labels, float *lse,
                   float *loss, int64_t vocab, Constants c, bool vectorised) {
   extern __shared__ float4 sharedMem[];
-  RowStats *partial = reinterpret_cast<RowStats *>(sharedMem); // kWarps
+  RowStats *partial = reinterpret_cast<RowStats *>(sharedMem); // a warp's
   const int64_t row = blockIdx.x;
   const float *z = logits + row * vocab;
   RowStats stats;
   if (vectorised) {
     const float4 *z4 = reinterpret_cast<const float4 *>(z);
-    for (int64_t j = threadIdx.x; j < vocab / 4; j += kThreads) {
+    // Unrolled, so that a thread's next loads are in flight while it
+    // folds the last ones (in the same order).
+#pragma unroll 4
+    for (int64_t j = threadIdx.x; j < vocab / 4; j += kForwardThreads) {
       const float4 v = z4[j];
       stats.add(v.x, c);
       stats.add(v.y, c);
@@ -61,7 +70,7 @@ __global__ void __launch_bounds__(kThreads)
       stats.add(v.w, c);
     }
   } else {
-    for (int64_t j = threadIdx.x; j < vocab; j += kThreads)
+    for (int64_t j = threadIdx.x; j < vocab; j += kForwardThreads)
       stats.add(z[j], c);
   }
   for (int offset = 16; offset > 0; offset /= 2)
@@ -73,7 +82,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (threadIdx.x != 0)
     return;
-  for (int w = 1; w < kWarps; ++w)
+  for (int w = 1; w < kForwardWarps; ++w)
     stats.merge(partial[w]);
   const float rowLse = stats.lse();
   lse[row] = rowLse;
@@ -159,8 +168,8 @@ cudaError_t forward(cudaStream_t stream, const float *logits,
   if (rows == 0)
     return cudaSuccess;
   const bool vectorised = vocab % 4 == 0 && aligned(logits, 16);
-  forwardKernel<<<static_cast<unsigned>(rows), kThreads,
-                  kWarps * sizeof(RowStats), stream>>>(
+  forwardKernel<<<static_cast<unsigned>(rows), kForwardThreads,
+                  kForwardWarps * sizeof(RowStats), stream>>>(
       logits, labels, lse, loss, vocab, constantsFor(settings, vocab),
       vectorised);
   return cudaGetLastError();

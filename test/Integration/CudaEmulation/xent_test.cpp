@@ -220,6 +220,9 @@ int main() {
       {"vocabulary block", 4, 64, 128, 256, all, false},
       {"odd block", 3, 37, 37, 111, plain, false},
       {"one row", 1, 8, 0, 0, all, false},
+      // Five float4 loads a forward thread (1,024 a block), as the ~125M
+      // model's 32,000-column rows take eight.
+      {"long rows", 2, 20480, 0, 0, all, false},
   };
   std::mt19937 rng(7);
   bool ok = true;
