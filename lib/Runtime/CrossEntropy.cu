@@ -5,11 +5,10 @@
 // a chunk's [rows, vocab] logits, then
 //
 //   - the forward kernel reads each row once: a block of 1,024 threads per
-//     row, each thread
-//     keeping the row's statistics (RowStats: an online (max, sum of exp)
-//     pair and the sum of its columns) over float4 loads, merged across
-//     the warp with shuffles and across the block through shared memory;
-//     thread 0 then writes the row's log-sum-exp and loss;
+//     row, each thread keeping the row's statistics (RowStats: an online
+//     (max, sum of exp) pair and the sum of its columns) over float4 loads,
+//     merged across the warp with shuffles and across the block through
+//     shared memory; thread 0 then writes the row's log-sum-exp and loss;
 //   - the backward kernel reads each logit once more and writes its
 //     gradient (in place, or rounded to bf16 for the bf16 GEMMs): a block per
 //     row and 4,096-column tile, four columns a thread per step.
