@@ -460,3 +460,21 @@ func.func @split_partials(%dy: memref<2x8x4x64xbf16>, %x: memref<2x8x4x64xbf16>,
   }
   return
 }
+
+// -----
+
+// A reduction whose body never reads the output (the last row wins) keeps
+// a thread per output: there is nothing to carry.
+// VEC-LABEL: func.func @last_row
+// VEC-SAME: loom.gpu_vector_kernels = 0
+// VEC: scf.for
+// VEC-NOT: vector.load
+func.func @last_row(%x: memref<16x64xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, c) -> (t, c)>, affine_map<(t, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<16x64xf32>) outs(%y : memref<64xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    linalg.yield %a : f32
+  }
+  return
+}

@@ -190,8 +190,10 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
            !linalg::isParallelIterator(iterators[loops - 1]);
     break;
   case LaneAxis::Column:
+    // The output is carried through the loops: a body must read it.
     fits = reductions > 0 && parallel > 0 && !indices &&
            op.getNumDpsInits() == 1 &&
+           !op.getRegionOutputArgs()[0].use_empty() &&
            llvm::all_of(ArrayRef(iterators).take_front(parallel),
                         linalg::isParallelIterator);
     break;
