@@ -93,9 +93,9 @@ static cl::opt<int64_t> gpuBlockReduce(
     cl::init(128), cl::cat(loomcCategory));
 static cl::opt<int64_t> gpuVectorBytes(
     "gpu-vector-bytes",
-    cl::desc("elementwise kernels' threads each load and store this many "
-             "bytes as aligned vectors (loom-linalg-to-gpu vector-bytes; 0: "
-             "an element per thread)"),
+    cl::desc("elementwise and reduction kernels' threads each load and "
+             "store this many bytes as aligned vectors (loom-linalg-to-gpu "
+             "vector-bytes; 0: an element per thread)"),
     cl::init(16), cl::cat(loomcCategory));
 static cl::opt<int64_t> gpuSplitReduction(
     "gpu-split-reduction",

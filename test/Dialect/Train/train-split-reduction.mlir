@@ -1,5 +1,6 @@
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(train-split-reduction))' --split-input-file | FileCheck %s
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(train-split-reduction{rows=0}))' --split-input-file | FileCheck %s --check-prefix=OFF
+// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(train-split-reduction{min-rows=0}))' --split-input-file | FileCheck %s --check-prefix=EMPTY
 
 #x = affine_map<(b, t, c) -> (b, t, c)>
 #r = affine_map<(b, t, c) -> (b, t)>
@@ -150,4 +151,21 @@ func.func @kept(%rows: tensor<768x4096xf32>, %wide: tensor<4096x65536xf32>,
   return %row, %many, %few, %pr, %idx, %mv, %int
       : tensor<768xf32>, tensor<65536xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>,
         tensor<64xf32>, tensor<64xi32>
+}
+
+// -----
+
+// No rows at all (with min-rows=0): nothing to split.
+// EMPTY-LABEL: func.func @no_rows
+// EMPTY-NOT: expand_shape
+// EMPTY: return
+func.func @no_rows(%x: tensor<0x64xf32>, %init: tensor<64xf32>) -> tensor<64xf32> {
+  %s = linalg.generic {indexing_maps = [affine_map<(t, c) -> (t, c)>, affine_map<(t, c) -> (c)>],
+                       iterator_types = ["reduction", "parallel"]}
+      ins(%x : tensor<0x64xf32>) outs(%init : tensor<64xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %r = arith.addf %acc, %v : f32
+    linalg.yield %r : f32
+  } -> tensor<64xf32>
+  return %s : tensor<64xf32>
 }

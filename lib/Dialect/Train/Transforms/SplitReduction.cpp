@@ -61,7 +61,7 @@ std::optional<Split> planSplit(linalg::GenericOp op, int64_t minRowsEach,
     if (!longest || ranges[dim] > ranges[*longest])
       longest = dim;
   }
-  if (outputs > maxOutputs || length < minRows || outputs == 0)
+  if (outputs > maxOutputs || length < minRows || outputs == 0 || length == 0)
     return std::nullopt;
   // A column reduction: every input that reads rows and columns reads a
   // column innermost (row reductions get a coalesced block per row).
