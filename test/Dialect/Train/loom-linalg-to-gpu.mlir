@@ -478,3 +478,46 @@ func.func @last_row(%x: memref<16x64xf32>, %y: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// The partials' fill of zeros right before them: one kernel, whose lanes
+// start from the fill's value instead of loading the partials (five ops,
+// four kernels). A fill with a read of its buffer in between stays a
+// kernel of its own.
+#in2 = affine_map<(t, c) -> (t, c)>
+#col2 = affine_map<(t, c) -> (c)>
+// VEC-LABEL: func.func @fill_taken
+// VEC-SAME: loom.gpu_kernels = 4
+// VEC-SAME: loom.gpu_vector_kernels = 4
+// VEC: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// VEC: scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args(%{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]])
+// VEC: vector.store %{{.+}}, %arg1
+// The second fill: its own kernel, then the copy that reads it, then the sum
+// from the buffer's lanes.
+// VEC: vector.store %{{.+}}, %arg3
+// VEC: vector.load %arg3
+// VEC: vector.store %{{.+}}, %arg4
+// VEC: %[[P:.+]] = vector.load %arg3
+// VEC: %[[P0:.+]] = vector.extract %[[P]][0]
+// VEC: scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args(%{{.+}} = %[[P0]],
+func.func @fill_taken(%x: memref<64x32xf32>, %p: memref<32xf32>, %y: memref<64x32xf32>,
+                      %q: memref<32xf32>, %seen: memref<32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%p : memref<32xf32>)
+  linalg.generic {indexing_maps = [#in2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<64x32xf32>) outs(%p : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  linalg.fill ins(%zero : f32) outs(%q : memref<32xf32>)
+  linalg.copy ins(%q : memref<32xf32>) outs(%seen : memref<32xf32>)
+  linalg.generic {indexing_maps = [#in2, #col2], iterator_types = ["reduction", "parallel"]}
+      ins(%y : memref<64x32xf32>) outs(%q : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}

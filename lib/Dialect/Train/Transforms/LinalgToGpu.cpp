@@ -265,6 +265,8 @@ struct LinalgToGpu {
   /// Kernels made, how many of them reduce with a block per row, and how
   /// many load and store vectors.
   int64_t kernels = 0, blockReductions = 0, vectorKernels = 0;
+  /// Fills a reduction took over (erased; see takeFill).
+  llvm::SmallPtrSet<Operation *, 16> taken;
 
   /// Splits the linear index `linear` into one index per size (unit sizes
   /// index 0).
@@ -431,8 +433,10 @@ struct LinalgToGpu {
   /// per lane, vector stores. A column reduction's reduction loops run in
   /// each thread, in order, carrying every lane's partial from the output's
   /// lanes loaded before them (each lane sums in the CPU's order).
+  /// With `seed` (a column reduction's output just filled with it, see
+  /// takeFill), every lane starts from it instead of the output's lanes.
   void mapVectors(linalg::GenericOp op, ArrayRef<int64_t> sizes,
-                  const VectorPlan &plan) {
+                  const VectorPlan &plan, Value seed = {}) {
     Location loc = op.getLoc();
     SmallVector<int64_t> threadSizes(sizes);
     threadSizes.back() /= plan.lanes;
@@ -466,14 +470,19 @@ struct LinalgToGpu {
     };
     SmallVector<Value> outDims(dims);
     outDims.append(reductionSizes.size(), c(0));
-    for (OpOperand &init : op.getDpsInitsMutable())
-      load(init, outDims);
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      if (seed)
+        at[init.getOperandNumber()] =
+            apply(loc, op.getMatchingIndexingMap(&init), outDims);
+      else
+        load(init, outDims);
+    }
     // Output o's lane l: loaded[inputs + o] before the loops, carried[o *
     // lanes + l] through them.
     SmallVector<Value> carried;
     for (unsigned o = 0; o < outputs && !reductionSizes.empty(); ++o)
       for (int64_t lane = 0; lane < plan.lanes; ++lane)
-        carried.push_back(laneOf(loc, loaded[inputs + o], lane));
+        carried.push_back(seed ? seed : laneOf(loc, loaded[inputs + o], lane));
     SmallVector<scf::ForOp> nest;
     SmallVector<Value> all(dims);
     for (int64_t size : reductionSizes) {
@@ -539,6 +548,35 @@ struct LinalgToGpu {
                               llvm::MaybeAlign(plan.alignment[inputs + o]));
     }
     rewriter.eraseOp(op);
+  }
+
+  /// The value of a linalg.fill of the reduction `op`'s one output right
+  /// before it (only ops free of memory effects between them), if `op`
+  /// writes each output element once: the fill is erased (its kernel would
+  /// only write what `op` overwrites) and `op` starts from its value, as a
+  /// GEMM into a buffer just zeroed takes beta = 0. Null if none.
+  Value takeFill(linalg::GenericOp op) {
+    OpOperand *init = op.getDpsInitOperand(0);
+    AffineMap map = op.getMatchingIndexingMap(init);
+    if (op.getNumReductionLoops() == 0 || op.getNumDpsInits() != 1 ||
+        !map.isProjectedPermutation() ||
+        map.getNumResults() != op.getNumParallelLoops())
+      return {};
+    for (Operation *prev = op->getPrevNode(); prev;
+         prev = prev->getPrevNode()) {
+      if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
+        Value value = fill.getInputs()[0];
+        if (fill.getOutputs()[0] != init->get() ||
+            value.getType() != getElementTypeOrSelf(init->get().getType()))
+          return {};
+        taken.insert(fill);
+        rewriter.eraseOp(fill);
+        return value;
+      }
+      if (!isMemoryEffectFree(prev))
+        return {};
+    }
+    return {};
   }
 
   /// Builds the block x thread nest for `count` iterations before `op` and
@@ -636,12 +674,17 @@ struct LinalgToGpu {
         return success();
       }
       // An elementwise op, or a reduction into columns read with unit
-      // stride (train-split-reduction's partials).
+      // stride (train-split-reduction's partials, which start from the
+      // fill before them).
       std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes);
-      if (!plan)
+      Value seed;
+      if (!plan) {
         plan = planVectors(*generic, vectorBytes, LaneAxis::Column);
+        if (plan)
+          seed = takeFill(*generic);
+      }
       if (plan) {
-        mapVectors(*generic, parallelSizes, *plan);
+        mapVectors(*generic, parallelSizes, *plan, seed);
         ++kernels;
         ++vectorKernels;
         return success();
@@ -726,9 +769,12 @@ struct LoomLinalgToGpuPass
                      "(run bufferisation first)");
         return signalPassFailure();
       }
-      if (failed(mapper.map(op, op)))
-        return signalPassFailure();
     }
+    // Last to first, so that a reduction still sees the fill before it.
+    for (linalg::LinalgOp op : llvm::reverse(ops))
+      if (!mapper.taken.contains(op.getOperation()) &&
+          failed(mapper.map(op, op)))
+        return signalPassFailure();
     Builder b(&getContext());
     func->setAttr("loom.gpu_kernels", b.getI64IntegerAttr(mapper.kernels));
     func->setAttr("loom.gpu_block_reductions",
