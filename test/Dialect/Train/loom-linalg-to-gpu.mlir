@@ -422,7 +422,7 @@ func.func @fill_and_index(%a: memref<16x64xf32>, %t: memref<8x32xf32>) {
 // partials' lanes are loaded before the reduction loops and carried
 // through them, each row's inputs are one vector load each and the scale
 // one scalar, every lane folds its rows in the CPU's order, and one vector
-// store writes the lanes.
+// store writes the lanes. The innermost loop (4 rows) is unrolled whole.
 #in4 = affine_map<(b, s, k, c) -> (b, s, k, c)>
 #row4 = affine_map<(b, s, k, c) -> (b, s, k)>
 #part4 = affine_map<(b, s, k, c) -> (s, c)>
@@ -434,14 +434,18 @@ func.func @fill_and_index(%a: memref<16x64xf32>, %t: memref<8x32xf32>) {
 // VEC: %[[P:.+]] = vector.load %arg3[%[[R]]#0, %[[C]]] {alignment = 16 : i64} : memref<8x64xf32>, vector<4xf32>
 // VEC: %[[P0:.+]] = vector.extract %[[P]][0]
 // VEC: %[[OUT:.+]]:4 = scf.for %[[B:.+]] = %c0 to %c2 step %c1 iter_args(%[[A0:.+]] = %[[P0]], %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}, %{{.+}} = %{{.+}})
-// VEC: %[[IN:.+]]:4 = scf.for %[[K:.+]] = %c0 to %c4 step %c1 iter_args(%[[B0:.+]] = %[[A0]],
-// VEC: vector.load %arg0[%[[B]], %[[R]]#0, %[[K]], %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
-// VEC: vector.load %arg1[%[[B]], %[[R]]#0, %[[K]], %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
-// VEC: memref.load %arg2[%[[B]], %[[R]]#0, %[[K]]]
-// VEC: %[[S0:.+]] = arith.addf %[[B0]], %{{.+}} : f32
+// VEC-NOT: scf.for
+// VEC: vector.load %arg0[%[[B]], %[[R]]#0, %c0, %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
+// VEC: vector.load %arg1[%[[B]], %[[R]]#0, %c0, %[[C]]] {alignment = 8 : i64} : memref<2x8x4x64xbf16>, vector<4xbf16>
+// VEC: memref.load %arg2[%[[B]], %[[R]]#0, %c0]
+// VEC: %[[S0:.+]] = arith.addf %[[A0]], %{{.+}} : f32
 // VEC-COUNT-3: arith.addf
-// VEC: scf.yield %[[S0]],
-// VEC: scf.yield %[[IN]]#0, %[[IN]]#1, %[[IN]]#2, %[[IN]]#3
+// VEC: vector.load %arg0[%[[B]], %[[R]]#0, %c1, %[[C]]]
+// VEC: %[[S1:.+]] = arith.addf %[[S0]], %{{.+}} : f32
+// VEC: vector.load %arg0[%[[B]], %[[R]]#0, %c3, %[[C]]]
+// VEC: %[[S3:.+]] = arith.addf %{{.+}}, %{{.+}} : f32
+// VEC-COUNT-3: arith.addf
+// VEC: scf.yield %[[S3]],
 // VEC: %[[V:.+]] = vector.from_elements %[[OUT]]#0, %[[OUT]]#1, %[[OUT]]#2, %[[OUT]]#3
 // VEC: vector.store %[[V]], %arg3[%[[R]]#0, %[[C]]] {alignment = 16 : i64}
 func.func @split_partials(%dy: memref<2x8x4x64xbf16>, %x: memref<2x8x4x64xbf16>,
@@ -483,7 +487,7 @@ func.func @last_row(%x: memref<16x64xf32>, %y: memref<64xf32>) {
 
 // The partials' fill of zeros right before them: one kernel, whose lanes
 // start from the fill's value instead of loading the partials (five ops,
-// four kernels). A fill with a read of its buffer in between stays a
+// four kernels). The 64-row loops are unrolled by 8. A fill with a read of its buffer in between stays a
 // kernel of its own.
 #in2 = affine_map<(t, c) -> (t, c)>
 #col2 = affine_map<(t, c) -> (c)>
@@ -491,7 +495,7 @@ func.func @last_row(%x: memref<16x64xf32>, %y: memref<64xf32>) {
 // VEC-SAME: loom.gpu_kernels = 4
 // VEC-SAME: loom.gpu_vector_kernels = 4
 // VEC: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
-// VEC: scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args(%{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]])
+// VEC: scf.for %{{.+}} = %c0 to %c64 step %c8 iter_args(%{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]], %{{.+}} = %[[ZERO]])
 // VEC: vector.store %{{.+}}, %arg1
 // The second fill: its own kernel, then the copy that reads it, then the sum
 // from the buffer's lanes.
@@ -500,7 +504,7 @@ func.func @last_row(%x: memref<16x64xf32>, %y: memref<64xf32>) {
 // VEC: vector.store %{{.+}}, %arg4
 // VEC: %[[P:.+]] = vector.load %arg3
 // VEC: %[[P0:.+]] = vector.extract %[[P]][0]
-// VEC: scf.for %{{.+}} = %c0 to %c64 step %c1 iter_args(%{{.+}} = %[[P0]],
+// VEC: scf.for %{{.+}} = %c0 to %c64 step %c8 iter_args(%{{.+}} = %[[P0]],
 func.func @fill_taken(%x: memref<64x32xf32>, %p: memref<32xf32>, %y: memref<64x32xf32>,
                       %q: memref<32xf32>, %seen: memref<32xf32>) {
   %zero = arith.constant 0.0 : f32
@@ -515,6 +519,32 @@ func.func @fill_taken(%x: memref<64x32xf32>, %p: memref<32xf32>, %y: memref<64x3
   linalg.copy ins(%q : memref<32xf32>) outs(%seen : memref<32xf32>)
   linalg.generic {indexing_maps = [#in2, #col2], iterator_types = ["reduction", "parallel"]}
       ins(%y : memref<64x32xf32>) outs(%q : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %s = arith.addf %acc, %a : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A column sum over 8 rows: its one loop unrolled whole, the stored lanes
+// are the last row's sums.
+// VEC-LABEL: func.func @short_columns
+// VEC-SAME: loom.gpu_vector_kernels = 1
+// VEC: %[[P:.+]] = vector.load %arg1
+// VEC-NOT: scf.for
+// VEC: vector.load %arg0[%c7,
+// VEC: %[[L0:.+]] = arith.addf
+// VEC: %[[L1:.+]] = arith.addf
+// VEC: %[[L2:.+]] = arith.addf
+// VEC: %[[L3:.+]] = arith.addf
+// VEC: %[[V:.+]] = vector.from_elements %[[L0]], %[[L1]], %[[L2]], %[[L3]]
+// VEC: vector.store %[[V]], %arg1
+func.func @short_columns(%x: memref<8x64xf32>, %y: memref<64xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(t, c) -> (t, c)>, affine_map<(t, c) -> (c)>],
+                  iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<8x64xf32>) outs(%y : memref<64xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %s = arith.addf %acc, %a : f32
     linalg.yield %s : f32

@@ -393,7 +393,8 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     same way (`train-split-reduction`'s partials) takes its lanes along
     that dimension: the output's lanes are loaded before the reduction
     loops and carried through them, each row's inputs are one vector load
-    each, and every lane sums in the CPU's order; a `linalg.fill` of the
+    each, every lane sums in the CPU's order, and the innermost reduction
+    loop is unrolled by up to 8 (the rows' loads in flight); a `linalg.fill` of the
     output right before it (nothing with memory effects between) is
     erased and the lanes start from its value. The function gets
     `loom.gpu_vector_kernels`, the count of all three kinds.

@@ -22,6 +22,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Utils/Utils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -149,6 +150,11 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
 /// Below this many blocks of `threads`, a reduction gets a block per output
 /// whatever its layout (see blockReduction).
 constexpr int64_t kFewBlocks = 128;
+
+/// A column reduction's innermost loop is unrolled by up to this many
+/// iterations, so that each thread has that many rows' loads in flight
+/// (LLVM unrolls a short loop fully, but not a 32-row one).
+constexpr int64_t kColumnUnroll = 8;
 
 /// How an elementwise op's threads each take `lanes` consecutive elements
 /// of its innermost dimension: per operand (inputs, then inits), whether it
@@ -546,6 +552,17 @@ struct LinalgToGpu {
       vector::StoreOp::create(rewriter, loc, vector, init->get(),
                               at[inputs + o], /*nontemporal=*/false,
                               llvm::MaybeAlign(plan.alignment[inputs + o]));
+    }
+    // The innermost loop unrolled by the largest factor of its trip count
+    // up to kColumnUnroll (each copy's loads are independent of the
+    // others' sums), once its results have their users: a loop unrolled
+    // whole goes, its uses replaced.
+    if (!nest.empty()) {
+      int64_t trips = reductionSizes.back(), factor = kColumnUnroll;
+      while (trips % factor)
+        --factor;
+      if (factor > 1)
+        (void)loopUnrollByFactor(nest.back(), factor);
     }
     rewriter.eraseOp(op);
   }
