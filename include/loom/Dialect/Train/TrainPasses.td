@@ -394,9 +394,10 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     that dimension: the output's lanes are loaded before the reduction
     loops and carried through them, each row's inputs are one vector load
     each, every lane sums in the CPU's order, and the innermost reduction
-    loop is unrolled by up to 8 (the rows' loads in flight); a `linalg.fill` of the
-    output right before it (nothing with memory effects between) is
-    erased and the lanes start from its value. The function gets
+    loop is unrolled by up to 8 (the rows' loads in flight); a
+    `linalg.fill` of the output right before it (nothing with memory
+    effects between) is erased and the lanes start from its value. The
+    function gets
     `loom.gpu_vector_kernels`, the count of all three kinds.
 
     ```mlir
