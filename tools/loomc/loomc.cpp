@@ -28,6 +28,7 @@
 #include "EntryPoint.h"
 
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Dialect/Train/ReductionMatch.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -41,14 +42,14 @@
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -658,7 +659,7 @@ int main(int argc, char **argv) {
                    ? formatv(", func.func(train-split-reduction{{rows={0} "
                              "max-outputs={1} min-rows={2}})",
                              gpuSplitReduction.getValue(),
-                             128 * gpuThreads.getValue(),
+                             loom::train::kFewBlocks * gpuThreads.getValue(),
                              gpuSplitMinRows.getValue())
                          .str()
                    : "") +

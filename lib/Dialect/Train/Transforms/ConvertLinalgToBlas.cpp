@@ -14,11 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Train/GemmMatch.h"
+#include "loom/Dialect/Train/ReductionMatch.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
@@ -231,16 +232,10 @@ std::optional<Gemm> matchGemm(linalg::LinalgOp op) {
 linalg::FillOp zeroFillBefore(linalg::LinalgOp op, const Gemm &gemm) {
   if (gemm.batch.size() != gemm.outputBatch)
     return {};
-  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
-    if (auto fill = dyn_cast<linalg::FillOp>(prev))
-      return fill.getOutputs()[0] == gemm.c.memref &&
-                     matchPattern(fill.getInputs()[0], m_AnyZeroFloat())
-                 ? fill
-                 : linalg::FillOp();
-    if (!isMemoryEffectFree(prev))
-      return {};
-  }
-  return {};
+  linalg::FillOp fill = loom::train::fillBefore(op, gemm.c.memref);
+  return fill && matchPattern(fill.getInputs()[0], m_AnyZeroFloat())
+             ? fill
+             : linalg::FillOp();
 }
 
 struct ConvertLinalgToBlasPass

@@ -147,10 +147,6 @@ Operation *blockReduction(linalg::GenericOp op, int64_t minLength,
   return combiner;
 }
 
-/// Below this many blocks of `threads`, a reduction gets a block per output
-/// whatever its layout (see blockReduction).
-constexpr int64_t kFewBlocks = 128;
-
 /// A column reduction's innermost loop is unrolled by up to this many
 /// iterations, so that each thread has that many rows' loads in flight
 /// (LLVM unrolls a short loop fully, but not a 32-row one).
@@ -272,7 +268,12 @@ struct LinalgToGpu {
   /// many load and store vectors.
   int64_t kernels = 0, blockReductions = 0, vectorKernels = 0;
   /// Fills a reduction took over (erased; see takeFill).
-  llvm::SmallPtrSet<Operation *, 16> taken;
+  llvm::SmallPtrSet<Operation *, 16> taken = {};
+
+  /// An index constant.
+  Value indexConstant(Location loc, int64_t value) {
+    return arith::ConstantIndexOp::create(rewriter, loc, value);
+  }
 
   /// Splits the linear index `linear` into one index per size (unit sizes
   /// index 0).
@@ -290,7 +291,7 @@ struct LinalgToGpu {
                   rewriter, loc, linear, basis, /*hasOuterBound=*/true)
                   .getResults();
     SmallVector<Value> indices;
-    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value zero = indexConstant(loc, 0);
     unsigned next = 0;
     for (int64_t size : sizes)
       indices.push_back(size == 1 ? zero : split[next++]);
@@ -354,9 +355,7 @@ struct LinalgToGpu {
     int64_t block =
         std::min<int64_t>(threads, (length / width + 31) / 32 * 32);
     rewriter.setInsertionPoint(op);
-    auto c = [&](int64_t v) -> Value {
-      return arith::ConstantIndexOp::create(rewriter, loc, v);
-    };
+    auto c = [&](int64_t v) { return indexConstant(loc, v); };
     Value identity = arith::ConstantOp::create(
         rewriter, loc, *arith::getNeutralElement(combiner));
     auto rows = scf::ParallelOp::create(rewriter, loc, ValueRange{c(0)},
@@ -451,9 +450,7 @@ struct LinalgToGpu {
       count *= size;
     Value linear = buildNest(op, count);
     rewriter.setInsertionPoint(op);
-    auto c = [&](int64_t v) -> Value {
-      return arith::ConstantIndexOp::create(rewriter, loc, v);
-    };
+    auto c = [&](int64_t v) { return indexConstant(loc, v); };
     SmallVector<Value> dims = delinearize(loc, linear, threadSizes);
     dims.back() =
         arith::MulIOp::create(rewriter, loc, dims.back(), c(plan.lanes));
@@ -579,21 +576,14 @@ struct LinalgToGpu {
         !map.isProjectedPermutation() ||
         map.getNumResults() != op.getNumParallelLoops())
       return {};
-    for (Operation *prev = op->getPrevNode(); prev;
-         prev = prev->getPrevNode()) {
-      if (auto fill = dyn_cast<linalg::FillOp>(prev)) {
-        Value value = fill.getInputs()[0];
-        if (fill.getOutputs()[0] != init->get() ||
-            value.getType() != getElementTypeOrSelf(init->get().getType()))
-          return {};
-        taken.insert(fill);
-        rewriter.eraseOp(fill);
-        return value;
-      }
-      if (!isMemoryEffectFree(prev))
-        return {};
-    }
-    return {};
+    linalg::FillOp fill = loom::train::fillBefore(op, init->get());
+    if (!fill || fill.getInputs()[0].getType() !=
+                     getElementTypeOrSelf(init->get().getType()))
+      return {};
+    Value value = fill.getInputs()[0];
+    taken.insert(fill);
+    rewriter.eraseOp(fill);
+    return value;
   }
 
   /// Builds the block x thread nest for `count` iterations before `op` and
@@ -604,9 +594,7 @@ struct LinalgToGpu {
     int64_t block = std::min<int64_t>(threads, (count + 31) / 32 * 32);
     int64_t blocks = (count + block - 1) / block;
     rewriter.setInsertionPoint(op);
-    auto c = [&](int64_t v) -> Value {
-      return arith::ConstantIndexOp::create(rewriter, loc, v);
-    };
+    auto c = [&](int64_t v) { return indexConstant(loc, v); };
     Value zero = c(0), one = c(1);
     auto outer = scf::ParallelOp::create(rewriter, loc, ValueRange{zero},
                                          ValueRange{c(blocks)},
@@ -677,7 +665,7 @@ struct LinalgToGpu {
       anchor = *generic;
       // A thread per output would fill fewer blocks than a GPU has
       // multiprocessors (132 on an H100).
-      bool fewOutputs = count <= kFewBlocks * threads;
+      bool fewOutputs = count <= loom::train::kFewBlocks * threads;
       if (Operation *combiner =
               blockReduction(*generic, blockReduceMin, fewOutputs)) {
         // Vectors along a row read with unit stride (a column sum's

@@ -1,4 +1,4 @@
-//===- ReductionMatch.cpp - reductions that can be regrouped --------------===//
+//===- ReductionMatch.cpp - reductions to regroup or take over ------------===//
 
 #include "loom/Dialect/Train/ReductionMatch.h"
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -18,4 +18,14 @@ Operation *loom::train::regroupableCombiner(linalg::GenericOp op) {
       !op.getRegionOutputArgs()[0].hasOneUse())
     return nullptr;
   return combiners[0];
+}
+
+linalg::FillOp loom::train::fillBefore(Operation *op, Value buffer) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev))
+      return fill.getOutputs()[0] == buffer ? fill : linalg::FillOp();
+    if (!isMemoryEffectFree(prev))
+      return {};
+  }
+  return {};
 }

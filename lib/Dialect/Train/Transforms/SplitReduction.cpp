@@ -29,17 +29,20 @@ using namespace mlir;
 namespace {
 
 /// Loop `dim`, of size `parts x rows`, becomes a parallel loop over `parts`
-/// partials and a reduction loop over the `rows` each folds.
+/// partials and a reduction loop over the `rows` each folds; `combiner`
+/// folds the partials into the output.
 struct Split {
   unsigned dim;
   int64_t parts, rows;
+  Operation *combiner;
 };
 
 /// Where and how to split `op` (see the pass description), if at all.
 std::optional<Split> planSplit(linalg::GenericOp op, int64_t minRowsEach,
                                int64_t maxOutputs, int64_t minRows) {
+  Operation *combiner = loom::train::regroupableCombiner(op);
   if (minRowsEach <= 0 || !op.hasPureTensorSemantics() ||
-      op.getNumResults() != 1 || !loom::train::regroupableCombiner(op) ||
+      op.getNumResults() != 1 || !combiner ||
       !op.getBlock()->getOps<linalg::IndexOp>().empty() ||
       loom::train::mulAddAlpha(op) ||
       !isa<FloatType>(getElementTypeOrSelf(op.getResult(0).getType())))
@@ -94,7 +97,7 @@ std::optional<Split> planSplit(linalg::GenericOp op, int64_t minRowsEach,
     ++rows;
   if (rows >= size)
     return std::nullopt;
-  return Split{*longest, size / rows, rows};
+  return Split{*longest, size / rows, rows, combiner};
 }
 
 /// `op` as partials over `split`, then their combination into its init.
@@ -104,7 +107,7 @@ void splitReduction(IRRewriter &rewriter, linalg::GenericOp op,
   Location loc = op.getLoc();
   rewriter.setInsertionPoint(op);
   loom::LinalgBuilder lb(rewriter, loc);
-  Operation *combiner = loom::train::regroupableCombiner(op);
+  Operation *combiner = split.combiner;
   unsigned loops = op.getNumLoops();
   // Old loop d is new loop d (before the split one) or d + 1 (after it);
   // the split loop becomes the partials' loop, and the one after it the
