@@ -15,7 +15,8 @@ proportional to the gradients, so the check is on the gradients' kernels too
 issue's bar). --mode emulate runs the CUDA target's kernel mapping on the CPU
 (loomc --emulate-gpu, 32-thread blocks for every reduction of 32 or more,
 1e-5). Both split column reductions of 32 rows or more into partials of 8
-(train-split-reduction: the norm's weight gradient). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
+(train-split-reduction: the norm's weight gradient) and fuse elementwise
+producers into their users (train-fuse-elementwise, the CUDA default). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
 are also trained in bf16 (2e-2 on a GPU, 2^-8 emulated: a bf16 ulp).
 """
 
@@ -174,7 +175,8 @@ def main() -> int:
     split = ["--gpu-split-min-rows=32", "--gpu-split-reduction=8"]
     gpu_flags = (["--target=cuda", *split] if mode == "cuda" else
                  ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
-                  "--loss-kernels", "--embedding-kernel", *split])
+                  "--loss-kernels", "--embedding-kernel", "--gpu-fuse-elementwise",
+                  *split])
     print(f"mode: {mode} (tolerance {tolerance('rms_norm', mode):g} relative, "
           f"{tolerance('rms_norm_bf16', mode):g} in bf16)")
     os.makedirs(args.dir, exist_ok=True)

@@ -82,7 +82,7 @@ BF16_Z3 = ("r2-z3-bf16", 2, 3, "adamw")
 BF16_GPU_MAPPED = ("r1-bf16-gpu-mapped", 1, 0, "adamw")
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
-               GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"],
+               GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0", "--gpu-fuse-elementwise"],
                GPU_BLOCKS: ["--emulate-gpu", "--gpu-block-reduce=32", "--gpu-threads=32",
                             "--gpu-fuse-elementwise", "--gpu-split-min-rows=32",
                             "--gpu-split-reduction=8"],
@@ -90,7 +90,8 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels",
                               "--embedding-kernel"],
                BF16: [], BF16_Z3: [],
-               BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0"]}
+               BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0",
+                                 "--gpu-fuse-elementwise"]}
 FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
            BF16_GPU_MAPPED: "tiny-b4-bf16.mlir"}
 MPI_ENV = mpi_env(20)

@@ -551,3 +551,50 @@ func.func @short_columns(%x: memref<8x64xf32>, %y: memref<64xf32>) {
   }
   return
 }
+
+// -----
+
+// Every reduction takes over the fill of its output right before it: a
+// block per row starts thread 0 from the fill's value instead of loading
+// the output; a thread per row (NOBLOCK) stores it before its loop; so does
+// the one thread of a reduction into a scalar. One kernel each, no fill.
+#id3 = affine_map<(i, j) -> (i, j)>
+#row3 = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @fills_taken
+// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernels = 2 : i64
+// CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
+// CHECK-DAG: %[[SEED:.+]] = arith.constant 2.500000e-01 : f32
+// CHECK: scf.parallel (%[[T:.+]]) = (%c0) to (%c256) step (%c1) init (%[[ZERO]]) -> f32
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[T]], %c0
+// CHECK-NOT: memref.load %arg1
+// CHECK: arith.select %[[FIRST]], %[[SEED]], %[[ZERO]]
+// CHECK: memref.store %{{.+}}, %arg1
+// CHECK: arith.cmpi ult, %{{.+}}, %c1
+// CHECK: memref.store %[[SEED]], %arg2[]
+// CHECK-NEXT: scf.for %{{.+}} = %c0 to %c8 step %c1
+// NOBLOCK-LABEL: func.func @fills_taken
+// NOBLOCK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernels = 2 : i64
+// NOBLOCK: %[[SEED:.+]] = arith.constant 2.500000e-01 : f32
+// NOBLOCK: %[[I:.+]] = affine.apply
+// NOBLOCK: arith.cmpi ult, %[[I]], %c8
+// NOBLOCK: memref.store %[[SEED]], %arg1[%[[I]]]
+// NOBLOCK-NEXT: scf.for %{{.+}} = %c0 to %c512 step %c1
+// NOBLOCK-NOT: linalg.fill
+func.func @fills_taken(%x: memref<8x512xf32>, %s: memref<8xf32>, %t: memref<f32>) {
+  %seed = arith.constant 0.25 : f32
+  linalg.fill ins(%seed : f32) outs(%s : memref<8xf32>)
+  linalg.generic {indexing_maps = [#id3, #row3], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<8x512xf32>) outs(%s : memref<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %sq = arith.mulf %a, %a : f32
+    %r = arith.addf %acc, %sq : f32
+    linalg.yield %r : f32
+  }
+  linalg.fill ins(%seed : f32) outs(%t : memref<f32>)
+  linalg.reduce ins(%s : memref<8xf32>) outs(%t : memref<f32>) dimensions = [0]
+  (%a: f32, %acc: f32) {
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}

@@ -698,6 +698,80 @@ def TrainSplitReductionPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def TrainFoldInitFillsPass
+    : Pass<"train-fold-init-fills", "::mlir::func::FuncOp"> {
+  let summary = "Elementwise ops read a fill's value instead of its tensor";
+  let description = [{
+    Autodiff starts an adjoint at zero and adds each contribution into it,
+    so an elementwise adjoint reads a zero-filled init: on the GPU that is
+    a fill kernel writing the whole tensor, and the elementwise kernel
+    reading it back. In a linalg op whose loops are all parallel and whose
+    init is read through a permutation map, each init element is read once,
+    where it is written, and holds the fill's value: the payload uses that
+    value instead, and the init becomes a `tensor.empty`. An init the
+    payload never reads (a named elementwise op, a fill into a fill) loses
+    its fill too. The arithmetic is unchanged (`0 + x` is still computed),
+    so the results keep their bits. Only fills of a `tensor.empty` are
+    folded; a reduction keeps its init. Run on tensors, before the memory
+    plan.
+
+    ```mlir
+    %z = linalg.fill ins(%c0 : bf16) outs(%e : tensor<8192x768xbf16>)
+    %g = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        ins(%dy, %x : ...) outs(%z : tensor<8192x768xbf16>) {
+    ^bb0(%a: bf16, %b: bf16, %acc: bf16):
+      ...
+      %s = arith.addf %acc, %p : bf16
+      linalg.yield %s : bf16
+    }
+    // becomes
+    %e2 = tensor.empty() : tensor<8192x768xbf16>
+    %g = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        ins(%dy, %x : ...) outs(%e2 : tensor<8192x768xbf16>) {
+    ^bb0(%a: bf16, %b: bf16, %acc: bf16):
+      ...
+      %s = arith.addf %c0, %p : bf16
+      linalg.yield %s : bf16
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def TrainFuseElementwisePass
+    : Pass<"train-fuse-elementwise", "::mlir::func::FuncOp"> {
+  let summary = "Fuses elementwise producers into their consumers, not into GEMMs";
+  let description = [{
+    Upstream's elementwise producer-consumer fusion
+    (`linalg::populateElementwiseOpsFusionPatterns`, with reshapes folded
+    by expansion so that fusion crosses `tensor.expand_shape` and
+    `tensor.collapse_shape`), controlled so that BLAS keeps its GEMMs: no
+    producer is fused into a multiply-accumulate contraction that
+    `convert-linalg-to-blas` takes, nor a contraction into its consumer,
+    nor a reshape folded into one. (Fusing `train-widen-compute`'s rounding
+    of an f32 operand into its bf16 GEMM would leave a contraction no BLAS
+    call can run, and a loop in its place.) A producer is fused only into
+    its one user, so nothing is computed twice, and not past a
+    `coll.release` of a value it reads (ZeRO-3's gathered parameters). For the GPU kernels: each
+    fusion is a kernel fewer and a tensor neither written nor read back.
+    Run on tensors, after `train-widen-compute` and before the memory plan.
+
+    ```mlir
+    %r = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        ins(%g : tensor<128x256xf32>) outs(%e : tensor<128x256xbf16>) {
+      arith.truncf }
+    %dw = linalg.generic {iterator_types = ["reduction", "parallel", "parallel"]}
+        ins(%r, %x : tensor<128x256xbf16>, tensor<128x64xbf16>)
+        outs(%zero : tensor<256x64xbf16>) { out + a * b }
+    // stays two ops: %dw is a GEMM for BLAS
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::affine::AffineDialect"];
+}
+
 def TrainWidenComputePass
     : Pass<"train-widen-compute", "::mlir::func::FuncOp"> {
   let summary = "Computes bf16 and f16 linalg generics in f32";

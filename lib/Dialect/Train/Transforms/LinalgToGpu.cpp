@@ -336,10 +336,11 @@ struct LinalgToGpu {
   /// partials (scf.reduce, a gpu.all_reduce once mapped).
   /// With `plan`, each thread loads `plan->lanes` consecutive elements of
   /// the row at a time (a vector per input that reads the row) and folds
-  /// them in order.
+  /// them in order. With `seed` (the output's fill, taken over), the first
+  /// thread starts from it instead of the output's value.
   void mapBlockReduction(linalg::GenericOp op, Operation *combiner,
                          ArrayRef<int64_t> parallelSizes,
-                         const std::optional<VectorPlan> &plan) {
+                         const std::optional<VectorPlan> &plan, Value seed) {
     Location loc = op.getLoc();
     MLIRContext *ctx = op.getContext();
     SmallVector<int64_t> ranges = op.getStaticLoopRanges();
@@ -371,7 +372,8 @@ struct LinalgToGpu {
     Value total = lanes.getResult(0);
 
     // Each thread: k = t, t + block, ... folded into its partial. Thread 0
-    // starts from the output's value; the others from the neutral element.
+    // starts from the output's value (or the seed); the others from the
+    // neutral element.
     // Every thread reads the output before the block reduction (a barrier)
     // and writes the same total after it.
     rewriter.setInsertionPointToStart(lanes.getBody());
@@ -385,7 +387,8 @@ struct LinalgToGpu {
                                         lane, c(0));
     Value start = arith::SelectOp::create(
         rewriter, loc, first,
-        memref::LoadOp::create(rewriter, loc, init->get(), at), identity);
+        seed ? seed : memref::LoadOp::create(rewriter, loc, init->get(), at),
+        identity);
     Value from = width > 1 ? Value(arith::MulIOp::create(rewriter, loc, lane,
                                                          c(width)))
                            : lane;
@@ -568,7 +571,9 @@ struct LinalgToGpu {
   /// before it (only ops free of memory effects between them), if `op`
   /// writes each output element once: the fill is erased (its kernel would
   /// only write what `op` overwrites) and `op` starts from its value, as a
-  /// GEMM into a buffer just zeroed takes beta = 0. Null if none.
+  /// GEMM into a buffer just zeroed takes beta = 0. Null if none. Every
+  /// mapping of a reduction takes it: a block per output, a thread per
+  /// output's lanes, a thread per output.
   Value takeFill(linalg::GenericOp op) {
     OpOperand *init = op.getDpsInitOperand(0);
     AffineMap map = op.getMatchingIndexingMap(init);
@@ -647,6 +652,7 @@ struct LinalgToGpu {
       return success();
     }
     bool whole = anchor == op.getOperation();
+    Value seed;
     // The op is replaced as it is generalised and interchanged.
     Location loc = op.getLoc();
     rewriter.setInsertionPoint(op);
@@ -672,7 +678,8 @@ struct LinalgToGpu {
         // strided walk has none).
         std::optional<VectorPlan> plan =
             planVectors(*generic, vectorBytes, LaneAxis::Row);
-        mapBlockReduction(*generic, combiner, parallelSizes, plan);
+        mapBlockReduction(*generic, combiner, parallelSizes, plan,
+                          takeFill(*generic));
         ++kernels;
         ++blockReductions;
         vectorKernels += plan.has_value();
@@ -682,7 +689,6 @@ struct LinalgToGpu {
       // stride (train-split-reduction's partials, which start from the
       // fill before them).
       std::optional<VectorPlan> plan = planVectors(*generic, vectorBytes);
-      Value seed;
       if (!plan) {
         plan = planVectors(*generic, vectorBytes, LaneAxis::Column);
         if (plan)
@@ -694,10 +700,21 @@ struct LinalgToGpu {
         ++vectorKernels;
         return success();
       }
+      // A thread per output stores the seed before its reduction loops.
+      seed = takeFill(*generic);
     }
     Value linear = buildNest(anchor, count);
     ++kernels;
     rewriter.setInsertionPoint(*generic);
+    if (seed) {
+      // This thread's output element, before the reduction loops.
+      OpOperand *init = generic->getDpsInitOperand(0);
+      SmallVector<Value> dims = delinearize(loc, linear, parallelSizes);
+      dims.append(generic->getNumReductionLoops(), indexConstant(loc, 0));
+      memref::StoreOp::create(
+          rewriter, loc, seed, init->get(),
+          apply(loc, generic->getMatchingIndexingMap(init), dims));
+    }
     FailureOr<linalg::LinalgLoops> loops =
         linalg::linalgOpToParallelLoops(rewriter, *generic);
     if (failed(loops))
