@@ -167,6 +167,27 @@ check("extract_slice, insert_slice and concat", [("a", (4, 6)), ("b", (2, 3))], 
   %i = tensor.insert_slice %b into %a[2, 0] [2, 3] [1, 1] : tensor<2x3xf64> into tensor<4x6xf64>
   %c = tensor.concat dim(1) %s, %b : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x6xf64>
   %y = tensor.concat dim(0) %i, %c : (tensor<4x6xf64>, tensor<2x6xf64>) -> tensor<6x6xf64>""", (6, 6))
+check("a tensor's halves rotated and rejoined (RoPE: disjoint slices merged)",
+      [("x", (3, 8)), ("c", (3, 4))], """
+  %x1 = tensor.extract_slice %x[0, 0] [3, 4] [1, 1] : tensor<3x8xf64> to tensor<3x4xf64>
+  %x2 = tensor.extract_slice %x[0, 4] [3, 4] [1, 1] : tensor<3x8xf64> to tensor<3x4xf64>
+  %e = tensor.empty() : tensor<3x4xf64>
+  %a = linalg.mul ins(%x1, %c : tensor<3x4xf64>, tensor<3x4xf64>) outs(%e : tensor<3x4xf64>) -> tensor<3x4xf64>
+  %r1 = linalg.sub ins(%a, %x2 : tensor<3x4xf64>, tensor<3x4xf64>) outs(%e : tensor<3x4xf64>) -> tensor<3x4xf64>
+  %b = linalg.mul ins(%x2, %c : tensor<3x4xf64>, tensor<3x4xf64>) outs(%e : tensor<3x4xf64>) -> tensor<3x4xf64>
+  %r2 = linalg.add ins(%b, %x1 : tensor<3x4xf64>, tensor<3x4xf64>) outs(%e : tensor<3x4xf64>) -> tensor<3x4xf64>
+  %o = tensor.empty() : tensor<3x8xf64>
+  %i1 = tensor.insert_slice %r1 into %o[0, 0] [3, 4] [1, 1] : tensor<3x4xf64> into tensor<3x8xf64>
+  %y = tensor.insert_slice %r2 into %i1[0, 4] [3, 4] [1, 1] : tensor<3x4xf64> into tensor<3x8xf64>""", (3, 8))
+check("overlapping and partial slices still add", [("x", (3, 8))], """
+  %x1 = tensor.extract_slice %x[0, 0] [3, 5] [1, 1] : tensor<3x8xf64> to tensor<3x5xf64>
+  %x2 = tensor.extract_slice %x[0, 3] [3, 5] [1, 1] : tensor<3x8xf64> to tensor<3x5xf64>
+  %x3 = tensor.extract_slice %x[0, 0] [3, 2] [1, 1] : tensor<3x8xf64> to tensor<3x2xf64>
+  %e = tensor.empty() : tensor<3x5xf64>
+  %p = linalg.mul ins(%x1, %x2 : tensor<3x5xf64>, tensor<3x5xf64>) outs(%e : tensor<3x5xf64>) -> tensor<3x5xf64>
+  %o = tensor.empty() : tensor<3x7xf64>
+  %i = tensor.insert_slice %p into %o[0, 0] [3, 5] [1, 1] : tensor<3x5xf64> into tensor<3x7xf64>
+  %y = tensor.insert_slice %x3 into %i[0, 5] [3, 2] [1, 1] : tensor<3x2xf64> into tensor<3x7xf64>""", (3, 7))
 
 # --- train ops ----------------------------------------------------------------
 ids = rng.integers(0, 10, (2, 5)).astype(np.int32)

@@ -667,7 +667,11 @@ int main(int argc, char **argv) {
                              gpuSplitMinRows.getValue())
                          .str()
                    : "") +
-              (memoryPlan ? ", func.func(loom-update-in-place, "
+              // An op whose result is inserted into a slice of a new
+              // tensor writes into that slice (RoPE's halves), so the plan
+              // sees no copy.
+              (memoryPlan ? ", eliminate-empty-tensors, "
+                            "func.func(loom-update-in-place, "
                             "loom-memory-plan{"
                             "caller-owned-results=true})"
                           : ""))))

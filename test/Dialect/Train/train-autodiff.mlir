@@ -129,3 +129,41 @@ func.func @attention_and_norm(%q: tensor<1x4x2x8xf32> {train.param = "q"}, %k: t
   // CHECK: return %{{.+}}, %[[DQ]], %[[DKV]], %{{.+}} : tensor<f32>, tensor<1x4x2x8xf32>, tensor<1x4x1x8xf32>, tensor<8xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// RoPE splits a tensor into halves and rejoins them. The gradient of each
+// half is read straight from the output's gradient (past the zeros the
+// second insertion's rule puts in its slice), and the halves' gradients,
+// zeros but for slices that do not overlap, are inserted into one tensor
+// instead of padded and added: no fill, no add.
+// CHECK-LABEL: func.func @rope_halves
+// CHECK: %[[E:.+]] = tensor.empty() : tensor<3x8xf32>
+// CHECK: %[[DY:.+]] = linalg.generic
+// CHECK-DAG: %[[D2:.+]] = tensor.extract_slice %[[DY]][0, 4] [3, 4] [1, 1]
+// CHECK-DAG: %[[D1:.+]] = tensor.extract_slice %[[DY]][0, 0] [3, 4] [1, 1]
+// CHECK: %[[G2:.+]] = linalg.generic {{.*}} ins(%[[D2]] :
+// CHECK-NOT: outs(%{{.+}} : tensor<3x8xf32>)
+// CHECK: %[[I:.+]] = tensor.insert_slice %[[G2]] into %[[E]][0, 4] [3, 4] [1, 1]
+// CHECK: %[[DX:.+]] = tensor.insert_slice %{{.+}} into %[[I]][0, 0] [3, 4] [1, 1]
+// CHECK: return %{{.+}}, %[[DX]]
+func.func @rope_halves(%x: tensor<3x8xf32> {train.param = "x"}, %c: tensor<3x4xf32> {train.input}) -> (tensor<f32> {train.loss}) {
+  %x1 = tensor.extract_slice %x[0, 0] [3, 4] [1, 1] : tensor<3x8xf32> to tensor<3x4xf32>
+  %x2 = tensor.extract_slice %x[0, 4] [3, 4] [1, 1] : tensor<3x8xf32> to tensor<3x4xf32>
+  %e = tensor.empty() : tensor<3x4xf32>
+  %r1 = linalg.mul ins(%x1, %c : tensor<3x4xf32>, tensor<3x4xf32>) outs(%e : tensor<3x4xf32>) -> tensor<3x4xf32>
+  %r2 = linalg.sub ins(%x2, %x1 : tensor<3x4xf32>, tensor<3x4xf32>) outs(%e : tensor<3x4xf32>) -> tensor<3x4xf32>
+  %o = tensor.empty() : tensor<3x8xf32>
+  %i1 = tensor.insert_slice %r1 into %o[0, 0] [3, 4] [1, 1] : tensor<3x4xf32> into tensor<3x8xf32>
+  %y = tensor.insert_slice %r2 into %i1[0, 4] [3, 4] [1, 1] : tensor<3x4xf32> into tensor<3x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<f32>
+  %f0 = linalg.fill ins(%z : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %l = linalg.reduce ins(%y : tensor<3x8xf32>) outs(%f0 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %sq = arith.mulf %in, %in : f32
+      %r = arith.addf %sq, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %l : tensor<f32>
+}

@@ -2,6 +2,9 @@
 
 #include "ReverseMode.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -29,12 +32,87 @@ void ReverseMode::propagateActivity(ArrayRef<Operation *> ops) {
   }
 }
 
+bool loom::train::disjointSlices(OffsetSizeAndStrideOpInterface a,
+                                 OffsetSizeAndStrideOpInterface b) {
+  auto isStatic = [](OffsetSizeAndStrideOpInterface s) {
+    return !ShapedType::isDynamicShape(s.getStaticOffsets()) &&
+           !ShapedType::isDynamicShape(s.getStaticSizes()) &&
+           llvm::all_of(s.getStaticStrides(),
+                        [](int64_t stride) { return stride == 1; });
+  };
+  if (!isStatic(a) || !isStatic(b) ||
+      a.getStaticOffsets().size() != b.getStaticOffsets().size())
+    return false;
+  for (auto [ao, as, bo, bs] :
+       llvm::zip(a.getStaticOffsets(), a.getStaticSizes(), b.getStaticOffsets(),
+                 b.getStaticSizes()))
+    if (ao + as <= bo || bo + bs <= ao)
+      return true;
+  return false;
+}
+
+/// The chain of insert_slices `value` is, innermost first, if it ends in a
+/// fill of zero into a tensor.empty (an adjoint padded by a slice's rule);
+/// empty otherwise.
+static SmallVector<tensor::InsertSliceOp> paddedChain(Value value,
+                                                      linalg::FillOp &root) {
+  SmallVector<tensor::InsertSliceOp> chain;
+  while (auto insert = value.getDefiningOp<tensor::InsertSliceOp>()) {
+    chain.push_back(insert);
+    value = insert.getDest();
+  }
+  root = value.getDefiningOp<linalg::FillOp>();
+  if (!root || !root.hasPureTensorSemantics() ||
+      !root.getOutputs()[0].getDefiningOp<tensor::EmptyOp>() ||
+      !matchPattern(root.getInputs()[0], m_AnyZeroFloat()))
+    chain.clear();
+  std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+
+/// `contribution` added to `slot` without arithmetic when both are zeros
+/// but for slices that do not overlap (the gradients of a tensor's halves,
+/// as RoPE splits it): the contribution's slice is inserted into `slot`.
+/// Zeros the slices cover whole are never filled. Null if not so.
+static Value mergePadded(OpBuilder &builder, Value slot, Value contribution) {
+  linalg::FillOp root, unused;
+  SmallVector<tensor::InsertSliceOp> chain = paddedChain(slot, root);
+  SmallVector<tensor::InsertSliceOp> added = paddedChain(contribution, unused);
+  if (chain.empty() || added.size() != 1 ||
+      slot.getType() != contribution.getType())
+    return {};
+  tensor::InsertSliceOp insert = added.front();
+  chain.push_back(insert);
+  for (auto [i, a] : llvm::enumerate(chain))
+    for (tensor::InsertSliceOp b : ArrayRef(chain).drop_front(i + 1))
+      if (!disjointSlices(a, b))
+        return {};
+  chain.pop_back();
+  auto merged = tensor::InsertSliceOp::create(
+      builder, insert.getLoc(), insert.getSource(), slot,
+      insert.getMixedOffsets(), insert.getMixedSizes(),
+      insert.getMixedStrides());
+  // Disjoint slices as large as the whole cover it: the zeros are dead.
+  auto type = cast<RankedTensorType>(slot.getType());
+  int64_t covered = merged.getSourceType().getNumElements();
+  for (tensor::InsertSliceOp earlier : chain)
+    covered += earlier.getSourceType().getNumElements();
+  if (type.hasStaticShape() && covered == type.getNumElements() &&
+      root->hasOneUse())
+    chain.front().getDestMutable().assign(root.getOutputs()[0]);
+  return merged;
+}
+
 void ReverseMode::accumulate(Value value, Value contribution) {
   if (!isActive(value))
     return;
   Value &slot = adjoints[value];
   if (!slot) {
     slot = contribution;
+    return;
+  }
+  if (Value merged = mergePadded(builder, slot, contribution)) {
+    slot = merged;
     return;
   }
   Location loc = contribution.getLoc();

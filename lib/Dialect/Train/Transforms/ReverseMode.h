@@ -14,6 +14,7 @@
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
@@ -60,6 +61,11 @@ private:
 mlir::LogicalResult differentiateLinalgOp(ReverseMode &rm, mlir::Operation *op);
 mlir::LogicalResult differentiateTensorOp(ReverseMode &rm, mlir::Operation *op);
 mlir::LogicalResult differentiateTrainOp(ReverseMode &rm, mlir::Operation *op);
+
+/// Whether two slices of the same tensor, both with static offsets and
+/// sizes and unit strides, share no element.
+bool disjointSlices(mlir::OffsetSizeAndStrideOpInterface a,
+                    mlir::OffsetSizeAndStrideOpInterface b);
 
 /// Returns true if there is a rule for `op` (linalg, tensor or train).
 bool isLinalgDifferentiable(mlir::Operation *op);

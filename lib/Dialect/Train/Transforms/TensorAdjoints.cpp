@@ -28,6 +28,21 @@ static Value zerosLike(ReverseMode &rm, Location loc, Type type) {
                                tensorType.getElementType(), 0.0);
 }
 
+/// The slice of `g` that `slice` takes, read past insertions into `g` of
+/// slices disjoint from it (an insert_slice's rule zeroes its slice of the
+/// gradient; the slices next to it are the gradient's own).
+static Value sliceOf(OpBuilder &b, Location loc, Value g,
+                     OffsetSizeAndStrideOpInterface slice, Type type) {
+  while (auto insert = g.getDefiningOp<tensor::InsertSliceOp>()) {
+    if (!disjointSlices(insert, slice))
+      break;
+    g = insert.getDest();
+  }
+  return tensor::ExtractSliceOp::create(
+      b, loc, cast<RankedTensorType>(type), g, slice.getMixedOffsets(),
+      slice.getMixedSizes(), slice.getMixedStrides());
+}
+
 LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
                                                  Operation *op) {
   OpBuilder &b = rm.getBuilder();
@@ -59,10 +74,7 @@ LogicalResult loom::train::differentiateTensorOp(ReverseMode &rm,
         return success();
       })
       .Case([&](tensor::InsertSliceOp o) {
-        rm.accumulate(o.getSource(),
-                      tensor::ExtractSliceOp::create(
-                          b, loc, o.getSourceType(), g, o.getMixedOffsets(),
-                          o.getMixedSizes(), o.getMixedStrides()));
+        rm.accumulate(o.getSource(), sliceOf(b, loc, g, o, o.getSourceType()));
         Value zeros = zerosLike(rm, loc, o.getSourceType());
         rm.accumulate(o.getDest(), tensor::InsertSliceOp::create(
                                        b, loc, zeros, g, o.getMixedOffsets(),
