@@ -161,11 +161,12 @@ func.func @scatter_add(%ids: memref<8xi32>, %dy: memref<8x64xf32>, %dw: memref<1
 // A long row reduction along the contiguous dimension: a block per row,
 // threads striding along it from the neutral element (thread 0 from the
 // output), combined by the block (scf.reduce, a gpu.all_reduce once
-// mapped), stored once reduced.
+// mapped), stored once reduced. Its operands span 16,448 bytes: the 8 x 512
+// input, and the 8 outputs read (by thread 0) and written.
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @sum_of_squares
-// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernels = 1 : i64
+// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernel_bytes = 16448 : i64, loom.gpu_kernels = 1 : i64
 // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
 // CHECK: scf.parallel (%[[ROW:.+]]) = (%c0) to (%c8) step (%c1)
 // CHECK: %[[S:.+]] = scf.parallel (%[[T:.+]]) = (%c0) to (%c256) step (%c1) init (%[[ZERO]]) -> f32
@@ -245,7 +246,7 @@ func.func @row_max(%x: memref<2x3x200xf32>, %s: memref<2x3xf32>) {
 #tj0 = affine_map<(t, j) -> (t, j)>
 #j0 = affine_map<(t, j) -> (j)>
 // CHECK-LABEL: func.func @column_sum_few
-// CHECK-SAME: loom.gpu_block_reductions = 2 : i64, loom.gpu_kernels = 2 : i64
+// CHECK-SAME: loom.gpu_block_reductions = 2 : i64, loom.gpu_kernel_bytes = 230656 : i64, loom.gpu_kernels = 2 : i64
 // CHECK: scf.parallel (%[[COL:.*]]) = (%c0) to (%c64) step (%c1)
 // CHECK: scf.parallel (%[[T:.*]]) = (%c0) to (%c256) step (%c1) init
 // CHECK: scf.for %[[ROW:.*]] = %[[T]] to %c512 step %c256
@@ -285,7 +286,7 @@ func.func @column_sum_few(%x: memref<512x64xf32>, %c: memref<64xf32>,
 #ij2 = affine_map<(i, j) -> (i, j)>
 #i2 = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @not_block
-// CHECK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernels = 3 : i64
+// CHECK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernel_bytes = 67455424 : i64, loom.gpu_kernels = 3 : i64
 // CHECK-NOT: scf.reduce(
 func.func @not_block(%x: memref<512x32800xf32>, %c: memref<32800xf32>, %y: memref<8x64xf32>,
                      %r: memref<8xf32>, %z: memref<8x512xf32>, %m: memref<8xf32>, %n: memref<8xf32>) {
@@ -557,11 +558,12 @@ func.func @short_columns(%x: memref<8x64xf32>, %y: memref<64xf32>) {
 // Every reduction takes over the fill of its output right before it: a
 // block per row starts thread 0 from the fill's value instead of loading
 // the output; a thread per row (NOBLOCK) stores it before its loop; so does
-// the one thread of a reduction into a scalar. One kernel each, no fill.
+// the one thread of a reduction into a scalar. One kernel each, no fill;
+// neither reads its output (16,384 + 32 + 32 + 4 bytes).
 #id3 = affine_map<(i, j) -> (i, j)>
 #row3 = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @fills_taken
-// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernels = 2 : i64
+// CHECK-SAME: loom.gpu_block_reductions = 1 : i64, loom.gpu_kernel_bytes = 16452 : i64, loom.gpu_kernels = 2 : i64
 // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0.000000e+00 : f32
 // CHECK-DAG: %[[SEED:.+]] = arith.constant 2.500000e-01 : f32
 // CHECK: scf.parallel (%[[T:.+]]) = (%c0) to (%c256) step (%c1) init (%[[ZERO]]) -> f32
@@ -573,7 +575,7 @@ func.func @short_columns(%x: memref<8x64xf32>, %y: memref<64xf32>) {
 // CHECK: memref.store %[[SEED]], %arg2[]
 // CHECK-NEXT: scf.for %{{.+}} = %c0 to %c8 step %c1
 // NOBLOCK-LABEL: func.func @fills_taken
-// NOBLOCK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernels = 2 : i64
+// NOBLOCK-SAME: loom.gpu_block_reductions = 0 : i64, loom.gpu_kernel_bytes = {{[0-9]+}} : i64, loom.gpu_kernels = 2 : i64
 // NOBLOCK: %[[SEED:.+]] = arith.constant 2.500000e-01 : f32
 // NOBLOCK: %[[I:.+]] = affine.apply
 // NOBLOCK: arith.cmpi ult, %[[I]], %c8

@@ -394,11 +394,14 @@ def LoomLinalgToGpuPass : Pass<"loom-linalg-to-gpu", "::mlir::func::FuncOp"> {
     that dimension: the output's lanes are loaded before the reduction
     loops and carried through them, each row's inputs are one vector load
     each, every lane sums in the CPU's order, and the innermost reduction
-    loop is unrolled by up to 8 (the rows' loads in flight); a
-    `linalg.fill` of the output right before it (nothing with memory
-    effects between) is erased and the lanes start from its value. The
-    function gets
-    `loom.gpu_vector_kernels`, the count of all three kinds.
+    loop is unrolled by up to 8 (the rows' loads in flight). Every
+    reduction takes over a `linalg.fill` of its output right before it
+    (nothing with memory effects between): the fill is erased and the lanes,
+    the block's first thread, or each output's thread start from its value.
+    The function gets `loom.gpu_vector_kernels`, the count of all three
+    kinds, and `loom.gpu_kernel_bytes`, the bytes the kernels' operands span
+    (each input read, each output written, and read as well where the
+    payload reads it and no fill was taken: a static count of the traffic).
 
     ```mlir
     // y = exp(x), memref<4x96xf32>: 96 threads of 4 lanes

@@ -267,6 +267,27 @@ struct LinalgToGpu {
   /// Kernels made, how many of them reduce with a block per row, and how
   /// many load and store vectors.
   int64_t kernels = 0, blockReductions = 0, vectorKernels = 0;
+  /// The bytes the kernels' operands span: every input read, every output
+  /// written, and read too where the payload reads it (not from a seed). A
+  /// static count of the traffic, each operand once per kernel.
+  int64_t kernelBytes = 0;
+
+  /// Counts the kernel `op` becomes; `seeded` if it starts from a fill's
+  /// value rather than reading its output.
+  void countKernel(linalg::LinalgOp op, bool seeded) {
+    ++kernels;
+    auto bytes = [](Value value) -> int64_t {
+      auto type = dyn_cast<MemRefType>(value.getType());
+      if (!type || !type.hasStaticShape())
+        return 0;
+      return type.getNumElements() * type.getElementTypeBitWidth() / 8;
+    };
+    for (OpOperand *input : op.getDpsInputOperands())
+      kernelBytes += bytes(input->get());
+    for (OpOperand &init : op.getDpsInitsMutable())
+      kernelBytes += bytes(init.get()) *
+                     (!seeded && op.payloadUsesValueFromOperand(&init) ? 2 : 1);
+  }
   /// Fills a reduction took over (erased; see takeFill).
   llvm::SmallPtrSet<Operation *, 16> taken = {};
 
@@ -678,9 +699,9 @@ struct LinalgToGpu {
         // strided walk has none).
         std::optional<VectorPlan> plan =
             planVectors(*generic, vectorBytes, LaneAxis::Row);
-        mapBlockReduction(*generic, combiner, parallelSizes, plan,
-                          takeFill(*generic));
-        ++kernels;
+        Value start = takeFill(*generic);
+        countKernel(*generic, bool(start));
+        mapBlockReduction(*generic, combiner, parallelSizes, plan, start);
         ++blockReductions;
         vectorKernels += plan.has_value();
         return success();
@@ -695,16 +716,16 @@ struct LinalgToGpu {
           seed = takeFill(*generic);
       }
       if (plan) {
+        countKernel(*generic, bool(seed));
         mapVectors(*generic, parallelSizes, *plan, seed);
-        ++kernels;
         ++vectorKernels;
         return success();
       }
       // A thread per output stores the seed before its reduction loops.
       seed = takeFill(*generic);
     }
+    countKernel(*generic, bool(seed));
     Value linear = buildNest(anchor, count);
-    ++kernels;
     rewriter.setInsertionPoint(*generic);
     if (seed) {
       // This thread's output element, before the reduction loops.
@@ -803,6 +824,8 @@ struct LoomLinalgToGpuPass
                   b.getI64IntegerAttr(mapper.blockReductions));
     func->setAttr("loom.gpu_vector_kernels",
                   b.getI64IntegerAttr(mapper.vectorKernels));
+    func->setAttr("loom.gpu_kernel_bytes",
+                  b.getI64IntegerAttr(mapper.kernelBytes));
     // Fold the identity index maps the loop lowering leaves (only these
     // patterns: canonicalising the nests would merge block and thread
     // loops).
