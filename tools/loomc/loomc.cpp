@@ -13,7 +13,8 @@
 //      --fuse-attention=false), decompositions (the fused loss's rows and
 //      the embedding gradient as runtime kernels with --loss-kernels and
 //      --embedding-kernel, the CUDA default), zero-filled inits of
-//      elementwise ops folded (train-fold-init-fills), for GPU kernels
+//      elementwise ops folded (train-fold-init-fills), equal tables of
+//      indices computed once (train-share-index-generics), for GPU kernels
 //      elementwise producers fused into their users (train-fuse-elementwise)
 //      and column reductions split into partials (train-split-reduction), the
 //      memory plan, bufferisation, runtime kernel calls, matmuls to BLAS,
@@ -655,7 +656,8 @@ int main(int argc, char **argv) {
               "train-decompose" +
               (decompose.empty() ? "" : "{" + decompose + "}") + ", " +
               (widenCompute ? "func.func(train-widen-compute), " : "") +
-              "func.func(train-fold-init-fills), canonicalize" +
+              "func.func(train-fold-init-fills), canonicalize, "
+              "func.func(train-share-index-generics)" +
               (gpuKernels && onForCuda(fuseElementwise)
                    ? ", func.func(train-fuse-elementwise), canonicalize"
                    : "") +

@@ -775,6 +775,35 @@ def TrainFuseElementwisePass
                            "::mlir::affine::AffineDialect"];
 }
 
+def TrainShareIndexGenericsPass
+    : Pass<"train-share-index-generics", "::mlir::func::FuncOp"> {
+  let summary = "Computes equal tables of indices once";
+  let description = [{
+    A `linalg.generic` with no inputs, whose init is a `tensor.empty`,
+    computes from its indices alone: RoPE's cos and sin tables, which
+    `train.rope`'s decomposition builds for every rope op and again in the
+    backward (50 at ~125M). Equivalent ones in the same block (the same
+    type, attributes and body) are computed once, at the first; the later
+    ones use its result. Each is a GPU kernel less; the table lives from
+    the first use to the last, so only tables of at most `max-bytes` are
+    shared. Run on tensors, after `train-decompose`.
+
+    ```mlir
+    %c1 = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        outs(%e1 : tensor<2048x32xbf16>) { linalg.index ... math.cos ... }
+    ...
+    %c2 = linalg.generic {iterator_types = ["parallel", "parallel"]}
+        outs(%e2 : tensor<2048x32xbf16>) { the same body }
+    // %c2's uses read %c1
+    ```
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"1048576",
+           "share only tables of at most this many bytes">
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def TrainWidenComputePass
     : Pass<"train-widen-compute", "::mlir::func::FuncOp"> {
   let summary = "Computes bf16 and f16 linalg generics in f32";

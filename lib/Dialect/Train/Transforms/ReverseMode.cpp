@@ -92,13 +92,16 @@ static Value mergePadded(OpBuilder &builder, Value slot, Value contribution) {
       builder, insert.getLoc(), insert.getSource(), slot,
       insert.getMixedOffsets(), insert.getMixedSizes(),
       insert.getMixedStrides());
-  // Disjoint slices as large as the whole cover it: the zeros are dead.
+  // Disjoint slices as large as the whole cover it: the zeros are dead,
+  // unless something reads the chain before its last insertion.
   auto type = cast<RankedTensorType>(slot.getType());
   int64_t covered = merged.getSourceType().getNumElements();
-  for (tensor::InsertSliceOp earlier : chain)
+  bool unshared = root->hasOneUse();
+  for (tensor::InsertSliceOp earlier : chain) {
     covered += earlier.getSourceType().getNumElements();
-  if (type.hasStaticShape() && covered == type.getNumElements() &&
-      root->hasOneUse())
+    unshared &= earlier->hasOneUse();
+  }
+  if (type.hasStaticShape() && covered == type.getNumElements() && unshared)
     chain.front().getDestMutable().assign(root.getOutputs()[0]);
   return merged;
 }
