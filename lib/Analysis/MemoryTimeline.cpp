@@ -216,12 +216,20 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         if (Value whole = updatedSubset(tied, cast<OpResult>(result), position,
                                         index)) {
           auto found = bufferOf.find(whole);
-          if (found != bufferOf.end() && writable(buffers[found->second]) &&
-              buffers[found->second].bytes >= bytesOf(result) &&
-              aliasEnd[found->second] <=
-                  position.lookup(*result.getUsers().begin())) {
-            bind(result, found->second);
-            continue;
+          if (found != bufferOf.end() && writable(buffers[found->second])) {
+            // X a tensor.empty: the first slice written into it is where
+            // its buffer begins (the memory plan pins the empty tensor).
+            BufferInterval &buffer = buffers[found->second];
+            if (buffer.bytes == 0 && whole.getDefiningOp<tensor::EmptyOp>()) {
+              buffer.bytes = bytesOf(whole);
+              buffer.begin = index;
+            }
+            if (buffer.bytes >= bytesOf(result) &&
+                aliasEnd[found->second] <=
+                    position.lookup(*result.getUsers().begin())) {
+              bind(result, found->second);
+              continue;
+            }
           }
         }
       }

@@ -122,3 +122,52 @@ func.func @bucket(%a: tensor<32xf32>, %b: tensor<64xf32>) -> tensor<96xf32> {
   %c = tensor.concat dim(0) %a, %b : (tensor<32xf32>, tensor<64xf32>) -> tensor<96xf32>
   return %c : tensor<96xf32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// A tensor joined from two halves, each written into its slice
+// (eliminate-empty-tensors' form of RoPE's join): the joined tensor's empty
+// is the slot, so both halves are written in place and the arena holds the
+// joined 512 bytes (from the first half on) and the sum's 64; nothing is
+// copied.
+// CHECK-LABEL: func.func @joined_halves
+// CHECK-SAME: loom.arena_bound_bytes = 576 : i64, loom.arena_bytes = 576 : i64
+// CHECK: %[[V:.+]] = memref.view %{{.+}}[%{{.+}}][] : memref<576xi8> to memref<8x16xf32>
+// CHECK: %[[J:.+]] = bufferization.to_tensor %[[V]] restrict writable
+// CHECK: %[[S1:.+]] = tensor.extract_slice %[[J]][0, 0] [8, 8] [1, 1]
+// CHECK: %[[H1:.+]] = linalg.generic {{.*}} outs(%[[S1]] : tensor<8x8xf32>)
+// CHECK: %[[I1:.+]] = tensor.insert_slice %[[H1]] into %[[J]][0, 0] [8, 8] [1, 1]
+// CHECK: %[[S2:.+]] = tensor.extract_slice %[[I1]][0, 8] [8, 8] [1, 1]
+// CHECK: %[[H2:.+]] = linalg.generic {{.*}} outs(%[[S2]] : tensor<8x8xf32>)
+// CHECK: tensor.insert_slice %[[H2]] into %[[I1]][0, 8] [8, 8] [1, 1]
+// CHECK-NOT: linalg.copy
+func.func @joined_halves(%x: tensor<8x8xf32>) -> tensor<f32> {
+  %j = tensor.empty() : tensor<8x16xf32>
+  %s1 = tensor.extract_slice %j[0, 0] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+  %h1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%s1 : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.negf %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  %i1 = tensor.insert_slice %h1 into %j[0, 0] [8, 8] [1, 1] : tensor<8x8xf32> into tensor<8x16xf32>
+  %s2 = tensor.extract_slice %i1[0, 8] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+  %h2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%s2 : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = math.exp %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  %i2 = tensor.insert_slice %h2 into %i1[0, 8] [8, 8] [1, 1] : tensor<8x8xf32> into tensor<8x16xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %sum = linalg.reduce ins(%i2 : tensor<8x16xf32>) outs(%f : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %sum : tensor<f32>
+}

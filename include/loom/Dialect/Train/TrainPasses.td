@@ -489,7 +489,11 @@ def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
       tensor.empty init (or an init it never reads) is replaced by the slot,
       otherwise the init is first copied into the slot (`linalg.copy`);
     * a collective's result buffer is recorded on its start op as
-      `loom.arena_offset`, which `convert-coll-to-loomrt` turns into a view.
+      `loom.arena_offset`, which `convert-coll-to-loomrt` turns into a view;
+    * a `tensor.empty` whose slice an op writes and inserts back at the same
+      place (what `eliminate-empty-tensors` makes of a tensor joined from
+      parts, RoPE's halves) is itself replaced by the slot: its buffer
+      begins at that op, which writes into the slice in place.
 
     A slot is `bufferization.to_tensor restrict writable` of a `memref.view`
     into the arena, so one-shot bufferisation writes in place and allocates

@@ -94,7 +94,7 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
         isa<BlockArgument>(buffer.value))
       continue;
     auto result = cast<OpResult>(buffer.value);
-    if (!isa<loom::coll::WaitOp>(result.getOwner()) &&
+    if (!isa<loom::coll::WaitOp, tensor::EmptyOp>(result.getOwner()) &&
         !loom::getTiedInit(result)) {
       ++plan.unplanned;
       continue;
@@ -195,8 +195,15 @@ struct LoomMemoryPlanPass
                          builder.getI64IntegerAttr(offset));
         continue;
       }
-      OpOperand *init = loom::getTiedInit(result);
       auto type = cast<RankedTensorType>(result.getType());
+      // An empty tensor whose slices are written in place (see
+      // MemoryTimeline): the tensor itself is the arena's.
+      if (auto empty = dyn_cast<tensor::EmptyOp>(op)) {
+        empty.getResult().replaceAllUsesWith(slot(op, type, offset));
+        empty.erase();
+        continue;
+      }
+      OpOperand *init = loom::getTiedInit(result);
       Value pinned = slot(op, type, offset);
       if (!init->get().getDefiningOp<tensor::EmptyOp>() && readsInit(*init))
         pinned = linalg::CopyOp::create(builder, op->getLoc(), init->get(),
