@@ -55,7 +55,8 @@ OpOperand *loom::getTiedInit(OpResult result) {
 /// For `result` written into `tied`, an extract_slice of some X: X when
 /// the result's only use is an insert_slice of it back into X at the same
 /// offsets, sizes and strides, X has no other use and the slice no other
-/// user; else null. `position` and `index` place the ops.
+/// user; else null. (X may be a tensor.empty: a tensor joined from parts.)
+/// `position` and `index` place the ops.
 static Value updatedSubset(OpOperand *tied, OpResult result,
                            const DenseMap<Operation *, unsigned> &position,
                            unsigned index) {
@@ -217,8 +218,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
                                         index)) {
           auto found = bufferOf.find(whole);
           if (found != bufferOf.end() && writable(buffers[found->second])) {
-            // X a tensor.empty: the first slice written into it is where
-            // its buffer begins (the memory plan pins the empty tensor).
+            // X is a tensor.empty: its buffer begins at the first slice
+            // written into it (the memory plan pins the empty tensor).
             BufferInterval &buffer = buffers[found->second];
             if (buffer.bytes == 0 && whole.getDefiningOp<tensor::EmptyOp>()) {
               buffer.bytes = bytesOf(whole);
