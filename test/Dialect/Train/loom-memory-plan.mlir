@@ -171,3 +171,42 @@ func.func @joined_halves(%x: tensor<8x8xf32>) -> tensor<f32> {
     }
   return %sum : tensor<f32>
 }
+
+// -----
+
+#id = affine_map<(d0, d1) -> (d0, d1)>
+
+// Two joins whose empty tensor CSE merged (as the backward's RoPE joins
+// are): each extract, write and insert gets its own empty tensor, so both
+// parts are written in place, into two slots.
+// CHECK-LABEL: func.func @shared_join
+// CHECK-SAME: loom.arena_bytes = 1024 : i64
+// CHECK-NOT: tensor.empty() : tensor<8x16xf32>
+// CHECK-COUNT-2: bufferization.to_tensor %{{.+}} restrict writable : memref<8x16xf32>
+// CHECK: %[[S1:.+]] = tensor.extract_slice %[[J1:[0-9]+]][0, 8] [8, 8] [1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[S1]] : tensor<8x8xf32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[J1]][0, 8] [8, 8] [1, 1]
+// CHECK: %[[S2:.+]] = tensor.extract_slice %[[J2:[0-9]+]][0, 8] [8, 8] [1, 1]
+// CHECK: linalg.generic {{.*}} outs(%[[S2]] : tensor<8x8xf32>)
+// CHECK: tensor.insert_slice %{{.+}} into %[[J2]][0, 8] [8, 8] [1, 1]
+// CHECK-NOT: linalg.copy
+func.func @shared_join(%x: tensor<8x8xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %j = tensor.empty() : tensor<8x16xf32>
+  %s1 = tensor.extract_slice %j[0, 8] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+  %h1 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%s1 : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.negf %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  %i1 = tensor.insert_slice %h1 into %j[0, 8] [8, 8] [1, 1] : tensor<8x8xf32> into tensor<8x16xf32>
+  %s2 = tensor.extract_slice %j[0, 8] [8, 8] [1, 1] : tensor<8x16xf32> to tensor<8x8xf32>
+  %h2 = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<8x8xf32>) outs(%s2 : tensor<8x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = math.exp %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8x8xf32>
+  %i2 = tensor.insert_slice %h2 into %j[0, 8] [8, 8] [1, 1] : tensor<8x8xf32> into tensor<8x16xf32>
+  return %i1, %i2 : tensor<8x16xf32>, tensor<8x16xf32>
+}

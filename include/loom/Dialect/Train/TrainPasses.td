@@ -493,7 +493,9 @@ def LoomMemoryPlanPass : Pass<"loom-memory-plan", "::mlir::func::FuncOp"> {
     * a `tensor.empty` whose slice an op writes and inserts back at the same
       place (what `eliminate-empty-tensors` makes of a tensor joined from
       parts, RoPE's halves) is itself replaced by the slot: its buffer
-      begins at that op, which writes into the slice in place.
+      begins at that op, which writes into the slice in place. An empty
+      tensor that several joins share (CSE merges them) is first cloned for
+      each, as a shared fill is for each user.
 
     A slot is `bufferization.to_tensor restrict writable` of a `memref.view`
     into the arena, so one-shot bufferisation writes in place and allocates

@@ -73,6 +73,36 @@ void cloneSharedFills(Block &block) {
   }
 }
 
+/// CSE also merges the empty tensors that parts are joined in
+/// (eliminate-empty-tensors has each part's op write into a slice of one,
+/// and the slice inserted back): the timeline updates a slice of X in place
+/// only if X has no other use. Each such extract, write, insert gets an
+/// empty tensor of its own.
+void cloneSharedJoins(Block &block) {
+  SmallVector<tensor::InsertSliceOp> inserts(
+      block.getOps<tensor::InsertSliceOp>());
+  for (tensor::InsertSliceOp insert : inserts) {
+    auto empty = insert.getDest().getDefiningOp<tensor::EmptyOp>();
+    auto part = dyn_cast<OpResult>(insert.getSource());
+    if (!empty || !part || !part.hasOneUse() ||
+        llvm::range_size(empty->getUses()) <= 2)
+      continue;
+    OpOperand *init = loom::getTiedInit(part);
+    auto extract =
+        init ? init->get().getDefiningOp<tensor::ExtractSliceOp>() : nullptr;
+    if (!extract || extract.getSource() != empty.getResult() ||
+        !extract->hasOneUse() ||
+        extract.getMixedOffsets() != insert.getMixedOffsets() ||
+        extract.getMixedSizes() != insert.getMixedSizes() ||
+        extract.getMixedStrides() != insert.getMixedStrides())
+      continue;
+    OpBuilder builder(extract);
+    Value own = builder.clone(*empty)->getResult(0);
+    extract.getSourceMutable().assign(own);
+    insert.getDestMutable().assign(own);
+  }
+}
+
 /// A block's buffers placed in one region of the arena: each pinned result
 /// with its offset from the region's start (a loop body's buffers are
 /// placed in a region of their own, which is one buffer of the enclosing
@@ -151,7 +181,11 @@ struct LoomMemoryPlanPass
     // Every block's fills are cloned before any timeline is built (a loop
     // body's peak is part of its parent's timeline).
     cloneSharedFills(block);
-    func.walk([](scf::ForOp loop) { cloneSharedFills(*loop.getBody()); });
+    cloneSharedJoins(block);
+    func.walk([](scf::ForOp loop) {
+      cloneSharedFills(*loop.getBody());
+      cloneSharedJoins(*loop.getBody());
+    });
     BlockPlan plan = planBlock(block, callerOwnedResults);
 
     OpBuilder builder(func.getContext());
