@@ -52,27 +52,36 @@ OpOperand *loom::getTiedInit(OpResult result) {
   return nullptr;
 }
 
-/// For `result` written into `tied`, an extract_slice of some X: X when
-/// the result's only use is an insert_slice of it back into X at the same
-/// offsets, sizes and strides, X has no other use and the slice no other
-/// user; else null. (X may be a tensor.empty: a tensor joined from parts.)
-/// `position` and `index` place the ops.
-static Value updatedSubset(OpOperand *tied, OpResult result,
-                           const DenseMap<Operation *, unsigned> &position,
-                           unsigned index) {
-  auto extract = tied->get().getDefiningOp<tensor::ExtractSliceOp>();
+tensor::InsertSliceOp loom::getSliceWriteBack(OpResult result) {
+  OpOperand *tied = getTiedInit(result);
+  auto extract =
+      tied ? tied->get().getDefiningOp<tensor::ExtractSliceOp>() : nullptr;
   if (!extract || !tied->get().hasOneUse() || !result.hasOneUse())
-    return {};
+    return nullptr;
   auto insert = dyn_cast<tensor::InsertSliceOp>(*result.getUsers().begin());
-  Value whole = extract.getSource();
-  if (!insert || insert.getSource() != result || insert.getDest() != whole ||
-      !position.count(insert) || position.lookup(insert) <= index ||
+  if (!insert || insert.getSource() != result ||
+      insert.getDest() != extract.getSource() ||
       insert.getMixedOffsets() != extract.getMixedOffsets() ||
       insert.getMixedSizes() != extract.getMixedSizes() ||
       insert.getMixedStrides() != extract.getMixedStrides())
+    return nullptr;
+  return insert;
+}
+
+/// For `result` written back into a slice of X (getSliceWriteBack) later in
+/// the block: X when X has no other use than the slice and the insertion;
+/// else null. (X may be a tensor.empty: a tensor joined from parts.)
+/// `position` and `index` place the ops.
+static Value updatedSubset(OpResult result,
+                           const DenseMap<Operation *, unsigned> &position,
+                           unsigned index) {
+  tensor::InsertSliceOp insert = getSliceWriteBack(result);
+  if (!insert || !position.count(insert) || position.lookup(insert) <= index)
     return {};
+  Value whole = insert.getDest();
+  Operation *extract = getTiedInit(result)->get().getDefiningOp();
   for (Operation *user : whole.getUsers())
-    if (user != extract && user != insert)
+    if (user != insert && user != extract)
       return {};
   return whole;
 }
@@ -214,8 +223,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         // A subset updated in place: the init is a slice of X, and the
         // result's only use inserts it back into X at the same place (as
         // one-shot bufferization does for matching extract/insert pairs).
-        if (Value whole = updatedSubset(tied, cast<OpResult>(result), position,
-                                        index)) {
+        if (Value whole =
+                updatedSubset(cast<OpResult>(result), position, index)) {
           auto found = bufferOf.find(whole);
           if (found != bufferOf.end() && writable(buffers[found->second])) {
             // X is a tensor.empty: its buffer begins at the first slice

@@ -34,6 +34,7 @@
 #ifndef LOOM_ANALYSIS_MEMORYTIMELINE_H
 #define LOOM_ANALYSIS_MEMORYTIMELINE_H
 
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/DenseMap.h"
@@ -72,6 +73,12 @@ struct BufferInterval {
 /// value dies at its op: a destination-style op's init, or scf.for's init
 /// argument. Null for any other op.
 mlir::OpOperand *getTiedInit(mlir::OpResult result);
+
+/// The insert_slice that puts `result` back where its init came from: the
+/// init is an extract_slice of some X with no other use, and `result`'s only
+/// use inserts it into X at the same offsets, sizes and strides (one-shot
+/// bufferization writes such a slice in place). Null otherwise.
+mlir::tensor::InsertSliceOp getSliceWriteBack(mlir::OpResult result);
 
 struct MemoryTimelineOptions {
   /// The function's results are caller-owned buffers live for the whole

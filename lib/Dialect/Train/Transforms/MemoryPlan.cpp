@@ -84,18 +84,11 @@ void cloneSharedJoins(Block &block) {
   for (tensor::InsertSliceOp insert : inserts) {
     auto empty = insert.getDest().getDefiningOp<tensor::EmptyOp>();
     auto part = dyn_cast<OpResult>(insert.getSource());
-    if (!empty || !part || !part.hasOneUse() ||
-        llvm::range_size(empty->getUses()) <= 2)
+    if (!empty || !part || llvm::range_size(empty->getUses()) <= 2 ||
+        loom::getSliceWriteBack(part) != insert)
       continue;
-    OpOperand *init = loom::getTiedInit(part);
     auto extract =
-        init ? init->get().getDefiningOp<tensor::ExtractSliceOp>() : nullptr;
-    if (!extract || extract.getSource() != empty.getResult() ||
-        !extract->hasOneUse() ||
-        extract.getMixedOffsets() != insert.getMixedOffsets() ||
-        extract.getMixedSizes() != insert.getMixedSizes() ||
-        extract.getMixedStrides() != insert.getMixedStrides())
-      continue;
+        loom::getTiedInit(part)->get().getDefiningOp<tensor::ExtractSliceOp>();
     OpBuilder builder(extract);
     Value own = builder.clone(*empty)->getResult(0);
     extract.getSourceMutable().assign(own);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -27,9 +28,9 @@ bool isIndexTable(linalg::GenericOp op, int64_t maxBytes) {
       op.getNumDpsInits() != 1 ||
       !op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
     return false;
-  auto type = cast<RankedTensorType>(op.getResult(0).getType());
-  return type.hasStaticShape() &&
-         type.getNumElements() * type.getElementTypeBitWidth() / 8 <= maxBytes;
+  std::optional<int64_t> bytes = loom::coll::getStaticSizeInBytes(
+      cast<RankedTensorType>(op.getResult(0).getType()));
+  return bytes && *bytes <= maxBytes;
 }
 
 /// Whether `a` and `b` compute the same table: the same attributes and
