@@ -20,19 +20,28 @@
 //     (2t + 8, g), the pair running down the column;
 //   C/D, 16 x 8 f32: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1).
 //
-// So an A fragment is four words of a row-major tile, a B fragment two words
-// of a row of B's transpose, and the C fragments of two neighbouring 16 x 8
-// score tiles, rounded to bf16 pairwise, are the A fragment of the 16 x 16
-// tile they make up: P never leaves registers. Tiles whose transpose is a
-// B operand (V in the forward, Q and dO for dK/dV, K for dQ) are also
-// stored transposed in shared memory as they are loaded. Row strides are
-// padded to 4 words mod 32 banks, so the 8 rows x 4 words a fragment reads
-// hit 32 different banks.
+// Fragments come out of shared memory through ldmatrix: one .x4 gives a
+// warp the A fragment of a 16 x 16 tile, or the B fragments of two
+// neighbouring 16 x 8 tiles. A row-major tile serves both ways round:
+// plain ldmatrix reads it as B's transpose (K in S = Q K^T), ldmatrix.trans
+// as B itself (V in O = P V, Q and dO for dK/dV, K for dQ), so no tile is
+// ever stored transposed. The C fragments of two neighbouring 16 x 8 score
+// tiles, rounded to bf16 pairwise, are the A fragment of the 16 x 16 tile
+// they make up: P never leaves registers. Row strides are padded by 16
+// bytes, so the 8 rows of 16 bytes an ldmatrix phase reads hit 32
+// different banks.
+//
+// Tiles move from global memory with cp.async into two buffers: while the
+// warps multiply one block, the next block's copies are in flight, and one
+// barrier per block both publishes the copies and retires the buffer the
+// next copies overwrite. Rows past the sequence and columns past the head
+// dim arrive as zeros (cp.async's source size 0).
 //
 // The blocks and their order are those of the f32 kernels
 // (FlashAttention.cu): the forward and dQ kernels take one query block of
 // one head each, the dK/dV kernel one key block of one kv head, looping over
-// its query heads and query blocks; each output has one writer.
+// its query heads and query blocks; each output has one writer. Only the
+// blocks on the causal diagonal or at the sequence's end test the mask.
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,11 +63,8 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 /// Row stride, in elements, of a [kBlock, D] tile in shared memory.
 template <int D> constexpr int kRowLd = D + 8;
-/// Row stride of a transposed tile ([D, kBlock]).
-constexpr int kColLd = kBlock + 8;
-/// Elements in a [kBlock, D] tile and in its transpose.
-template <int D> constexpr int kRowTile = kBlock *kRowLd<D>;
-template <int D> constexpr int kColTile = D *kColLd;
+/// Elements in a [kBlock, D] tile.
+template <int D> constexpr int kTile = kBlock *kRowLd<D>;
 /// 16-byte chunks of a tile each thread copies.
 template <int D> constexpr int kChunks = kBlock *D / 8 / kThreads;
 
@@ -76,28 +82,90 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4],
       "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif defined(LOOM_CUDA_EMULATION)
+  emu::mmaBf16(d, a, b0, b1);
 #endif
 }
 
-__device__ __forceinline__ uint32_t word(const bf16 *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
+/// ldmatrix .x4 from shared memory, .trans if `Trans`: this lane gives
+/// `row`, the address of row lane % 8 of matrix lane / 8, and register m
+/// receives its part of matrix m.
+template <bool Trans>
+__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const bf16 *row) {
+#ifdef __CUDA_ARCH__
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(row));
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+#elif defined(LOOM_CUDA_EMULATION)
+  emu::ldmatrix4(r, row, Trans);
+#endif
 }
 
-/// The A fragment of rows row0.. and columns col0.. of a tile `ld` apart.
+/// cp.async of `Bytes` (4 or 16) from global `src` to shared `dst`, or of
+/// zeros unless `valid` (`src` must still be a mapped address).
+template <int Bytes>
+__device__ __forceinline__ void copyAsync(void *dst, const void *src,
+                                          bool valid) {
+#ifdef __CUDA_ARCH__
+  const auto address = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  if constexpr (Bytes == 16)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(address),
+                 "l"(src), "r"(valid ? 16 : 0));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(address),
+                 "l"(src), "n"(Bytes), "r"(valid ? Bytes : 0));
+#elif defined(LOOM_CUDA_EMULATION)
+  emu::copyAsync(dst, src, Bytes, valid);
+#endif
+}
+
+/// Closes this thread's group of copies.
+__device__ __forceinline__ void commitCopies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.commit_group;");
+#elif defined(LOOM_CUDA_EMULATION)
+  emu::commitCopies();
+#endif
+}
+
+/// Waits for this thread's committed copies; __syncthreads then publishes
+/// every thread's.
+__device__ __forceinline__ void waitCopies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_group 0;" ::: "memory");
+#elif defined(LOOM_CUDA_EMULATION)
+  emu::waitCopies(0);
+#endif
+}
+
+/// The A fragment of rows row0.. and columns col0.. of a row-major tile
+/// `ld` apart; read through ldmatrix.trans at the same addresses, the B
+/// fragments of the two 16 x 8 tiles at columns col0.. and col0 + 8.. of
+/// the [k, n] tile B at rows row0.. (registers 0-1 and 2-3).
+template <bool Trans>
 __device__ __forceinline__ void loadA(uint32_t (&a)[4], const bf16 *tile,
                                       int ld, int row0, int col0) {
-  const bf16 *p = tile + (row0 + lane() / 4) * ld + col0 + 2 * (lane() % 4);
-  a[0] = word(p);
-  a[1] = word(p + 8 * ld);
-  a[2] = word(p + 8);
-  a[3] = word(p + 8 * ld + 8);
+  const int l = lane();
+  ldmatrix4<Trans>(a, tile + (row0 + l % 8 + 8 * (l / 8 % 2)) * ld + col0 +
+                          8 * (l / 16));
 }
 
-/// d += A B where B's transpose is rows n0.. and columns k0.. of `tile`.
-__device__ __forceinline__ void mmaB(float (&d)[4], const uint32_t (&a)[4],
-                                     const bf16 *tile, int ld, int n0, int k0) {
-  const bf16 *p = tile + (n0 + lane() / 4) * ld + k0 + 2 * (lane() % 4);
-  mma(d, a, word(p), word(p + 8));
+/// The B fragments of the two 16 x 8 tiles at columns n0.. and n0 + 8.. of
+/// B, where B's transpose is rows n0.. and columns k0.. of the row-major
+/// tile `tile` (registers 0-1 and 2-3).
+__device__ __forceinline__ void loadBT(uint32_t (&b)[4], const bf16 *tile,
+                                       int ld, int n0, int k0) {
+  const int l = lane();
+  ldmatrix4<false>(b, tile + (n0 + l % 8 + 8 * (l / 16)) * ld + k0 +
+                          8 * (l / 8 % 2));
 }
 
 /// The A fragment of the 16 x 16 tile whose left and right 16 x 8 halves
@@ -111,18 +179,22 @@ __device__ __forceinline__ void packA(uint32_t (&a)[4], const float (&left)[4],
 }
 
 /// acc[d] += S T for the [16, kBlock] f32 C fragments `s` (this warp's rows)
-/// and the [kBlock, D] tile T whose transpose is `tileT`.
+/// and the row-major [kBlock, D] tile T.
 template <int D>
 __device__ __forceinline__ void scoresTimes(float (&acc)[D / 8][4],
                                             const float (&s)[kBlock / 8][4],
-                                            const bf16 *tileT) {
+                                            const bf16 *tile) {
 #pragma unroll
   for (int kk = 0; kk < kBlock / 16; ++kk) {
     uint32_t a[4];
     packA(a, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-    for (int n = 0; n < D / 8; ++n)
-      mmaB(acc[n], a, tileT, kColLd, 8 * n, 16 * kk);
+    for (int n = 0; n < D / 16; ++n) {
+      uint32_t b[4];
+      loadA<true>(b, tile, kRowLd<D>, 16 * kk, 16 * n);
+      mma(acc[2 * n], a, b[0], b[1]);
+      mma(acc[2 * n + 1], a, b[2], b[3]);
+    }
   }
 }
 
@@ -134,68 +206,42 @@ __device__ __forceinline__ void rowDots(float (&s)[kBlock / 8][4],
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t frag[4];
-    loadA(frag, a, kRowLd<D>, 16 * warp(), 16 * kk);
+    loadA<false>(frag, a, kRowLd<D>, 16 * warp(), 16 * kk);
 #pragma unroll
-    for (int n = 0; n < kBlock / 8; ++n)
-      mmaB(s[n], frag, b, kRowLd<D>, 8 * n, 16 * kk);
-  }
-}
-
-/// Copies rows [0, rows) (at most kBlock) of `dim` elements, `stride` apart
-/// from `src` on, into the [kBlock, D] tile `dst` (zeros past them) and its
-/// transpose into `dstT`, each unless null. Without a transpose a warp
-/// copies whole rows (coalesced global reads, conflict-free 16-byte stores);
-/// with one, thread t copies row t % kBlock, so that the transposed 16-bit
-/// stores of a warp fill 16 consecutive words. (The calls pass a literal
-/// null, so the choice folds away.)
-template <int D>
-__device__ __forceinline__ void loadTile(bf16 *dst, bf16 *dstT,
-                                         const bf16 *__restrict__ src,
-                                         int64_t stride, int rows, int dim) {
-  auto position = [&](int n, int &row, int &col) {
-    const int idx = n * kThreads + threadIdx.x;
-    row = dstT ? idx % kBlock : idx / (D / 8);
-    col = (dstT ? idx / kBlock : idx % (D / 8)) * 8;
-  };
-  uint4 chunks[kChunks<D>];
-#pragma unroll
-  for (int n = 0; n < kChunks<D>; ++n) {
-    int row, col;
-    position(n, row, col);
-    chunks[n] = make_uint4(0, 0, 0, 0);
-    if (row < rows && col < dim)
-      chunks[n] = *reinterpret_cast<const uint4 *>(src + row * stride + col);
-  }
-#pragma unroll
-  for (int n = 0; n < kChunks<D>; ++n) {
-    int row, col;
-    position(n, row, col);
-    if (dst)
-      *reinterpret_cast<uint4 *>(dst + row * kRowLd<D> + col) = chunks[n];
-    if (dstT) {
-      const uint32_t words[4] = {chunks[n].x, chunks[n].y, chunks[n].z,
-                                 chunks[n].w};
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        dstT[(col + e) * kColLd + row] = bf16(words[e / 2] >> (16 * (e % 2)));
+    for (int n = 0; n < kBlock / 16; ++n) {
+      uint32_t bt[4];
+      loadBT(bt, b, kRowLd<D>, 16 * n, 16 * kk);
+      mma(s[2 * n], frag, bt[0], bt[1]);
+      mma(s[2 * n + 1], frag, bt[2], bt[3]);
     }
   }
 }
 
-/// Loads the K and V tiles of the key block starting at row `k0` (see
-/// loadTile: each, or its transpose, unless null), once every thread is
-/// done with the previous ones (the forward's and dQ's loop over key
-/// blocks).
+/// Starts copying rows [0, rows) (at most kBlock) of `dim` elements,
+/// `stride` apart from `src` on, into the [kBlock, D] tile `dst`, zeros past
+/// them: a warp copies whole rows (coalesced reads).
 template <int D>
-__device__ __forceinline__ void
-loadKeyBlock(bf16 *ks, bf16 *kt, bf16 *vs, bf16 *vt, const bf16 *__restrict__ k,
-             const bf16 *__restrict__ v, int64_t kvOffset, int64_t kvStride,
-             int k0, int seq, int dim) {
-  __syncthreads();
-  const int64_t offset = kvOffset + k0 * kvStride;
-  loadTile<D>(ks, kt, k + offset, kvStride, seq - k0, dim);
-  loadTile<D>(vs, vt, v + offset, kvStride, seq - k0, dim);
-  __syncthreads();
+__device__ __forceinline__ void copyTile(bf16 *dst,
+                                         const bf16 *__restrict__ src,
+                                         int64_t stride, int rows, int dim) {
+#pragma unroll
+  for (int n = 0; n < kChunks<D>; ++n) {
+    const int idx = n * kThreads + threadIdx.x;
+    const int row = idx / (D / 8);
+    const int col = idx % (D / 8) * 8;
+    const bool valid = row < rows && col < dim;
+    copyAsync<16>(dst + row * kRowLd<D> + col,
+                  valid ? src + row * stride + col : src, valid);
+  }
+}
+
+/// Starts copying the `count` f32 statistics from `src` on into `dst`
+/// (kBlock of them, zeros past `count`): thread `first` + i copies the i-th.
+__device__ __forceinline__ void copyStats(float *dst, const float *src,
+                                          int count, int first) {
+  const int i = threadIdx.x - first;
+  if (i >= 0 && i < kBlock)
+    copyAsync<4>(dst + i, i < count ? src + i : src, i < count);
 }
 
 /// Stores acc * mul, this warp's 16 rows of a [kBlock, D] f32 result, as
@@ -232,9 +278,15 @@ __device__ __forceinline__ bool masked(int i, int j, int seq, bool causal) {
   return i >= seq || j >= seq || (causal && j > i);
 }
 
+/// Whether the block of query rows q0.. and key rows k0.. has a masked
+/// score: it is on the causal diagonal or runs past the sequence.
+__device__ __forceinline__ bool hasMask(int q0, int k0, int seq, bool causal) {
+  return (causal && k0 + kBlock > q0) || q0 + kBlock > seq || k0 + kBlock > seq;
+}
+
 /// Forward: grid (query blocks, batch * heads), the last query block first.
-/// Shared memory: Q, K, and V transposed. Each warp keeps its Q fragments in
-/// registers.
+/// Shared memory: Q, then K and V of two key blocks. Each warp keeps its Q
+/// fragments in registers.
 template <int D>
 __global__ void __launch_bounds__(kThreads)
     forwardKernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
@@ -243,17 +295,21 @@ __global__ void __launch_bounds__(kThreads)
                   int dim, bool causal, float scaleLog2) {
   extern __shared__ float4 sharedMem[];
   bf16 *qs = reinterpret_cast<bf16 *>(sharedMem);
-  bf16 *ks = qs + kRowTile<D>;
-  bf16 *vt = ks + kRowTile<D>;
+  // Key block kb's K and V tiles.
+  auto ks = [&](int kb) { return qs + (1 + kb % 2) * kTile<D>; };
+  auto vs = [&](int kb) { return qs + (3 + kb % 2) * kTile<D>; };
 
   const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
       queryTile(seq, heads, kvHeads, dim);
-  loadTile<D>(qs, nullptr, q + qOffset, qStride, seq - q0, dim);
-  __syncthreads();
+  auto copyKeyBlock = [&](int kb) {
+    const int64_t offset = kvOffset + kb * kBlock * kvStride;
+    copyTile<D>(ks(kb), k + offset, kvStride, seq - kb * kBlock, dim);
+    copyTile<D>(vs(kb), v + offset, kvStride, seq - kb * kBlock, dim);
+    commitCopies();
+  };
+  copyTile<D>(qs, q + qOffset, qStride, seq - q0, dim);
+  copyKeyBlock(0);
   uint32_t qf[D / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk)
-    loadA(qf[kk], qs, kRowLd<D>, 16 * warp(), 16 * kk);
 
   // This lane's rows: row0 and row0 + 8.
   const int row0 = q0 + 16 * warp() + lane() / 4;
@@ -263,17 +319,28 @@ __global__ void __launch_bounds__(kThreads)
   const int keyBlocks = keyBlockCount(causal, qBlock, seq);
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
-    // After the previous P V product, which read vt.
-    loadKeyBlock<D>(ks, nullptr, nullptr, vt, k, v, kvOffset, kvStride, k0, seq,
-                    dim);
+    // Block kb is in; every warp is done with block kb - 1's buffers.
+    waitCopies();
+    __syncthreads();
+    if (kb == 0)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        loadA<false>(qf[kk], qs, kRowLd<D>, 16 * warp(), 16 * kk);
+    if (kb + 1 < keyBlocks)
+      copyKeyBlock(kb + 1);
 
     float s[kBlock / 8][4] = {};
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
 #pragma unroll
-      for (int n = 0; n < kBlock / 8; ++n)
-        mmaB(s[n], qf[kk], ks, kRowLd<D>, 8 * n, 16 * kk);
+      for (int n = 0; n < kBlock / 16; ++n) {
+        uint32_t bt[4];
+        loadBT(bt, ks(kb), kRowLd<D>, 16 * n, 16 * kk);
+        mma(s[2 * n], qf[kk], bt[0], bt[1]);
+        mma(s[2 * n + 1], qf[kk], bt[2], bt[3]);
+      }
 
+    const bool edge = hasMask(q0, k0, seq, causal);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int i = row0 + 8 * half;
@@ -284,7 +351,8 @@ __global__ void __launch_bounds__(kThreads)
         for (int e = 0; e < 2; ++e) {
           const int j = k0 + 8 * n + 2 * (lane() % 4) + e;
           float &x = s[n][2 * half + e];
-          x = j >= seq || (causal && j > i) ? -INFINITY : x * scaleLog2;
+          x = edge && (j >= seq || (causal && j > i)) ? -INFINITY
+                                                      : x * scaleLog2;
           tileMax = fmaxf(tileMax, x);
         }
       float alpha;
@@ -308,7 +376,7 @@ __global__ void __launch_bounds__(kThreads)
         acc[n][2 * half + 1] *= alpha;
       }
     }
-    scoresTimes<D>(acc, s, vt);
+    scoresTimes<D>(acc, s, vs(kb));
   }
 
   // Every row has a score at its max, so total >= 1.
@@ -358,12 +426,18 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Blocks per SM the backward kernels are compiled for. At D = 64 shared
+/// memory has room for 3, and the registers for 3 cost a few spilled bytes
+/// outside the loop (1.15x faster on an H100 than 2); at D = 128 the
+/// registers leave 1.
+template <int D> constexpr int kBackwardBlocks = D == 64 ? 3 : 1;
+
 /// dk and dv: grid (key blocks, batch * kvHeads). Shared memory: K and V of
-/// the block's keys, then per query block Q and dout (each also
-/// transposed), and the queries' lse (base 2) and delta. The scores are
-/// transposed: rows are keys, columns queries.
+/// the block's keys, then two buffers of a query block's Q, dout, lse (base
+/// e) and delta, for the (query head, query block) pairs the block loops
+/// over. The scores are transposed: rows are keys, columns queries.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
     dkdvKernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                const bf16 *__restrict__ v, const float *__restrict__ lse,
                const bf16 *__restrict__ dout, const float *__restrict__ delta,
@@ -372,13 +446,13 @@ __global__ void __launch_bounds__(kThreads)
                float scale) {
   extern __shared__ float4 sharedMem[];
   bf16 *ks = reinterpret_cast<bf16 *>(sharedMem);
-  bf16 *vs = ks + kRowTile<D>;
-  bf16 *qs = vs + kRowTile<D>;
-  bf16 *dos = qs + kRowTile<D>;
-  bf16 *qt = dos + kRowTile<D>;
-  bf16 *dot = qt + kColTile<D>;
-  float *lses = reinterpret_cast<float *>(dot + kColTile<D>);
-  float *deltas = lses + kBlock;
+  bf16 *vs = ks + kTile<D>;
+  float *stats = reinterpret_cast<float *>(vs + 5 * kTile<D>);
+  // Step `step`'s Q, dout, lse and delta.
+  auto qs = [&](int step) { return vs + (1 + step % 2) * kTile<D>; };
+  auto dos = [&](int step) { return vs + (3 + step % 2) * kTile<D>; };
+  auto lses = [&](int step) { return stats + step % 2 * kBlock; };
+  auto deltas = [&](int step) { return stats + (2 + step % 2) * kBlock; };
 
   const int kBlockIdx = blockIdx.x;
   const int b = blockIdx.y / kvHeads;
@@ -388,69 +462,75 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t qStride = int64_t(heads) * dim;
   const int64_t kvStride = int64_t(kvHeads) * dim;
   const int64_t kvOffset = ((int64_t(b) * seq + k0) * kvHeads + hk) * dim;
-  loadTile<D>(ks, nullptr, k + kvOffset, kvStride, seq - k0, dim);
-  loadTile<D>(vs, nullptr, v + kvOffset, kvStride, seq - k0, dim);
+  // The block's (query head, query block) pairs, step by step.
+  const int firstQuery = causal ? kBlockIdx : 0;
+  const int perHead = (seq + kBlock - 1) / kBlock - firstQuery;
+  auto copyQueryBlock = [&](int step) {
+    const int h = hk * group + step / perHead;
+    const int q0 = (firstQuery + step % perHead) * kBlock;
+    const int64_t rowOffset = (int64_t(b) * seq + q0) * qStride + h * dim;
+    const int64_t statOffset = (int64_t(b) * heads + h) * seq + q0;
+    copyTile<D>(qs(step), q + rowOffset, qStride, seq - q0, dim);
+    copyTile<D>(dos(step), dout + rowOffset, qStride, seq - q0, dim);
+    copyStats(lses(step), lse + statOffset, seq - q0, 0);
+    copyStats(deltas(step), delta + statOffset, seq - q0, kBlock);
+    commitCopies();
+  };
+  copyTile<D>(ks, k + kvOffset, kvStride, seq - k0, dim);
+  copyTile<D>(vs, v + kvOffset, kvStride, seq - k0, dim);
+  copyQueryBlock(0);
 
   // This lane's keys: key0 and key0 + 8.
   const int key0 = k0 + 16 * warp() + lane() / 4;
   float dkAcc[D / 8][4] = {};
   float dvAcc[D / 8][4] = {};
-  const int queryBlocks = (seq + kBlock - 1) / kBlock;
-  for (int g = 0; g < group; ++g) {
-    const int h = hk * group + g;
-    const int64_t headOffset = (int64_t(b) * seq * heads + h) * dim;
-    const int64_t statOffset = (int64_t(b) * heads + h) * seq;
-    for (int qb = causal ? kBlockIdx : 0; qb < queryBlocks; ++qb) {
-      const int q0 = qb * kBlock;
-      // The previous products are done with the query tiles.
-      __syncthreads();
-      loadTile<D>(qs, qt, q + headOffset + q0 * qStride, qStride, seq - q0,
-                  dim);
-      loadTile<D>(dos, dot, dout + headOffset + q0 * qStride, qStride, seq - q0,
-                  dim);
-      if (threadIdx.x < kBlock) {
-        const int i = q0 + threadIdx.x;
-        lses[threadIdx.x] = i < seq ? lse[statOffset + i] * kLog2e : 0.f;
-        deltas[threadIdx.x] = i < seq ? delta[statOffset + i] : 0.f;
+  const int steps = group * perHead;
+  for (int step = 0; step < steps; ++step) {
+    const int q0 = (firstQuery + step % perHead) * kBlock;
+    const bf16 *qNow = qs(step), *doNow = dos(step);
+    const float *lsesNow = lses(step), *deltasNow = deltas(step);
+    // This step's query block is in; every warp is done with the last one's.
+    waitCopies();
+    __syncthreads();
+    if (step + 1 < steps)
+      copyQueryBlock(step + 1);
+
+    // P^T, then dV += P^T dO.
+    float p[kBlock / 8][4] = {};
+    rowDots<D>(p, ks, qNow);
+    const bool edge = hasMask(q0, k0, seq, causal);
+#pragma unroll
+    for (int n = 0; n < kBlock / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * n + 2 * (lane() % 4) + e % 2;
+        const int j = key0 + 8 * (e / 2);
+        p[n][e] = edge && masked(q0 + col, j, seq, causal)
+                      ? 0.f
+                      : exp2f(p[n][e] * scaleLog2 - lsesNow[col] * kLog2e);
       }
-      __syncthreads();
+    scoresTimes<D>(dvAcc, p, doNow);
 
-      // P^T, then dV += P^T dO.
-      float p[kBlock / 8][4] = {};
-      rowDots<D>(p, ks, qs);
+    // dP^T = V dO^T, then dS^T = P^T (dP^T - delta) and dK += dS^T Q.
+    float ds[kBlock / 8][4] = {};
+    rowDots<D>(ds, vs, doNow);
 #pragma unroll
-      for (int n = 0; n < kBlock / 8; ++n)
+    for (int n = 0; n < kBlock / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * n + 2 * (lane() % 4) + e % 2;
-          const int j = key0 + 8 * (e / 2);
-          p[n][e] = masked(q0 + col, j, seq, causal)
-                        ? 0.f
-                        : exp2f(p[n][e] * scaleLog2 - lses[col]);
-        }
-      scoresTimes<D>(dvAcc, p, dot);
-
-      // dP^T = V dO^T, then dS^T = P^T (dP^T - delta) and dK += dS^T Q.
-      float ds[kBlock / 8][4] = {};
-      rowDots<D>(ds, vs, dos);
-#pragma unroll
-      for (int n = 0; n < kBlock / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = 8 * n + 2 * (lane() % 4) + e % 2;
-          ds[n][e] = p[n][e] * (ds[n][e] - deltas[col]);
-        }
-      scoresTimes<D>(dkAcc, ds, qt);
-    }
+      for (int e = 0; e < 4; ++e) {
+        const int col = 8 * n + 2 * (lane() % 4) + e % 2;
+        ds[n][e] = p[n][e] * (ds[n][e] - deltasNow[col]);
+      }
+    scoresTimes<D>(dkAcc, ds, qNow);
   }
   storeRows<D>(dk + kvOffset, dkAcc, kvStride, seq - k0, dim, scale);
   storeRows<D>(dv + kvOffset, dvAcc, kvStride, seq - k0, dim, 1.f);
 }
 
 /// dq: grid (query blocks, batch * heads), the last query block first.
-/// Shared memory: Q and dout, then per key block K (also transposed) and V.
+/// Shared memory: Q and dout, then K and V of two key blocks.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
     dqKernel(const bf16 *__restrict__ q, const bf16 *__restrict__ k,
              const bf16 *__restrict__ v, const float *__restrict__ lse,
              const bf16 *__restrict__ dout, const float *__restrict__ delta,
@@ -458,15 +538,22 @@ __global__ void __launch_bounds__(kThreads)
              bool causal, float scaleLog2, float scale) {
   extern __shared__ float4 sharedMem[];
   bf16 *qs = reinterpret_cast<bf16 *>(sharedMem);
-  bf16 *dos = qs + kRowTile<D>;
-  bf16 *ks = dos + kRowTile<D>;
-  bf16 *vs = ks + kRowTile<D>;
-  bf16 *kt = vs + kRowTile<D>;
+  bf16 *dos = qs + kTile<D>;
+  // Key block kb's K and V tiles.
+  auto ks = [&](int kb) { return qs + (2 + kb % 2) * kTile<D>; };
+  auto vs = [&](int kb) { return qs + (4 + kb % 2) * kTile<D>; };
 
   const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
       queryTile(seq, heads, kvHeads, dim);
-  loadTile<D>(qs, nullptr, q + qOffset, qStride, seq - q0, dim);
-  loadTile<D>(dos, nullptr, dout + qOffset, qStride, seq - q0, dim);
+  auto copyKeyBlock = [&](int kb) {
+    const int64_t offset = kvOffset + kb * kBlock * kvStride;
+    copyTile<D>(ks(kb), k + offset, kvStride, seq - kb * kBlock, dim);
+    copyTile<D>(vs(kb), v + offset, kvStride, seq - kb * kBlock, dim);
+    commitCopies();
+  };
+  copyTile<D>(qs, q + qOffset, qStride, seq - q0, dim);
+  copyTile<D>(dos, dout + qOffset, qStride, seq - q0, dim);
+  copyKeyBlock(0);
   const int64_t statOffset = queryStatOffset(seq, heads);
   const int row0 = q0 + 16 * warp() + lane() / 4;
   float rowLse[2], rowDelta[2];
@@ -481,26 +568,29 @@ __global__ void __launch_bounds__(kThreads)
   const int keyBlocks = keyBlockCount(causal, qBlock, seq);
   for (int kb = 0; kb < keyBlocks; ++kb) {
     const int k0 = kb * kBlock;
-    // After the previous dS K product, which read kt.
-    loadKeyBlock<D>(ks, kt, vs, nullptr, k, v, kvOffset, kvStride, k0, seq,
-                    dim);
+    // Block kb is in; every warp is done with block kb - 1's buffers.
+    waitCopies();
+    __syncthreads();
+    if (kb + 1 < keyBlocks)
+      copyKeyBlock(kb + 1);
 
     float s[kBlock / 8][4] = {};
     float ds[kBlock / 8][4] = {};
-    rowDots<D>(s, qs, ks);
-    rowDots<D>(ds, dos, vs);
+    rowDots<D>(s, qs, ks(kb));
+    rowDots<D>(ds, dos, vs(kb));
+    const bool edge = hasMask(q0, k0, seq, causal);
 #pragma unroll
     for (int n = 0; n < kBlock / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int half = e / 2;
         const int j = k0 + 8 * n + 2 * (lane() % 4) + e % 2;
-        const float p = masked(row0 + 8 * half, j, seq, causal)
+        const float p = edge && masked(row0 + 8 * half, j, seq, causal)
                             ? 0.f
                             : exp2f(s[n][e] * scaleLog2 - rowLse[half]);
         ds[n][e] = p * (ds[n][e] - rowDelta[half]);
       }
-    scoresTimes<D>(acc, ds, kt);
+    scoresTimes<D>(acc, ds, ks(kb));
   }
   storeRows<D>(dq + qOffset, acc, qStride, seq - q0, dim, scale);
 }
@@ -509,7 +599,7 @@ template <int D>
 cudaError_t launchForward(cudaStream_t stream, const bf16 *q, const bf16 *k,
                           const bf16 *v, bf16 *out, float *lse, const Sizes &n,
                           bool causal, float scale) {
-  const size_t bytes = (2 * kRowTile<D> + kColTile<D>)*sizeof(bf16);
+  const size_t bytes = 5 * kTile<D> * sizeof(bf16);
   if (cudaError_t error = allowSharedMemory(forwardKernel<D>, bytes))
     return error;
   const dim3 grid((n.seq + kBlock - 1) / kBlock, n.batch * n.heads);
@@ -525,8 +615,8 @@ cudaError_t launchBackward(cudaStream_t stream, const bf16 *q, const bf16 *k,
                            const float *delta, bf16 *dq, bf16 *dk, bf16 *dv,
                            const Sizes &n, bool causal, float scale) {
   const int blocks = (n.seq + kBlock - 1) / kBlock;
-  const size_t dkdvBytes = (4 * kRowTile<D> + 2 * kColTile<D>)*sizeof(bf16) +
-                           2 * kBlock * sizeof(float);
+  const size_t dkdvBytes =
+      6 * kTile<D> * sizeof(bf16) + 4 * kBlock * sizeof(float);
   if (cudaError_t error = allowSharedMemory(dkdvKernel<D>, dkdvBytes))
     return error;
   dkdvKernel<D>
@@ -536,7 +626,7 @@ cudaError_t launchBackward(cudaStream_t stream, const bf16 *q, const bf16 *k,
   if (cudaError_t error = cudaGetLastError())
     return error;
 
-  const size_t dqBytes = (4 * kRowTile<D> + kColTile<D>)*sizeof(bf16);
+  const size_t dqBytes = 6 * kTile<D> * sizeof(bf16);
   if (cudaError_t error = allowSharedMemory(dqKernel<D>, dqBytes))
     return error;
   dqKernel<D><<<dim3(blocks, n.batch * n.heads), kThreads, dqBytes, stream>>>(

@@ -4,8 +4,11 @@
 // CrossEntropy.cu, EmbeddingGrad.cu) use, on the CPU, so that
 // cuda_emulated.py can run those kernels without a GPU: every block runs its
 // threads as std::threads, __syncthreads is a std::barrier, warp shuffles,
-// ballots and mma.sync exchange registers through a per-warp buffer.
-// Shared memory starts as NaNs, so a read of a word no thread wrote shows.
+// ballots, ldmatrix and mma.sync exchange registers through a per-warp
+// buffer, and cp.async copies are held back until the wait that covers them,
+// so that a read before that wait sees the old contents. Shared memory
+// starts as NaNs, so a read of a word no thread wrote shows. The kernels
+// reach the emulated PTX through `#elif defined(LOOM_CUDA_EMULATION)`.
 // Launches check the shared memory a kernel asks for against the opt-in
 // attribute and the device's 227 KiB.
 //
@@ -56,6 +59,15 @@ inline thread_local float *warpBuf;
 /// One warp's mma.sync operands, a lane's registers a row.
 struct MmaOperands { uint32_t a[32][4], b[32][2]; };
 inline thread_local MmaOperands *warpMma;
+/// One warp's ldmatrix row addresses.
+inline thread_local const uint16_t **warpRows;
+/// This thread's cp.async copies: committed groups, then the open one.
+struct AsyncCopy {
+  void *dst;
+  const void *src;
+  int bytes, valid;
+};
+inline thread_local std::vector<std::vector<AsyncCopy>> *asyncGroups;
 inline thread_local void *shared;
 inline long launches = 0;
 } // namespace emu
@@ -121,6 +133,48 @@ inline void mmaBf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
   }
   warpBarrier->arrive_and_wait();
 }
+
+/// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l gives the
+/// address of row l % 8 of matrix l / 8; register m of lane l receives
+/// matrix m's elements (l / 4, 2 (l % 4)) and the next column, or with
+/// .trans (2 (l % 4), l / 4) and the next row.
+inline void ldmatrix4(uint32_t (&r)[4], const uint16_t *row, bool trans) {
+  const int me = threadIdx.x % 32;
+  assert(reinterpret_cast<uintptr_t>(row) % 16 == 0);
+  warpRows[me] = row;
+  warpBarrier->arrive_and_wait();
+  const int g = me / 4, t = me % 4;
+  for (int m = 0; m < 4; ++m) {
+    const uint16_t *const *rows = warpRows + 8 * m;
+    const uint16_t lo = trans ? rows[2 * t][g] : rows[g][2 * t];
+    const uint16_t hi = trans ? rows[2 * t + 1][g] : rows[g][2 * t + 1];
+    r[m] = lo | uint32_t(hi) << 16;
+  }
+  warpBarrier->arrive_and_wait();
+}
+
+/// cp.async of `bytes` (4, 8 or 16) from `src` to `dst`, zeros instead
+/// unless `valid`: done at the cp.async.wait_group that covers it.
+inline void copyAsync(void *dst, const void *src, int bytes, bool valid) {
+  assert(reinterpret_cast<uintptr_t>(dst) % bytes == 0 &&
+         reinterpret_cast<uintptr_t>(src) % bytes == 0);
+  asyncGroups->back().push_back({dst, src, bytes, valid});
+}
+/// cp.async.commit_group: closes the open group (an empty one too).
+inline void commitCopies() { asyncGroups->emplace_back(); }
+/// cp.async.wait_group n: completes every committed group but the newest n.
+inline void waitCopies(int n) {
+  const int committed = static_cast<int>(asyncGroups->size()) - 1;
+  int done = 0;
+  for (; done < committed - n; ++done)
+    for (const AsyncCopy &c : (*asyncGroups)[done]) {
+      if (c.valid)
+        memcpy(c.dst, c.src, c.bytes);
+      else
+        memset(c.dst, 0, c.bytes);
+    }
+  asyncGroups->erase(asyncGroups->begin(), asyncGroups->begin() + done);
+}
 } // namespace emu
 
 template <class F>
@@ -146,6 +200,7 @@ void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
       for (unsigned w = 0; w < nw; ++w) wb.emplace_back(new std::barrier<>(32));
       std::vector<float> wbuf(nw * 32);
       std::vector<emu::MmaOperands> mmaBuf(nw);
+      std::vector<const uint16_t *> rowBuf(nw * 32);
       std::vector<std::thread> threads;
       for (unsigned t = 0; t < nt; ++t)
         threads.emplace_back([&, t] {
@@ -157,8 +212,14 @@ void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
           emu::warpBarrier = wb[t / 32].get();
           emu::warpBuf = wbuf.data() + (t / 32) * 32;
           emu::warpMma = &mmaBuf[t / 32];
+          emu::warpRows = rowBuf.data() + (t / 32) * 32;
+          std::vector<std::vector<emu::AsyncCopy>> groups(1);
+          emu::asyncGroups = &groups;
           emu::shared = sh;
           f();
+          // A kernel waits for every copy it issued before it exits.
+          for (const auto &group : groups)
+            assert(group.empty());
         });
       for (auto &th : threads) th.join();
       free(sh);
