@@ -146,16 +146,27 @@ __device__ __forceinline__ void waitCopies() {
 #endif
 }
 
-/// The A fragment of rows row0.. and columns col0.. of a row-major tile
-/// `ld` apart; read through ldmatrix.trans at the same addresses, the B
-/// fragments of the two 16 x 8 tiles at columns col0.. and col0 + 8.. of
-/// the [k, n] tile B at rows row0.. (registers 0-1 and 2-3).
-template <bool Trans>
+/// The address this lane gives ldmatrix for the 16 x 16 block at rows
+/// row0.. and columns col0.. of a row-major tile `ld` apart, its four 8 x 8
+/// matrices in the order top-left, bottom-left, top-right, bottom-right.
+__device__ __forceinline__ const bf16 *blockRow(const bf16 *tile, int ld,
+                                                int row0, int col0) {
+  const int l = lane();
+  return tile + (row0 + l % 8 + 8 * (l / 8 % 2)) * ld + col0 + 8 * (l / 16);
+}
+
+/// The A fragment of rows row0.. and columns col0.. of a row-major tile.
 __device__ __forceinline__ void loadA(uint32_t (&a)[4], const bf16 *tile,
                                       int ld, int row0, int col0) {
-  const int l = lane();
-  ldmatrix4<Trans>(a, tile + (row0 + l % 8 + 8 * (l / 8 % 2)) * ld + col0 +
-                          8 * (l / 16));
+  ldmatrix4<false>(a, blockRow(tile, ld, row0, col0));
+}
+
+/// The B fragments of the two 16 x 8 tiles at columns n0.. and n0 + 8.. of
+/// rows k0.. of the row-major [k, n] tile B (registers 0-1 and 2-3): the
+/// same addresses as an A fragment, transposed.
+__device__ __forceinline__ void loadB(uint32_t (&b)[4], const bf16 *tile,
+                                      int ld, int k0, int n0) {
+  ldmatrix4<true>(b, blockRow(tile, ld, k0, n0));
 }
 
 /// The B fragments of the two 16 x 8 tiles at columns n0.. and n0 + 8.. of
@@ -191,7 +202,7 @@ __device__ __forceinline__ void scoresTimes(float (&acc)[D / 8][4],
 #pragma unroll
     for (int n = 0; n < D / 16; ++n) {
       uint32_t b[4];
-      loadA<true>(b, tile, kRowLd<D>, 16 * kk, 16 * n);
+      loadB(b, tile, kRowLd<D>, 16 * kk, 16 * n);
       mma(acc[2 * n], a, b[0], b[1]);
       mma(acc[2 * n + 1], a, b[2], b[3]);
     }
@@ -206,7 +217,7 @@ __device__ __forceinline__ void rowDots(float (&s)[kBlock / 8][4],
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t frag[4];
-    loadA<false>(frag, a, kRowLd<D>, 16 * warp(), 16 * kk);
+    loadA(frag, a, kRowLd<D>, 16 * warp(), 16 * kk);
 #pragma unroll
     for (int n = 0; n < kBlock / 16; ++n) {
       uint32_t bt[4];
@@ -325,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
     if (kb == 0)
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        loadA<false>(qf[kk], qs, kRowLd<D>, 16 * warp(), 16 * kk);
+        loadA(qf[kk], qs, kRowLd<D>, 16 * warp(), 16 * kk);
     if (kb + 1 < keyBlocks)
       copyKeyBlock(kb + 1);
 
