@@ -246,6 +246,20 @@ __device__ __forceinline__ void copyTile(bf16 *dst,
   }
 }
 
+/// Starts copying the K and V tiles of key block `kb` (see copyTile) into
+/// `kDst` and `vDst`, as one group of copies: the loop over key blocks of
+/// the forward and dQ kernels.
+template <int D>
+__device__ __forceinline__ void
+copyKeyBlock(bf16 *kDst, bf16 *vDst, const bf16 *__restrict__ k,
+             const bf16 *__restrict__ v, int64_t kvOffset, int64_t kvStride,
+             int kb, int seq, int dim) {
+  const int64_t offset = kvOffset + kb * kBlock * kvStride;
+  copyTile<D>(kDst, k + offset, kvStride, seq - kb * kBlock, dim);
+  copyTile<D>(vDst, v + offset, kvStride, seq - kb * kBlock, dim);
+  commitCopies();
+}
+
 /// Starts copying the `count` f32 statistics from `src` on into `dst`
 /// (kBlock of them, zeros past `count`): thread `first` + i copies the i-th.
 __device__ __forceinline__ void copyStats(float *dst, const float *src,
@@ -312,14 +326,8 @@ __global__ void __launch_bounds__(kThreads)
 
   const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
       queryTile(seq, heads, kvHeads, dim);
-  auto copyKeyBlock = [&](int kb) {
-    const int64_t offset = kvOffset + kb * kBlock * kvStride;
-    copyTile<D>(ks(kb), k + offset, kvStride, seq - kb * kBlock, dim);
-    copyTile<D>(vs(kb), v + offset, kvStride, seq - kb * kBlock, dim);
-    commitCopies();
-  };
   copyTile<D>(qs, q + qOffset, qStride, seq - q0, dim);
-  copyKeyBlock(0);
+  copyKeyBlock<D>(ks(0), vs(0), k, v, kvOffset, kvStride, 0, seq, dim);
   uint32_t qf[D / 16][4];
 
   // This lane's rows: row0 and row0 + 8.
@@ -338,7 +346,8 @@ __global__ void __launch_bounds__(kThreads)
       for (int kk = 0; kk < D / 16; ++kk)
         loadA(qf[kk], qs, kRowLd<D>, 16 * warp(), 16 * kk);
     if (kb + 1 < keyBlocks)
-      copyKeyBlock(kb + 1);
+      copyKeyBlock<D>(ks(kb + 1), vs(kb + 1), k, v, kvOffset, kvStride, kb + 1,
+                      seq, dim);
 
     float s[kBlock / 8][4] = {};
 #pragma unroll
@@ -556,15 +565,9 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
 
   const auto [qBlock, q0, hk, qStride, kvStride, qOffset, kvOffset] =
       queryTile(seq, heads, kvHeads, dim);
-  auto copyKeyBlock = [&](int kb) {
-    const int64_t offset = kvOffset + kb * kBlock * kvStride;
-    copyTile<D>(ks(kb), k + offset, kvStride, seq - kb * kBlock, dim);
-    copyTile<D>(vs(kb), v + offset, kvStride, seq - kb * kBlock, dim);
-    commitCopies();
-  };
   copyTile<D>(qs, q + qOffset, qStride, seq - q0, dim);
   copyTile<D>(dos, dout + qOffset, qStride, seq - q0, dim);
-  copyKeyBlock(0);
+  copyKeyBlock<D>(ks(0), vs(0), k, v, kvOffset, kvStride, 0, seq, dim);
   const int64_t statOffset = queryStatOffset(seq, heads);
   const int row0 = q0 + 16 * warp() + lane() / 4;
   float rowLse[2], rowDelta[2];
@@ -583,7 +586,8 @@ __global__ void __launch_bounds__(kThreads, kBackwardBlocks<D>)
     waitCopies();
     __syncthreads();
     if (kb + 1 < keyBlocks)
-      copyKeyBlock(kb + 1);
+      copyKeyBlock<D>(ks(kb + 1), vs(kb + 1), k, v, kvOffset, kvStride, kb + 1,
+                      seq, dim);
 
     float s[kBlock / 8][4] = {};
     float ds[kBlock / 8][4] = {};
