@@ -96,6 +96,17 @@ CONFIGS: dict[str, LlamaConfig] = {
                               seq=2048, batch=1, dtype="bf16", rope_theta=500000.0),
 }
 
+# The GPU benchmarks' shapes (bench/gpu_train, gpu_kernels, gpu_attention):
+# Llama-style models of about 125M and 1B parameters at seq 2048, and "tiny"
+# to check the scripts on the CPU.
+GPU_BENCH_SHAPES: dict[str, LlamaConfig] = {
+    "tiny": CONFIGS["tiny"],
+    "125m": LlamaConfig(layers=12, dim=768, heads=12, kv_heads=4, ffn=2048, vocab=32000,
+                        seq=2048, batch=4),
+    "1b": LlamaConfig(layers=16, dim=2048, heads=16, kv_heads=8, ffn=5632, vocab=32000,
+                      seq=2048, batch=1),
+}
+
 
 def _f(value: float) -> str:
     """A float literal MLIR accepts (it needs a dot before an exponent)."""
