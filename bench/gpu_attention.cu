@@ -1,6 +1,6 @@
 //===- gpu_attention.cu - the bf16 attention kernels alone, timed ---------===//
 //
-// Runs loom::flash's bf16 forward and backward (lib/Runtime/
+// Runs loom::flash's bf16 forward and backward (runtime/Kernels/CUDA/
 // FlashAttentionBf16.cu) on random inputs of one shape, causal, and prints
 // their times and tensor-core throughput (FlashAttention-2's count: the
 // forward 4 b h s^2 d multiply-adds halved by the mask, the backward 2.5
@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "FlashAttention.h"
-#include "loom/Support/Bf16.h"
+#include "loom/Runtime/Bf16.h"
 
 #include <cuda_runtime.h>
 

@@ -3,16 +3,32 @@
 #ifndef LOOM_INITALLPASSES_H
 #define LOOM_INITALLPASSES_H
 
+#include "loom/Autodiff/Passes.h"
+#include "loom/Codegen/CPU/Passes.h"
+#include "loom/Codegen/Common/Passes.h"
+#include "loom/Codegen/GPU/Passes.h"
+#include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Sharding/Passes.h"
+#include "loom/Trainer/Passes.h"
 
 namespace loom {
 
-/// Registers every pass and pipeline Loom defines with the global registry.
+/// Registers every pass and pipeline Loom defines with the global registry,
+/// in the order the data flows through them.
 inline void registerAllPasses() {
-  coll::registerCollPasses();
-  coll::registerSchedulePipeline();
   train::registerTrainPasses();
+  autodiff::registerAutodiffPasses();
+  sharding::registerShardingPasses();
+  coll::registerCollPasses();
+  codegen::registerCodegenCommonPasses();
+  codegen::registerCodegenCPUPasses();
+  codegen::registerCodegenGPUPasses();
+  registerConversionPasses();
+  trainer::registerTrainerPasses();
+  registerPipelines();
 }
 
 } // namespace loom

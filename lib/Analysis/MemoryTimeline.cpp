@@ -3,6 +3,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
@@ -279,10 +280,10 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
   }
   if (options.callerOwnedResults && !ops.empty() &&
       ops.back()->hasTrait<OpTrait::ReturnLike>()) {
-    // Results loom-update-in-place writes into their arguments' buffers.
+    // Results codegen-update-in-place writes into their arguments' buffers.
     auto tied = block.getParentOp()
                     ? block.getParentOp()->getAttrOfType<DenseI64ArrayAttr>(
-                          "loom.tied_results")
+                          attrs::kTiedResults)
                     : DenseI64ArrayAttr();
     for (auto [index, result] : llvm::enumerate(ops.back()->getOperands())) {
       auto it = bufferOf.find(result);

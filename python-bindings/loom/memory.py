@@ -1,7 +1,7 @@
 """The static memory analysis of a step, as loomc computes it.
 
 :func:`step_memory` runs the passes loomc runs before bufferisation
-(optionally fusing the loss first), then ``loom-memory-plan``, and returns
+(optionally fusing the loss first), then ``codegen-memory-plan``, and returns
 what the plan reports: the memory timeline's peak (loop bodies included, as
 the trainer runs them), the arena and its live bound, all in bytes.
 """
@@ -29,13 +29,13 @@ def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adam
     passes.append("train-autodiff")
     if optimizer:
         passes.append(f"train-optimizer{{kind={optimizer}}}")
-    passes += ["train-decompose", "canonicalize", "func.func(loom-memory-plan)"]
+    passes += ["train-decompose", "canonicalize", "func.func(codegen-memory-plan)"]
     out = run_opt(forward, [f"--pass-pipeline=builtin.module({', '.join(passes)})"])
     figures = {}
     for key, attr in _ATTRS.items():
         match = re.search(re.escape(attr) + r" = (\d+)", out)
         if not match:
-            raise ValueError(f"loom-memory-plan did not report {attr}")
+            raise ValueError(f"codegen-memory-plan did not report {attr}")
         figures[key] = int(match.group(1))
     return figures
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The runtime's CUDA kernels, run on the CPU.
 
-lib/Runtime/FlashAttention.cu (f32), FlashAttentionBf16.cu (bf16, tensor
+runtime/Kernels/CUDA/FlashAttention.cu (f32), FlashAttentionBf16.cu (bf16, tensor
 cores) and CrossEntropy.cu (the fused loss's row kernels) are turned into
 C++ for CudaEmulation/cuda_runtime.h, which runs each block's threads as
 std::threads and emulates warp shuffles and mma.sync with PTX's fragment
@@ -25,8 +25,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RUNTIME = os.path.join(HERE, "..", "..", "lib", "Runtime")
-INCLUDE = os.path.join(HERE, "..", "..", "include")
+RUNTIME = os.path.join(HERE, "..", "..", "runtime")
+KERNELS = os.path.join(RUNTIME, "Kernels")
+INCLUDE = os.path.join(RUNTIME, "include")
 EMULATION = os.path.join(HERE, "CudaEmulation")
 # Each test, and the kernel sources it runs.
 TESTS = {"flash_test": ("FlashAttention.cu", "FlashAttentionBf16.cu"),
@@ -36,7 +37,7 @@ TESTS = {"flash_test": ("FlashAttention.cu", "FlashAttentionBf16.cu"),
 
 def emulated(source):
     """`source` (CUDA) as C++ for the emulation header."""
-    text = open(os.path.join(RUNTIME, source)).read()
+    text = open(os.path.join(KERNELS, "CUDA", source)).read()
     text = text.replace("extern __shared__ float4 sharedMem[];",
                         "float4 *sharedMem = static_cast<float4 *>(emu::shared);")
     text, launches = re.subn(r"(\w+(?:<[^<>]*>)?)\s*<<<(.*?)>>>\s*\((.*?)\);",
@@ -57,7 +58,7 @@ def main():
         sources = []
         for source in kernels:
             if not source.endswith(".cu"):  # a CPU backend's reference
-                sources.append(os.path.join(RUNTIME, source))
+                sources.append(os.path.join(KERNELS, "Host", source))
                 continue
             out = os.path.join(args.dir, source.replace(".cu", ".emulated.cpp"))
             with open(out, "w") as f:
@@ -66,7 +67,7 @@ def main():
         binary = os.path.join(args.dir, test)
         subprocess.run([args.cxx, "-std=c++20", "-O2", "-pthread", "-DLOOM_CUDA_EMULATION",
                         "-I", EMULATION,
-                        "-I", RUNTIME, "-I", INCLUDE, os.path.join(EMULATION, f"{test}.cpp"),
+                        "-I", os.path.join(KERNELS, "CUDA"), "-I", RUNTIME, "-I", INCLUDE, os.path.join(EMULATION, f"{test}.cpp"),
                         *sources, "-o", binary], check=True)
         failed |= subprocess.run([binary]).returncode != 0
     return 1 if failed else 0

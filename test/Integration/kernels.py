@@ -15,8 +15,8 @@ proportional to the gradients, so the check is on the gradients' kernels too
 issue's bar). --mode emulate runs the CUDA target's kernel mapping on the CPU
 (loomc --emulate-gpu, 32-thread blocks for every reduction of 32 or more,
 1e-5). Both split column reductions of 32 rows or more into partials of 8
-(train-split-reduction: the norm's weight gradient) and fuse elementwise
-producers into their users (train-fuse-elementwise, the CUDA default). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
+(gpu-split-reduction: the norm's weight gradient) and fuse elementwise
+producers into their users (gpu-fuse-elementwise, the CUDA default). auto: cuda where `nvidia-smi -L` lists a GPU, else emulate. The ops
 are also trained in bf16 (2e-2 on a GPU, 2^-8 emulated: a bf16 ulp).
 """
 
@@ -94,7 +94,7 @@ OPS = {
 # for whole rows the forward kernel too.
 FLAGS = {"fused_loss": ["--fuse-cross-entropy=16", "--fuse-cross-entropy-vocab=32"],
          "fused_loss_rows": ["--fuse-cross-entropy=16"]}
-# The same models with every f32 tensor in bf16 (train-widen-compute, bf16
+# The same models with every f32 tensor in bf16 (codegen-widen-compute, bf16
 # GEMMs, the bf16 attention kernels (tensor cores on the GPU; head dim 16),
 # the bf16 fused loss and its bf16 gradient kernel).
 BF16 = {f"{op}_bf16": op for op in ("rms_norm", "rope", "attention", "swiglu", "fused_loss",

@@ -52,13 +52,13 @@ TRAINERS = [("r1", 1, 0, "adamw"), ("r1-sgd", 1, 0, "sgd"),
 # scalar loops (--vectorize=false), which must not change a bit, and with
 # the loss fused in chunks of 32 tokens and blocks of 64 of the 256
 # vocabulary entries: the same losses within 1e-5. And with the CUDA
-# target's kernel mapping (loom-linalg-to-gpu) run on the CPU
+# target's kernel mapping (gpu-map-linalg) run on the CPU
 # (--emulate-gpu): with a thread per output element every sum runs in the
 # CPU's order, so the same bits; with a block of 32 threads per row for
 # every reduction of 32 or more (softmax, RMSNorm, the loss's log-sum-exp),
 # each thread folds every 32nd element and the partials are combined after,
 # with the norms' weight gradients split into partials of 8 tokens then
-# combined (train-split-reduction), and with elementwise producers fused
+# combined (gpu-split-reduction), and with elementwise producers fused
 # into their consumers: within 1e-5.
 SCALAR = ("r1-scalar", 1, 0, "adamw")
 CHUNKED = ("r1-chunked", 1, 0, "adamw")

@@ -1,5 +1,5 @@
 # bf16 reductions at the sizes a model has, through loom-run, with and
-# without train-widen-compute, against f64 on the same bf16 inputs: a
+# without codegen-widen-compute, against f64 on the same bf16 inputs: a
 # gradient-style column sum over 4,096 rows, an RMSNorm over 4,096 features
 # and a cross-entropy over a 4,096-entry vocabulary. Accumulated in bf16 a
 # long sum stalls (past 256 x the addend each add rounds away); widened,
@@ -54,7 +54,7 @@ SOURCE = (
     "}\n")
 
 widened = run_opt(
-    SOURCE, ["--pass-pipeline=builtin.module(train-decompose, func.func(train-widen-compute))"])
+    SOURCE, ["--pass-pipeline=builtin.module(train-decompose, func.func(codegen-widen-compute))"])
 check.report("tensor<64xf32>" in widened and "xbf16>) outs(%" in widened,
              "the pass widened the accumulators and kept bf16 storage")
 

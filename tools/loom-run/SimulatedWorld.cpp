@@ -1,7 +1,7 @@
 //===- SimulatedWorld.cpp - N ranks as threads, for loom-run --------------===//
 
 #include "SimulatedWorld.h"
-#include "loom/Dialect/Coll/CollLowering.h"
+#include "loom/Conversion/CollToLoomrt.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

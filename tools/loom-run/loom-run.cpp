@@ -1,8 +1,9 @@
 //===- loom-run.cpp - evaluate a tensor function on .npy inputs -----------===//
 //
-// Lowers one function of a module (train ops decomposed, linalg to loops,
-// then LLVM), JIT-compiles it, calls it on arrays read from .npy files and
-// writes each result to DIR/result<i>.npy. It is the reference evaluator the
+// Lowers one function of a module (loom-reference-pipeline: train ops
+// decomposed, linalg to loops, then LLVM), JIT-compiles it, calls it on
+// arrays read from .npy files and writes each result to
+// DIR/result<i>.npy. It is the reference evaluator the
 // numerical tests (gradient checks, kernels against decompositions) compare
 // with, so it favours obviously-correct lowering over speed.
 //
@@ -13,8 +14,8 @@
 #include "SimulatedWorld.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/InitAllDialects.h"
-#include "loom/InitAllPasses.h"
-#include "loom/Support/Bf16.h"
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Runtime/Bf16.h"
 #include "loom/Support/Npy.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
@@ -22,11 +23,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/Support/CommandLine.h"
@@ -71,20 +70,6 @@ static cl::opt<int64_t> numRanks(
              "argument file name containing {rank} is read per rank, and "
              "results go to DIR/rank<r>/"),
     cl::init(1));
-
-/// The reference lowering: decomposed train ops, bufferised with identity
-/// layouts at function boundaries, loops, then LLVM.
-static constexpr const char *kLoweringPipeline =
-    "train-decompose, canonicalize, "
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map}, "
-    "buffer-deallocation-pipeline, "
-    "func.func(convert-linalg-to-loops), expand-strided-metadata, "
-    "lower-affine, math-extend-to-supported-types{target-type=f32}, "
-    "arith-emulate-unsupported-floats{source-types=bf16 target-type=f32}, "
-    "arith-expand{include-bf16=true}, convert-scf-to-cf, convert-math-to-llvm, "
-    "convert-math-to-libm, "
-    "convert-to-llvm, reconcile-unrealized-casts";
 
 namespace {
 
@@ -239,8 +224,6 @@ SmallVector<NamedAttribute> withoutRoles(ArrayRef<NamedAttribute> attrs) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  registerAllPasses();
-  loom::registerAllPasses();
   cl::ParseCommandLineOptions(argc, argv, "Loom reference evaluator\n");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
@@ -340,8 +323,8 @@ int main(int argc, char **argv) {
     return 1;
 
   PassManager pm(&context);
-  if (failed(parsePassPipeline(kLoweringPipeline, pm, errs())) ||
-      failed(pm.run(*module))) {
+  loom::buildReferencePipeline(pm);
+  if (failed(pm.run(*module))) {
     errs() << "error: lowering '" << inputFile << "' failed\n";
     return 1;
   }

@@ -1,58 +1,47 @@
 //===- loomc.cpp - compile a model's forward into a trainer executable ----===//
 //
-//   loomc forward.mlir --target=cpu --world-size N --zero-stage 0|1|2|3
+//   loomc forward.mlir --target=cpu|cuda --world-size N --zero-stage 0|1|2|3
 //         [--optimizer adamw|sgd --lr ...] [--memory-limit-mb M]
-//         [--emit=step|mlir|llvm-mlir|llvm|obj|exe] -o trainer
+//         [--emit=training-step|step|memory-plan|mlir|llvm-mlir|ptx|llvm|obj|exe]
+//         [-v] -o trainer
 //
-// Stages, each named in its diagnostics:
-//   1. training step: train-fuse-linear-cross-entropy (unless
-//      --fuse-cross-entropy=0), train-autodiff, train-optimizer;
-//   2. partition: zero-partition (stage >= 1), loom-schedule-pipeline;
-//   3. runtime calls: convert-coll-to-loomrt, the @loom_step entry;
-//   4. lowering: fused attention kernels (train-fuse-attention, unless
-//      --fuse-attention=false), decompositions (the fused loss's rows and
-//      the embedding gradient as runtime kernels with --loss-kernels and
-//      --embedding-kernel, the CUDA default), zero-filled inits of
-//      elementwise ops folded (train-fold-init-fills), equal tables of
-//      indices computed once (train-share-index-generics), for GPU kernels
-//      elementwise producers fused into their users (train-fuse-elementwise)
-//      and column reductions split into partials (train-split-reduction), the
-//      memory plan, bufferisation, runtime kernel calls, matmuls to BLAS,
-//      loops, LLVM dialect;
-//   5. LLVM IR, optimised (-O, default 2) for the host CPU, and an object;
-//   6. link with the loomrt MPI runtime and the trainer main.
+// The phases are the registered pipelines of lib/Pipelines, run in turn on
+// one module; -v prints each as loom-opt's --pass-pipeline takes it, so
+// that loom-opt reproduces every --emit point:
 //
-// --target=cuda keeps stages 1-3; stage 4 sends matmuls to cuBLAS and the
-// other linalg ops to kernels lowered through NVVM to a cubin (embedded), and
-// stage 6 links the CUDA backend (NCCL, cuBLAS, cudart).
+//   training-step   loom-training-step-pipeline      (--emit=training-step)
+//   sharding        loom-sharding-pipeline           (--emit=step)
+//   memory-plan     loom-memory-plan-pipeline        (--emit=memory-plan)
+//   entry           loom-entry-pipeline              (--emit=mlir)
+//   lowering        loom-lower-to-cpu-pipeline or
+//                   loom-lower-to-cuda-pipeline      (--emit=llvm-mlir, ptx)
+//
+// then LLVM IR (--emit=llvm), an object optimised for the host (-O, default
+// 2; --emit=obj) and the link with the loomrt runtime and the trainer main
+// (--emit=exe). A failing phase is named in the error.
 //
 //===----------------------------------------------------------------------===//
 
-#include "EntryPoint.h"
-
-#include "loom/Analysis/MemoryTimeline.h"
-#include "loom/Dialect/Train/ReductionMatch.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -65,6 +54,23 @@
 using namespace mlir;
 using namespace llvm;
 
+namespace {
+
+/// Where loomc stops: after a phase, or at a file format.
+enum class Emit {
+  TrainingStep,
+  Step,
+  MemoryPlan,
+  Mlir,
+  LlvmMlir,
+  Ptx,
+  Llvm,
+  Obj,
+  Exe
+};
+
+} // namespace
+
 static cl::OptionCategory loomcCategory("loomc options");
 
 static cl::opt<std::string> inputFile(cl::Positional,
@@ -72,54 +78,58 @@ static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::cat(loomcCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output file"),
                                        cl::Required, cl::cat(loomcCategory));
-static cl::opt<std::string>
-    target("target",
-           cl::desc("cpu (loops, OpenBLAS, MPI) or cuda (NVVM kernels, "
-                    "cuBLAS, NCCL)"),
-           cl::init("cpu"), cl::cat(loomcCategory));
-static cl::opt<std::string> gpuChip("gpu-chip",
-                                    cl::desc("the CUDA target's GPU"),
-                                    cl::init("sm_90"), cl::cat(loomcCategory));
-static cl::opt<std::string> gpuFormat(
-    "gpu-format",
-    cl::desc("how the kernels are embedded: cubin (ptxas at compile time, "
-             "for --gpu-chip only) or ptx (the driver JIT-compiles them at "
-             "the first launch, for that GPU or a later one)"),
-    cl::init("cubin"), cl::cat(loomcCategory));
-static cl::opt<int64_t>
-    gpuThreads("gpu-threads",
-               cl::desc("threads per block of the generated kernels"),
-               cl::init(256), cl::cat(loomcCategory));
-static cl::opt<int64_t> gpuBlockReduce(
-    "gpu-block-reduce",
-    cl::desc("reductions along rows at least this long get a block per row "
-             "(loom-linalg-to-gpu block-reduce-min; 0: a thread per row)"),
-    cl::init(128), cl::cat(loomcCategory));
-static cl::opt<int64_t> gpuVectorBytes(
-    "gpu-vector-bytes",
-    cl::desc("elementwise and reduction kernels' threads each load and "
-             "store this many bytes as aligned vectors (loom-linalg-to-gpu "
-             "vector-bytes; 0: an element per thread)"),
-    cl::init(16), cl::cat(loomcCategory));
-static cl::opt<int64_t> gpuSplitReduction(
-    "gpu-split-reduction",
-    cl::desc("column reductions into few outputs (a norm's weight gradient) "
-             "fold this many rows into each of many partials, then combine "
-             "them (train-split-reduction rows; 0: a block per output)"),
-    cl::init(32), cl::cat(loomcCategory));
-static cl::opt<int64_t> gpuSplitMinRows(
-    "gpu-split-min-rows",
-    cl::desc("split only column reductions of at least this many rows "
-             "(train-split-reduction min-rows)"),
-    cl::init(1024), cl::cat(loomcCategory));
-static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
-                                  cl::cat(loomcCategory));
-static cl::opt<unsigned> zeroStage("zero-stage",
-                                   cl::desc("ZeRO stage 0, 1, 2 or 3"),
-                                   cl::init(0), cl::cat(loomcCategory));
-static cl::opt<std::string> optimizer("optimizer", cl::desc("adamw or sgd"),
-                                      cl::init("adamw"),
-                                      cl::cat(loomcCategory));
+static cl::opt<loom::Target> target(
+    "target", cl::desc("what the trainer runs on"),
+    cl::values(clEnumValN(loom::Target::Cpu, "cpu",
+                          "loops, OpenBLAS, MPI"),
+               clEnumValN(loom::Target::Cuda, "cuda",
+                          "NVVM kernels, cuBLAS, NCCL")),
+    cl::init(loom::Target::Cpu), cl::cat(loomcCategory));
+static cl::opt<Emit> emit(
+    "emit", cl::desc("what to write"),
+    cl::values(
+        clEnumValN(Emit::TrainingStep, "training-step",
+                   "the training step (after the training-step phase)"),
+        clEnumValN(Emit::Step, "step",
+                   "the sharded, scheduled step (after sharding)"),
+        clEnumValN(Emit::MemoryPlan, "memory-plan",
+                   "the planned step (after memory-plan)"),
+        clEnumValN(Emit::Mlir, "mlir",
+                   "the entry point with runtime calls (after entry)"),
+        clEnumValN(Emit::LlvmMlir, "llvm-mlir",
+                   "the LLVM dialect (after lowering)"),
+        clEnumValN(Emit::Ptx, "ptx", "with --target=cuda: the kernels' PTX"),
+        clEnumValN(Emit::Llvm, "llvm", "LLVM IR"),
+        clEnumValN(Emit::Obj, "obj", "an object file"),
+        clEnumValN(Emit::Exe, "exe", "the trainer executable")),
+    cl::init(Emit::Exe), cl::cat(loomcCategory));
+static cl::opt<bool> verbose("v",
+                             cl::desc("print each phase's pipeline (as "
+                                      "loom-opt --pass-pipeline takes it) "
+                                      "and the link command"),
+                             cl::cat(loomcCategory));
+
+// The training step.
+static cl::opt<int64_t> fuseChunk(
+    "fuse-cross-entropy",
+    cl::desc("fuse the output projection into the loss, holding this many "
+             "tokens' logits at a time (train-fuse-linear-cross-entropy; "
+             "0: keep the logits)"),
+    cl::init(256), cl::cat(loomcCategory));
+static cl::opt<int64_t> fuseVocab(
+    "fuse-cross-entropy-vocab",
+    cl::desc("with the fused loss, also loop over blocks of this many "
+             "vocabulary entries (an online log-sum-exp; 0: the whole "
+             "vocabulary)"),
+    cl::init(0), cl::cat(loomcCategory));
+static cl::opt<loom::Optimizer> optimizer(
+    "optimizer", cl::desc("the optimizer update"),
+    cl::values(clEnumValN(loom::Optimizer::AdamW, "adamw", "AdamW"),
+               clEnumValN(loom::Optimizer::Sgd, "sgd", "SGD"),
+               clEnumValN(loom::Optimizer::None, "none",
+                          "none: gradients only, for --emit=training-step, "
+                          "step or memory-plan")),
+    cl::init(loom::Optimizer::AdamW), cl::cat(loomcCategory));
 static cl::opt<double> lr("lr",
                           cl::desc("the trainer's default learning rate "
                                    "(its --lr overrides it)"),
@@ -127,6 +137,18 @@ static cl::opt<double> lr("lr",
 static cl::opt<double> weightDecay("weight-decay", cl::init(0.0),
                                    cl::desc("AdamW/SGD weight decay"),
                                    cl::cat(loomcCategory));
+
+// Sharding and scheduling.
+static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
+                                  cl::cat(loomcCategory));
+static cl::opt<loom::ZeroStage> zeroStage(
+    "zero-stage", cl::desc("ZeRO stage"),
+    cl::values(
+        clEnumValN(loom::ZeroStage::None, "0", "nothing sharded (one rank)"),
+        clEnumValN(loom::ZeroStage::OptimizerState, "1", "optimizer state"),
+        clEnumValN(loom::ZeroStage::Gradients, "2", "and gradients"),
+        clEnumValN(loom::ZeroStage::Parameters, "3", "and parameters")),
+    cl::init(loom::ZeroStage::None), cl::cat(loomcCategory));
 static cl::opt<double> memoryLimitMb(
     "memory-limit-mb",
     cl::desc("scheduler memory limit, MiB (0: the partitioned step's peak)"),
@@ -135,35 +157,8 @@ static cl::opt<std::string> device("device",
                                    cl::desc("device description for the "
                                             "scheduler's cost model"),
                                    cl::init("cpu"), cl::cat(loomcCategory));
-static cl::opt<std::string>
-    emit("emit",
-         cl::desc("step (the training step), mlir (with runtime calls), "
-                  "llvm-mlir (LLVM dialect), llvm (LLVM IR), obj, exe; "
-                  "with --target=cuda also ptx (the kernels' PTX)"),
-         cl::init("exe"), cl::cat(loomcCategory));
-static cl::opt<std::string>
-    runtimeDir("runtime-dir",
-               cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
-               cl::init(LOOM_RUNTIME_DIR), cl::cat(loomcCategory));
-static cl::opt<bool> verbose("v", cl::desc("print the link command"),
-                             cl::cat(loomcCategory));
-static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
-                                  cl::init(2), cl::Prefix,
-                                  cl::cat(loomcCategory));
 
-static cl::opt<int64_t> fuseChunk(
-    "fuse-cross-entropy",
-    cl::desc("fuse the output projection into the loss, holding this many "
-             "tokens' logits at a time (train-fuse-linear-cross-entropy; "
-             "0: keep the logits)"),
-    cl::init(256), cl::cat(loomcCategory));
-
-static cl::opt<int64_t> fuseVocab(
-    "fuse-cross-entropy-vocab",
-    cl::desc("with the fused loss, also loop over blocks of this many "
-             "vocabulary entries (an online log-sum-exp; 0: the whole "
-             "vocabulary)"),
-    cl::init(0), cl::cat(loomcCategory));
+// The memory plan.
 static cl::opt<bool> fuseAttention(
     "fuse-attention",
     cl::desc("run attention and its gradient as the runtime's fused kernels "
@@ -185,97 +180,78 @@ static cl::opt<cl::boolOrDefault> embeddingKernel(
 static cl::opt<bool> widenCompute(
     "widen-compute",
     cl::desc("compute bf16/f16 linalg ops in f32, reductions into f32 "
-             "accumulators (train-widen-compute; off: each op rounds to its "
+             "accumulators (codegen-widen-compute; off: each op rounds to its "
              "element type, as the IR says)"),
     cl::init(true), cl::cat(loomcCategory));
 static cl::opt<bool>
     memoryPlan("memory-plan",
-               cl::desc("place temporaries in one arena (loom-memory-plan)"),
+               cl::desc("place temporaries in one arena (codegen-memory-plan)"),
                cl::init(true), cl::cat(loomcCategory));
-
 static cl::opt<cl::boolOrDefault> fuseElementwise(
     "gpu-fuse-elementwise",
     cl::desc("with --target=cuda or --emulate-gpu: fuse elementwise linalg "
-             "producers into their consumers (train-fuse-elementwise), "
+             "producers into their consumers (gpu-fuse-elementwise), "
              "so that they share a kernel (default: on for --target=cuda; "
              "the ~125M bf16 step launches 207 kernels fewer at the same "
              "planned peak)"),
     cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuSplitReduction(
+    "gpu-split-reduction",
+    cl::desc("column reductions into few outputs (a norm's weight gradient) "
+             "fold this many rows into each of many partials, then combine "
+             "them (gpu-split-reduction rows; 0: a block per output)"),
+    cl::init(32), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuSplitMinRows(
+    "gpu-split-min-rows",
+    cl::desc("split only column reductions of at least this many rows "
+             "(gpu-split-reduction min-rows)"),
+    cl::init(1024), cl::cat(loomcCategory));
 
-static cl::opt<bool> emulateGpu(
-    "emulate-gpu",
-    cl::desc("with --target=cpu: map the step's kernels as the CUDA target "
-             "does (loom-linalg-to-gpu) but run the mapped loops on the CPU, "
-             "to check the mapping without a GPU"),
-    cl::init(false), cl::cat(loomcCategory));
-
+// Lowering.
 static cl::opt<bool>
     vectorize("vectorize",
               cl::desc("tile and vectorise the linalg ops BLAS does not take "
-                       "(loom-vectorize)"),
+                       "(cpu-vectorize)"),
               cl::init(true), cl::cat(loomcCategory));
-
-/// Bufferisation (results go straight into the caller's buffers where the
-/// plan says so), then loops, BLAS and the LLVM dialect. memref.alloc and
-/// dealloc become the generic allocation functions libloomtrainer counts.
-///
-/// On the CUDA target the step is host code that launches kernels: matmuls
-/// go to cuBLAS, every other linalg op becomes a kernel lowered through
-/// NVVM (one module, identical kernels once) to a cubin or PTX embedded in
-/// the trainer, and the arena is a gpu.alloc.
-static std::string loweringPipeline() {
-  std::string bufferize =
-      std::string("eliminate-empty-tensors, "
-                  "one-shot-bufferize{bufferize-function-boundaries "
-                  "function-boundary-type-conversion=identity-layout-map}, "
-                  "buffer-deallocation-pipeline, canonicalize, ") +
-      (memoryPlan ? "func.func(loom-pack-buffers), " : "") +
-      "convert-train-kernels-to-calls, ";
-  std::string toLLVM = "convert-math-to-llvm, convert-math-to-libm, "
-                       "finalize-memref-to-llvm{use-generic-functions=true "
-                       "use-aligned-alloc=true}, "
-                       "convert-to-llvm, reconcile-unrealized-casts";
-  if (target == "cuda")
-    return bufferize +
-           formatv("convert-linalg-to-blas{{library=cublas}, "
-                   "func.func(loom-linalg-to-gpu{{threads={0} "
-                   "block-reduce-min={3} vector-bytes={5}}), "
-                   "func.func(convert-parallel-loops-to-gpu), canonicalize, "
-                   "expand-strided-metadata, lower-affine, "
-                   "gpu-launch-sink-index-computations, "
-                   "gpu-kernel-outlining, loom-name-gpu-kernels, "
-                   "loom-merge-gpu-modules, "
-                   "nvvm-attach-target{{chip={1} features=+ptx80 O=3}, "
-                   "convert-scf-to-cf, gpu.module(convert-gpu-to-nvvm), "
-                   "gpu-to-llvm, "
-                   "gpu-module-to-binary{{format={4} toolkit={2}}, ",
-                   gpuThreads.getValue(), gpuChip.getValue(), LOOM_CUDA_ROOT,
-                   gpuBlockReduce.getValue(),
-                   emit == "ptx" || gpuFormat == "ptx" ? "isa" : "bin",
-                   gpuVectorBytes.getValue())
-               .str() +
-           toLLVM;
-  std::string loops =
-      emulateGpu ? formatv("func.func(loom-linalg-to-gpu{{threads={0} "
-                           "block-reduce-min={1} vector-bytes={2} "
-                           "device-buffers=false}), ",
-                           gpuThreads.getValue(), gpuBlockReduce.getValue(),
-                           gpuVectorBytes.getValue())
-                       .str()
-                 : std::string(vectorize
-                                   ? "func.func(loom-vectorize), canonicalize, "
-                                   : "") +
-                       "func.func(convert-linalg-to-loops), ";
-  // x86 has no bf16 arithmetic and libgcc 12 no bf16 conversions: the
-  // ops left in bf16 compute in f32, and the casts become integer code.
-  return bufferize + "convert-linalg-to-blas, " + loops +
-         "expand-strided-metadata, lower-affine, "
-         "math-extend-to-supported-types{target-type=f32}, "
-         "arith-emulate-unsupported-floats{source-types=bf16 "
-         "target-type=f32}, arith-expand{include-bf16=true}, "
-         "convert-scf-to-cf, convert-vector-to-llvm, " +
-         toLLVM;
-}
+static cl::opt<bool> emulateGpu(
+    "emulate-gpu",
+    cl::desc("with --target=cpu: map the step's kernels as the CUDA target "
+             "does (gpu-map-linalg) but run the mapped loops on the CPU, "
+             "to check the mapping without a GPU"),
+    cl::init(false), cl::cat(loomcCategory));
+static cl::opt<std::string> gpuChip("gpu-chip",
+                                    cl::desc("the CUDA target's GPU"),
+                                    cl::init("sm_90"), cl::cat(loomcCategory));
+static cl::opt<loom::GpuFormat> gpuFormat(
+    "gpu-format", cl::desc("how the kernels are embedded"),
+    cl::values(clEnumValN(loom::GpuFormat::Cubin, "cubin",
+                          "ptxas at compile time, for --gpu-chip only"),
+               clEnumValN(loom::GpuFormat::Ptx, "ptx",
+                          "the driver JIT-compiles them at the first launch, "
+                          "for that GPU or a later one")),
+    cl::init(loom::GpuFormat::Cubin), cl::cat(loomcCategory));
+static cl::opt<int64_t>
+    gpuThreads("gpu-threads",
+               cl::desc("threads per block of the generated kernels"),
+               cl::init(256), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuBlockReduce(
+    "gpu-block-reduce",
+    cl::desc("reductions along rows at least this long get a block per row "
+             "(gpu-map-linalg block-reduce-min; 0: a thread per row)"),
+    cl::init(128), cl::cat(loomcCategory));
+static cl::opt<int64_t> gpuVectorBytes(
+    "gpu-vector-bytes",
+    cl::desc("elementwise and reduction kernels' threads each load and "
+             "store this many bytes as aligned vectors (gpu-map-linalg "
+             "vector-bytes; 0: an element per thread)"),
+    cl::init(16), cl::cat(loomcCategory));
+static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
+                                  cl::init(2), cl::Prefix,
+                                  cl::cat(loomcCategory));
+static cl::opt<std::string>
+    runtimeDir("runtime-dir",
+               cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
+               cl::init(LOOM_RUNTIME_DIR), cl::cat(loomcCategory));
 
 /// The PTX of every kernel module, each after a `// loom-module NAME` line.
 static void printPtx(ModuleOp module, raw_ostream &os) {
@@ -286,29 +262,34 @@ static void printPtx(ModuleOp module, raw_ostream &os) {
   });
 }
 
-/// The sum of an integer attribute over the module's ops.
-static int64_t sumAttr(Operation *root, StringRef name) {
-  int64_t sum = 0;
-  root->walk([&](Operation *op) {
-    if (auto value = op->getAttrOfType<IntegerAttr>(name))
-      sum += value.getInt();
-  });
-  return sum;
+static loom::TargetDefault targetDefault(cl::boolOrDefault option) {
+  return option == cl::BOU_UNSET  ? loom::TargetDefault::Auto
+         : option == cl::BOU_TRUE ? loom::TargetDefault::On
+                                  : loom::TargetDefault::Off;
 }
 
 namespace {
 
-/// Runs `pipeline` on `module`; on failure says which stage failed.
-LogicalResult runStage(ModuleOp module, StringRef stage, StringRef pipeline) {
-  mlir::PassManager pm(module.getContext());
-  std::string errors;
-  raw_string_ostream os(errors);
-  if (failed(parsePassPipeline(pipeline, pm, os))) {
-    errs() << "loomc: " << stage << ": bad pipeline: " << errors << "\n";
-    return failure();
+/// Runs the registered pipeline `name` with `options` (built by `build`) on
+/// `module` as the phase `phase`; with -v, prints it as loom-opt's
+/// --pass-pipeline takes it first. On failure says which phase failed.
+template <typename Options>
+LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
+                       const Options &options,
+                       void (*build)(OpPassManager &, const Options &)) {
+  if (verbose) {
+    errs() << "loomc: phase " << phase << ": --pass-pipeline='builtin.module("
+           << name;
+    options.print(errs());
+    errs() << ")'\n";
   }
+  mlir::PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
+  build(pm, options);
   if (failed(pm.run(module))) {
-    errs() << "loomc: error: the " << stage << " stage failed (see above)\n";
+    errs() << "loomc: error: the " << phase << " phase failed (see above)\n";
     return failure();
   }
   return success();
@@ -327,17 +308,6 @@ LogicalResult writeText(StringRef path,
   return success();
 }
 
-func::FuncOp findStep(ModuleOp module) {
-  func::FuncOp found;
-  module.walk([&](func::FuncOp func) {
-    if (!found && !func.isExternal() &&
-        cast<FunctionOpInterface>(func.getOperation()).getNumResults() &&
-        func.getResultAttr(0, loom::train::TrainDialect::kLossAttrName))
-      found = func;
-  });
-  return found;
-}
-
 /// LLVM's default pipeline at -O. The CUDA target's host code is launch
 /// glue, one long block of stores and calls, where the SLP vectorizer
 /// schedules quadratically (minutes on the ~125M bf16 step) and gains
@@ -350,7 +320,7 @@ void optimize(llvm::Module &module, TargetMachine *machine) {
   PipelineTuningOptions tuning;
   tuning.LoopUnrolling = tuning.LoopInterleaving = tuning.LoopVectorization =
       true;
-  tuning.SLPVectorization = target != "cuda";
+  tuning.SLPVectorization = target != loom::Target::Cuda;
   PassBuilder builder(machine, tuning);
   builder.registerModuleAnalyses(modules);
   builder.registerCGSCCAnalyses(sccs);
@@ -433,8 +403,8 @@ LogicalResult link(StringRef object, StringRef exe) {
     StringRef((*flags)->getBuffer()).trim().split(mpiFlags, ' ', -1, false);
   SmallString<256> trainer(runtimeDir), runtime(runtimeDir);
   sys::path::append(trainer, "libloomtrainer.a");
-  sys::path::append(runtime, target == "cuda" ? "libloomrt_cuda.a"
-                                              : "libloomrt_mpi.a");
+  sys::path::append(runtime, target == loom::Target::Cuda ? "libloomrt_cuda.a"
+                                                         : "libloomrt_mpi.a");
   for (StringRef lib : {trainer.str(), runtime.str()})
     if (!sys::fs::exists(lib)) {
       errs() << "loomc: error: link: " << lib
@@ -453,7 +423,7 @@ LogicalResult link(StringRef object, StringRef exe) {
                                    "-Wl,--end-group"};
   for (StringRef f : mpiFlags)
     args.push_back(f.str());
-  if (target == "cuda") {
+  if (target == loom::Target::Cuda) {
     SmallVector<StringRef> dirs;
     StringRef(LOOM_CUDA_LIBRARY_DIRS).split(dirs, ':', -1, false);
     for (StringRef dir : dirs) {
@@ -471,7 +441,7 @@ LogicalResult link(StringRef object, StringRef exe) {
   args.push_back("-Wl,--pop-state");
   args.push_back("-Wl,-rpath," +
                  sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
-  if (target == "cpu")
+  if (target == loom::Target::Cpu)
     args.push_back("-lopenblas");
   args.push_back("-lm");
   args.push_back("-lpthread");
@@ -484,7 +454,7 @@ LogicalResult link(StringRef object, StringRef exe) {
   std::string error;
   if (sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error) !=
       0) {
-    errs() << "loomc: error: the link stage failed" << (error.empty() ? "" : ": ")
+    errs() << "loomc: error: the link phase failed" << (error.empty() ? "" : ": ")
            << error << "\n";
     return failure();
   }
@@ -495,37 +465,30 @@ LogicalResult link(StringRef object, StringRef exe) {
 
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
+  // --mlir-pass-statistics, --mlir-timing, --mlir-print-ir-after-all...
+  // apply to every phase (hidden from --help, as LLVM's options are).
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(argc, argv, "Loom: forward -> trainer\n");
-  static const llvm::StringSet<> emits = {"step", "mlir", "llvm-mlir", "llvm",
-                                          "obj",  "exe",  "ptx"};
-  if (!emits.contains(emit)) {
-    errs() << "loomc: error: --emit must be one of step, mlir, llvm-mlir, "
-              "llvm, obj, exe, ptx\n";
-    return 1;
-  }
-  if (target != "cpu" && target != "cuda") {
-    errs() << "loomc: error: --target must be cpu or cuda, not '" << target
-           << "'\n";
-    return 1;
-  }
-  if (target == "cuda" && !LOOM_CUDA_ENABLED) {
+  bool cuda = target == loom::Target::Cuda;
+  if (cuda && !LOOM_CUDA_ENABLED) {
     errs() << "loomc: error: this loomc was built without the CUDA toolkit "
               "and NCCL; --target=cuda is not available\n";
     return 1;
   }
-  if (emulateGpu && target != "cpu") {
+  if (emulateGpu && cuda) {
     errs() << "loomc: error: --emulate-gpu runs the GPU mapping on the CPU; "
               "it needs --target=cpu\n";
     return 1;
   }
-  if (emit == "ptx" && target != "cuda") {
+  if (emit == Emit::Ptx && !cuda) {
     errs() << "loomc: error: --emit=ptx needs --target=cuda\n";
     return 1;
   }
-  if (gpuFormat != "cubin" && gpuFormat != "ptx") {
-    errs() << "loomc: error: --gpu-format must be cubin or ptx, not '"
-           << gpuFormat << "'\n";
+  if (optimizer == loom::Optimizer::None && emit > Emit::MemoryPlan) {
+    errs() << "loomc: error: --optimizer=none leaves the parameters as they "
+              "are; it is for --emit=training-step, step or memory-plan\n";
     return 1;
   }
   if (gpuBlockReduce < 0) {
@@ -537,14 +500,23 @@ int main(int argc, char **argv) {
               "to 1024\n";
     return 1;
   }
-  if (worldSize < 1 || zeroStage > 3) {
-    errs() << "loomc: error: expected --world-size >= 1 and --zero-stage in "
-              "0..3\n";
+  if (worldSize < 1) {
+    errs() << "loomc: error: expected --world-size >= 1\n";
     return 1;
   }
-  if (worldSize > 1 && zeroStage == 0) {
+  if (worldSize > 1 && zeroStage == loom::ZeroStage::None) {
     errs() << "loomc: error: --world-size " << worldSize
            << " needs --zero-stage 1, 2 or 3 (stage 0 is single-rank)\n";
+    return 1;
+  }
+  if (fuseChunk < 0 || fuseVocab < 0) {
+    errs() << "loomc: error: --fuse-cross-entropy and "
+              "--fuse-cross-entropy-vocab must not be negative\n";
+    return 1;
+  }
+  if (fuseVocab > 0 && fuseChunk == 0) {
+    errs() << "loomc: error: --fuse-cross-entropy-vocab needs the fused loss "
+              "(--fuse-cross-entropy > 0)\n";
     return 1;
   }
 
@@ -553,8 +525,6 @@ int main(int argc, char **argv) {
   registerAllExtensions(registry);
   loom::registerAllDialects(registry);
   registerAllToLLVMIRTranslations(registry);
-  registerAllPasses();
-  loom::registerAllPasses();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
@@ -569,173 +539,104 @@ int main(int argc, char **argv) {
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module) {
-    errs() << "loomc: error: the parse stage failed (see above)\n";
+    errs() << "loomc: error: the parse phase failed (see above)\n";
     return 1;
   }
-  if (!findStep(*module)) {
+  if (!loom::trainer::findStep(*module)) {
     errs() << "loomc: error: " << inputFile
            << " has no function with a train.loss result\n";
     return 1;
   }
-
-  if (fuseChunk < 0 || fuseVocab < 0) {
-    errs() << "loomc: error: --fuse-cross-entropy and "
-              "--fuse-cross-entropy-vocab must not be negative\n";
-    return 1;
-  }
-  if (fuseVocab > 0 && fuseChunk == 0) {
-    errs() << "loomc: error: --fuse-cross-entropy-vocab needs the fused loss "
-              "(--fuse-cross-entropy > 0)\n";
-    return 1;
-  }
+  auto write = [&](auto print) {
+    return failed(writeText(outputFile, print)) ? 1 : 0;
+  };
+  auto writeModule = [&] {
+    return write([&](raw_ostream &os) { module->print(os); });
+  };
 
   // 1. The training step.
-  std::string optimizerPass =
-      (fuseChunk > 0 ? formatv("func.func(train-fuse-linear-cross-entropy{{"
-                               "chunk-tokens={0} chunk-vocab={1}}), ",
-                               fuseChunk.getValue(), fuseVocab.getValue())
-                           .str()
-                     : std::string()) +
-      formatv("train-autodiff, train-optimizer{{kind={0} lr={1} "
-              "weight-decay={2} lr-input=true}",
-              optimizer, lr, weightDecay)
-          .str();
-  if (failed(runStage(*module, "training-step", optimizerPass)))
+  loom::TrainingStepOptions step;
+  step.fuseCrossEntropy = fuseChunk;
+  step.fuseCrossEntropyVocab = fuseVocab;
+  step.optimizer = optimizer;
+  step.lr = lr;
+  step.weightDecay = weightDecay;
+  if (failed(runPhase(*module, "training-step", "loom-training-step-pipeline",
+                      step, loom::buildTrainingStepPipeline)))
     return 1;
-  func::FuncOp step = findStep(*module);
-  OwningOpRef<func::FuncOp> full(cast<func::FuncOp>(step->clone()));
+  if (emit == Emit::TrainingStep)
+    return writeModule();
 
-  // 2. Partition and schedule.
-  if (zeroStage > 0) {
-    std::string pipeline =
-        formatv("zero-partition{{stage={0} world-size={1}}, "
-                "loom-schedule-pipeline{{device={2} memory-limit-mb={3}}",
-                zeroStage, worldSize, device, memoryLimitMb)
-            .str();
-    if (failed(runStage(*module, "partition", pipeline)))
-      return 1;
-  }
-  FailureOr<loom::StepSignature> signature =
-      loom::describeStep(*full, findStep(*module));
-  if (failed(signature))
+  // 2. ZeRO and the communication schedule.
+  loom::ShardingOptions sharding;
+  sharding.zeroStage = zeroStage;
+  sharding.worldSize = worldSize;
+  sharding.device = device;
+  sharding.memoryLimitMb = memoryLimitMb;
+  if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
+                      loom::buildShardingPipeline)))
     return 1;
-  signature->properties = {{"world_size", std::to_string(worldSize)},
-                           {"zero_stage", std::to_string(zeroStage)},
-                           {"optimizer", optimizer},
-                           {"lr", formatv("{0}", lr).str()},
-                           {"source", sys::path::filename(inputFile).str()}};
-  // The peak the scheduler bounded (train ops whole, results from their
-  // definition), for reference.
-  signature->properties["scheduled_peak_bytes"] = std::to_string(
-      loom::MemoryTimeline(findStep(*module).getBody().front())
-          .getPeakBytes());
-  if (emit == "step")
-    return failed(writeText(outputFile,
-                            [&](raw_ostream &os) { module->print(os); }));
+  if (emit == Emit::Step)
+    return writeModule();
 
   // 3. The static memory plan, on the decomposed step: its memory timeline
   // (results in the trainer's buffers) is the prediction, and every buffer
   // it allocates is pinned to an arena offset.
-  // The CUDA target launches a kernel per linalg op: fuse elementwise
-  // producers into their consumers first (the plan then sees the fused ops;
-  // by default for --target=cuda).
-  bool gpuKernels = target == "cuda" || emulateGpu;
-  auto onForCuda = [&](cl::boolOrDefault option) {
-    return option == cl::BOU_UNSET ? target == "cuda" : option == cl::BOU_TRUE;
-  };
-  std::string decompose;
-  if (onForCuda(lossKernels))
-    decompose += "loss-kernels=true";
-  if (onForCuda(embeddingKernel))
-    decompose +=
-        std::string(decompose.empty() ? "" : " ") + "embedding-kernel=true";
-  if (failed(runStage(
-          *module, "memory-plan",
-          std::string(fuseAttention ? "func.func(train-fuse-attention), "
-                                    : "") +
-              "train-decompose" +
-              (decompose.empty() ? "" : "{" + decompose + "}") + ", " +
-              (widenCompute ? "func.func(train-widen-compute), " : "") +
-              "func.func(train-fold-init-fills), canonicalize, "
-              "func.func(train-share-index-generics)" +
-              (gpuKernels && onForCuda(fuseElementwise)
-                   ? ", func.func(train-fuse-elementwise), canonicalize"
-                   : "") +
-              (gpuKernels && gpuSplitReduction > 0
-                   ? formatv(", func.func(train-split-reduction{{rows={0} "
-                             "max-outputs={1} min-rows={2}})",
-                             gpuSplitReduction.getValue(),
-                             loom::train::kFewBlocks * gpuThreads.getValue(),
-                             gpuSplitMinRows.getValue())
-                         .str()
-                   : "") +
-              // An op whose result is inserted into a slice of a new
-              // tensor writes into that slice (RoPE's halves), so the plan
-              // sees no copy.
-              (memoryPlan ? ", eliminate-empty-tensors, "
-                            "func.func(loom-update-in-place, "
-                            "loom-memory-plan{"
-                            "caller-owned-results=true})"
-                          : ""))))
+  loom::MemoryPlanOptions plan;
+  plan.target = target;
+  plan.emulateGpu = emulateGpu;
+  plan.fuseAttention = fuseAttention;
+  plan.lossKernels = targetDefault(lossKernels);
+  plan.embeddingKernel = targetDefault(embeddingKernel);
+  plan.widenCompute = widenCompute;
+  plan.fuseElementwise = targetDefault(fuseElementwise);
+  plan.splitReduction = gpuSplitReduction;
+  plan.splitMinRows = gpuSplitMinRows;
+  plan.gpuThreads = gpuThreads;
+  plan.memoryPlan = memoryPlan;
+  if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline", plan,
+                      loom::buildMemoryPlanPipeline)))
     return 1;
-  // Results written into their arguments' buffers take no memory of their
-  // own, in the trainer or in the plan.
-  if (auto tied = findStep(*module)->getAttrOfType<DenseI64ArrayAttr>(
-          "loom.tied_results")) {
-    unsigned arguments = findStep(*module).getNumArguments();
-    for (auto [index, arg] : llvm::enumerate(tied.asArrayRef()))
-      signature->tensors[arguments + index].inPlace = arg >= 0;
+  if (emit == Emit::MemoryPlan)
+    return writeModule();
+
+  // 4. The trainer's entry point and the runtime's collectives.
+  loom::EntryOptions entry;
+  entry.source = sys::path::filename(inputFile).str();
+  if (failed(runPhase(*module, "entry", "loom-entry-pipeline", entry,
+                      loom::buildEntryPipeline)))
+    return 1;
+  if (emit == Emit::Mlir)
+    return writeModule();
+
+  // 5. Lowering to the LLVM dialect, and the manifest.
+  if (cuda) {
+    loom::LowerToCudaOptions lowering;
+    lowering.memoryPlan = memoryPlan;
+    lowering.chip = gpuChip;
+    lowering.format = emit == Emit::Ptx ? loom::GpuFormat::Ptx : gpuFormat;
+    lowering.gpuThreads = gpuThreads;
+    lowering.gpuBlockReduce = gpuBlockReduce;
+    lowering.gpuVectorBytes = gpuVectorBytes;
+    if (failed(runPhase(*module, "lowering", "loom-lower-to-cuda-pipeline",
+                        lowering, loom::buildLowerToCudaPipeline)))
+      return 1;
+  } else {
+    loom::LowerToCpuOptions lowering;
+    lowering.memoryPlan = memoryPlan;
+    lowering.vectorize = vectorize;
+    lowering.emulateGpu = emulateGpu;
+    lowering.gpuThreads = gpuThreads;
+    lowering.gpuBlockReduce = gpuBlockReduce;
+    lowering.gpuVectorBytes = gpuVectorBytes;
+    if (failed(runPhase(*module, "lowering", "loom-lower-to-cpu-pipeline",
+                        lowering, loom::buildLowerToCpuPipeline)))
+      return 1;
   }
-  int64_t argumentBytes = 0;
-  for (const loom::StepTensor &t : signature->tensors)
-    argumentBytes += t.inPlace ? 0 : t.bytes();
-  int64_t arenaBytes = sumAttr(*module, "loom.arena_bytes");
-  int64_t arenaBoundBytes = sumAttr(*module, "loom.arena_bound_bytes");
-  signature->properties["predicted_peak_bytes"] = std::to_string(
-      memoryPlan
-          ? sumAttr(*module, "loom.timeline_peak_bytes")
-          : loom::MemoryTimeline(findStep(*module).getBody().front(),
-                                 {/*callerOwnedResults=*/true})
-                .getPeakBytes());
-
-  // 4. Runtime calls and the entry point (the step inlined as it is).
-  if (failed(runStage(*module, "runtime-calls", "convert-coll-to-loomrt")) ||
-      failed(loom::buildEntryFunction(*module, findStep(*module))) ||
-      failed(runStage(*module, "entry",
-                      "inline{default-pipeline=}, symbol-dce")))
-    return 1;
-  SmallVector<MemRefType> buffers;
-  for (mlir::Type t : module->lookupSymbol<func::FuncOp>(loom::kEntryName)
-                    .getFunctionType()
-                    .getInputs())
-    buffers.push_back(cast<MemRefType>(t));
-  if (emit == "mlir")
-    return failed(writeText(outputFile,
-                            [&](raw_ostream &os) { module->print(os); }));
-
-  // 5. Lowering to the LLVM dialect.
-  if (failed(runStage(*module, "lowering", loweringPipeline())))
-    return 1;
-  // What bufferisation allocated outside the plan (nothing, when the plan
-  // holds), placed by loom-pack-buffers.
-  int64_t packedBytes = sumAttr(*module, "loom.packed_bytes");
-  signature->properties["planned_arena_bytes"] =
-      std::to_string(arenaBytes + packedBytes);
-  signature->properties["unplanned_bytes"] = std::to_string(packedBytes);
-  // No placement of the planned buffers is smaller than this; the plan's
-  // peak is the timeline's when the arena reaches it.
-  signature->properties["planned_arena_bound_bytes"] = std::to_string(
-      arenaBoundBytes + sumAttr(*module, "loom.packed_bound_bytes"));
-  signature->properties["planned_peak_bytes"] =
-      std::to_string(arenaBytes + packedBytes + argumentBytes);
-  if (failed(loom::buildPackedEntry(*module, buffers, signature->manifest())))
-    return 1;
-  if (emit == "ptx")
-    return failed(writeText(outputFile,
-                            [&](raw_ostream &os) { printPtx(*module, os); }));
-  if (emit == "llvm-mlir")
-    return failed(writeText(outputFile,
-                            [&](raw_ostream &os) { module->print(os); }));
+  if (emit == Emit::Ptx)
+    return write([&](raw_ostream &os) { printPtx(*module, os); });
+  if (emit == Emit::LlvmMlir)
+    return writeModule();
 
   // 6. LLVM IR and the object file.
   InitializeNativeTarget();
@@ -744,18 +645,17 @@ int main(int argc, char **argv) {
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(*module, llvmContext, "loom_step");
   if (!llvmModule) {
-    errs() << "loomc: error: the LLVM IR translation stage failed\n";
+    errs() << "loomc: error: the LLVM IR translation phase failed\n";
     return 1;
   }
-  if (emit == "llvm")
-    return failed(writeText(
-        outputFile, [&](raw_ostream &os) { llvmModule->print(os, nullptr); }));
+  if (emit == Emit::Llvm)
+    return write([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
   std::string object = outputFile;
-  if (emit == "exe")
+  if (emit == Emit::Exe)
     object += ".o";
   if (failed(emitObject(*llvmModule, object)))
     return 1;
-  if (emit == "obj")
+  if (emit == Emit::Obj)
     return 0;
 
   // 7. Link.

@@ -83,7 +83,7 @@ mlir::tensor::InsertSliceOp getSliceWriteBack(mlir::OpResult result);
 struct MemoryTimelineOptions {
   /// The function's results are caller-owned buffers live for the whole
   /// step (see the file comment); a result the function's
-  /// `loom.tied_results` ties to an argument (loom-update-in-place) is the
+  /// `loom.tied_results` ties to an argument (codegen-update-in-place) is the
   /// argument's buffer and costs nothing.
   bool callerOwnedResults = false;
   /// Buffers the function allocates (not arguments, not caller-owned

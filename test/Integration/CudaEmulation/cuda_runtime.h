@@ -1,6 +1,6 @@
 //===- cuda_runtime.h - CUDA emulated on the CPU for the runtime kernels --===//
 //
-// The parts of CUDA that lib/Runtime's kernels (FlashAttention*.cu,
+// The parts of CUDA that runtime/Kernels/CUDA's kernels (FlashAttention*.cu,
 // CrossEntropy.cu, EmbeddingGrad.cu) use, on the CPU, so that
 // cuda_emulated.py can run those kernels without a GPU: every block runs its
 // threads as std::threads, __syncthreads is a std::barrier, warp shuffles,

@@ -16,7 +16,7 @@
 
 #include "EmbeddingGrad.h"
 #include "loom/Runtime/loomrt.h"
-#include "loom/Support/Bf16.h"
+#include "loom/Runtime/Bf16.h"
 
 #include <algorithm>
 #include <cmath>

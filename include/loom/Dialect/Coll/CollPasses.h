@@ -1,4 +1,4 @@
-//===- CollPasses.h - coll and ZeRO passes ----------------------*- C++ -*-===//
+//===- CollPasses.h - passes on collectives ---------------------*- C++ -*-===//
 
 #ifndef LOOM_DIALECT_COLL_COLLPASSES_H
 #define LOOM_DIALECT_COLL_COLLPASSES_H
@@ -14,11 +14,6 @@ namespace loom::coll {
 
 #define GEN_PASS_REGISTRATION
 #include "loom/Dialect/Coll/CollPasses.h.inc"
-
-/// Registers `loom-schedule-pipeline`: zero-selective-gather (when given a
-/// budget), coll-bucket, coll-prefetch and coll-overlap-schedule with shared
-/// device, memory-limit and distance options.
-void registerSchedulePipeline();
 
 } // namespace loom::coll
 

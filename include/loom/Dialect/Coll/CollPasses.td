@@ -1,92 +1,9 @@
-//===- CollPasses.td - coll and ZeRO passes ----------------*- tablegen -*-===//
+//===- CollPasses.td - passes on collectives ---------------*- tablegen -*-===//
 
 #ifndef LOOM_DIALECT_COLL_COLLPASSES_TD
 #define LOOM_DIALECT_COLL_COLLPASSES_TD
 
 include "mlir/Pass/PassBase.td"
-
-def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
-  let summary = "Shards a training step ZeRO-style over a communicator";
-  let description = [{
-    Rewrites every training step (a function with a `train.loss` result, after
-    `train-autodiff`, with or without `train-optimizer`) into the program one
-    rank runs in a data-parallel job of `world-size` ranks. The IR's inputs
-    are that rank's micro-batch. Each parameter, gradient or state tensor of
-    E elements is sharded as a flat `tensor<S>` with `S = ceil(E / N)`. Rank
-    r owns elements `[r S, (r + 1) S)` of the flattened tensor padded with
-    zeros to `N S`. Padding is zero, stays zero under the update, and is
-    sliced off before any value is used.
-
-    * stage 3: parameters, gradients and optimizer state are sharded. Before
-      the forward's uses of a parameter, and again before the backward's, the
-      pass inserts `all_gather_start` + `coll.wait`, and `coll.release` after
-      the region's last use. Gradients are reduce-scattered into shards as
-      soon as they exist, and the optimizer updates shards.
-    * stage 1: parameters stay whole and optimizer state is sharded. Each
-      rank updates its own slice of a parameter (`coll.comm_rank`), and the
-      updated slices are all-gathered into the new parameter. The full
-      gradient is released at the end of the step.
-    * stage 2: as stage 1, but the full gradient is released as soon as its
-      reduce-scatter has started.
-
-    The returned loss is all-reduced (`avg`) so every rank reports the
-    global-batch mean. With `world-size=1` every collective folds away under
-    `-canonicalize` and the step computes exactly what it did before.
-
-    ```mlir
-    // stage 3, before a use of %w : tensor<64x64xf32> on 4 ranks:
-    %f = coll.all_gather_start %w_shard on %comm gather_axis = 0
-        : (tensor<1024xf32>, !coll.comm<4>) -> !coll.future<tensor<4096xf32>>
-    %flat = coll.wait %f : !coll.future<tensor<4096xf32>>
-    %w = tensor.expand_shape %flat [[0, 1]] output_shape [64, 64] ...
-    ... uses of %w ...
-    coll.release %flat : tensor<4096xf32>
-    ```
-  }];
-  let options = [
-    Option<"stage", "stage", "unsigned", /*default=*/"3",
-           "ZeRO stage: 1 (optimizer state), 2 (+ gradients), 3 (+ parameters)">,
-    Option<"worldSize", "world-size", "int64_t", /*default=*/"0",
-           "number of ranks (required)">,
-    Option<"reduction", "reduction", "std::string", /*default=*/"\"avg\"",
-           "how gradients combine across ranks: avg or sum">,
-  ];
-  let dependentDialects = [
-    "::loom::coll::CollDialect", "::mlir::arith::ArithDialect",
-    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
-  ];
-}
-
-def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> {
-  let summary = "Keeps chosen parameters gathered from forward to backward";
-  let description = [{
-    DeepCompile's selective unsharding, on the output of
-    `zero-partition{stage=3}`. A parameter that the forward and the backward
-    both gather is gathered twice. Keeping the forward's gathered copy alive
-    until the backward's last use saves the second gather, at the cost of
-    holding its bytes in between. The pass ranks such parameters by gather
-    time per byte (the cost model's estimate for `device`; small parameters
-    are latency-bound and win) and keeps them while the kept bytes fit in
-    `budget-mb`. Ties go to the earlier parameter, so every rank makes the
-    same choice.
-
-    ```mlir
-    // before: the backward gathers %w again
-    %w1 = coll.wait %f1 ...    ... forward uses ...    coll.release %w1
-    %w2 = coll.wait %f2 ...    ... backward uses ...   coll.release %w2
-    // after: one gather; the release moves to the backward's last use
-    %w1 = coll.wait %f1 ...    ... forward uses ...    ... backward uses ...
-    coll.release %w1
-    ```
-  }];
-  let options = [
-    Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
-           "memory for parameters kept gathered, in MiB">,
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description (a name in devices/ or a .json path)">,
-  ];
-  let dependentDialects = ["::loom::coll::CollDialect"];
-}
 
 def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
   let summary = "Merges small collectives into buckets without losing overlap";
@@ -278,44 +195,6 @@ def CollReorderBaselinePass : Pass<"coll-reorder-baseline", "::mlir::func::FuncO
     Option<"policy", "policy", "std::string", /*default=*/"\"original\"",
            "original, sink-waits or eager-prefetch">,
   ];
-}
-
-def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp"> {
-  let summary = "Lowers coll ops to loomrt runtime calls, at the tensor level";
-  let description = [{
-    Every start becomes a call to `loomrt_coll_start` on the input's buffer
-    and a freshly allocated output buffer; its wait becomes
-    `loomrt_coll_wait` and a `bufferization.to_tensor` of the output.
-    Both calls take buffer addresses as i64, so the ABI does not depend on
-    the memref calling convention. The wait takes the input's buffer again.
-    That keeps the input tensor live (and unwritten by in-place
-    bufferisation) until the collective is done, since it is read
-    asynchronously. `coll.release` is dropped (bufferisation's deallocation
-    frees buffers after their last use). `coll.comm_rank` becomes
-    `loomrt_rank`, and `coll.comm_world` goes away.
-
-    ```mlir
-    // before
-    %f = coll.all_gather_start %s on %c gather_axis = 0 : ...
-    %w = coll.wait %f : !coll.future<tensor<16xf32>>
-    // after
-    %in = bufferization.to_buffer %s read_only : tensor<4xf32> to memref<4xf32>
-    %out = memref.alloc() : memref<16xf32>
-    %h = call @loomrt_coll_start(%c0, %c0, %c0, %c0, %pin, %c4, %pout, %c16)
-    ...
-    call @loomrt_coll_wait(%h, %pin2, %pout2) : (i64, i64, i64) -> ()
-    %w = bufferization.to_tensor %out restrict writable : ...
-    ```
-
-    Only flat-layout collectives lower: gather and scatter axis 0 (the
-    rank-major layout `zero-partition` and `coll-bucket` emit), element
-    types f32 and f64, and a world communicator. Anything else is a
-    diagnostic.
-  }];
-  let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::bufferization::BufferizationDialect",
-                           "::mlir::func::FuncDialect",
-                           "::mlir::memref::MemRefDialect"];
 }
 
 #endif // LOOM_DIALECT_COLL_COLLPASSES_TD

@@ -2,12 +2,14 @@
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Utils/LinalgBuilder.h"
+#include "loom/Runtime/Symbols.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
+namespace symbols = loom::runtime::symbols;
 using namespace loom;
 using namespace loom::train;
 
@@ -145,8 +147,8 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
       builder, loc, TypeRange{resultType, scratchType},
       FlatSymbolRefAttr::get(builder.getContext(),
                              elementType.isF32()
-                                 ? "loomrt_embedding_grad_f32"
-                                 : "loomrt_embedding_grad_bf16"),
+                                 ? symbols::kEmbeddingGradF32
+                                 : symbols::kEmbeddingGradBf16),
       ValueRange{flat.ids, flat.grad},
       ValueRange{lb.empty(resultType.getShape(), elementType),
                  lb.empty({tokens, width}, f32)},

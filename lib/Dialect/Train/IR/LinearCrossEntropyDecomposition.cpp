@@ -21,8 +21,10 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "loom/Runtime/Symbols.h"
 
 using namespace mlir;
+namespace symbols = loom::runtime::symbols;
 using namespace loom;
 using namespace loom::train;
 using namespace loom::train::detail;
@@ -340,7 +342,7 @@ struct FusedLoss {
     auto row = RankedTensorType::get({chunk}, type);
     auto call = CallKernelOp::create(
         b, l, TypeRange{row, row},
-        FlatSymbolRefAttr::get(b.getContext(), "loomrt_cross_entropy_f32"),
+        FlatSymbolRefAttr::get(b.getContext(), symbols::kCrossEntropyF32),
         ValueRange{logits, kernelLabels(lb, labels)},
         ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
         withSettings(lb, {lb.i64Constant(chunk), lb.i64Constant(vocab),
@@ -370,7 +372,7 @@ struct FusedLoss {
       return CallKernelOp::create(
                  b, l, TypeRange{grad},
                  FlatSymbolRefAttr::get(b.getContext(),
-                                        "loomrt_cross_entropy_grad_bf16"),
+                                        symbols::kCrossEntropyGradBf16),
                  ValueRange{logits, labels32, lse, weights},
                  ValueRange{lb.empty({chunk, width}, gemmType)}, scalars,
                  /*read_outputs=*/nullptr)
@@ -379,7 +381,7 @@ struct FusedLoss {
     return CallKernelOp::create(
                b, l, TypeRange{logits.getType()},
                FlatSymbolRefAttr::get(b.getContext(),
-                                      "loomrt_cross_entropy_grad_f32"),
+                                      symbols::kCrossEntropyGradF32),
                ValueRange{labels32, lse, weights}, ValueRange{logits}, scalars,
                b.getDenseI64ArrayAttr({0}))
         .getResult(0);

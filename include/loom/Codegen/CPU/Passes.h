@@ -1,0 +1,19 @@
+//===- Passes.h - CPU codegen (cpu-*) ---------------------------*- C++ -*-===//
+
+#ifndef LOOM_CODEGEN_CPU_PASSES_H
+#define LOOM_CODEGEN_CPU_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace loom::codegen {
+
+#define GEN_PASS_DECL
+#include "loom/Codegen/CPU/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "loom/Codegen/CPU/Passes.h.inc"
+
+} // namespace loom::codegen
+
+#endif // LOOM_CODEGEN_CPU_PASSES_H

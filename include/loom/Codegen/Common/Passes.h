@@ -1,0 +1,19 @@
+//===- Passes.h - target-independent codegen (codegen-*) --------*- C++ -*-===//
+
+#ifndef LOOM_CODEGEN_COMMON_PASSES_H
+#define LOOM_CODEGEN_COMMON_PASSES_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace loom::codegen {
+
+#define GEN_PASS_DECL
+#include "loom/Codegen/Common/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "loom/Codegen/Common/Passes.h.inc"
+
+} // namespace loom::codegen
+
+#endif // LOOM_CODEGEN_COMMON_PASSES_H

@@ -1,0 +1,140 @@
+//===- Passes.td - conversions to runtime calls ------------*- tablegen -*-===//
+//
+// Conversions of ops into calls: collectives to the loomrt runtime,
+// contractions to BLAS, train.call_kernel to its runtime kernel. Each lives
+// in lib/Conversion/XToY/ConvertXToY.cpp.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_CONVERSION_PASSES_TD
+#define LOOM_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp"> {
+  let summary = "Lowers coll ops to loomrt runtime calls, at the tensor level";
+  let description = [{
+    Every start becomes a call to `loomrt_coll_start` on the input's buffer
+    and a freshly allocated output buffer; its wait becomes
+    `loomrt_coll_wait` and a `bufferization.to_tensor` of the output.
+    Both calls take buffer addresses as i64, so the ABI does not depend on
+    the memref calling convention. The wait takes the input's buffer again.
+    That keeps the input tensor live (and unwritten by in-place
+    bufferisation) until the collective is done, since it is read
+    asynchronously. `coll.release` is dropped (bufferisation's deallocation
+    frees buffers after their last use). `coll.comm_rank` becomes
+    `loomrt_rank`, and `coll.comm_world` goes away.
+
+    ```mlir
+    // before
+    %f = coll.all_gather_start %s on %c gather_axis = 0 : ...
+    %w = coll.wait %f : !coll.future<tensor<16xf32>>
+    // after
+    %in = bufferization.to_buffer %s read_only : tensor<4xf32> to memref<4xf32>
+    %out = memref.alloc() : memref<16xf32>
+    %h = call @loomrt_coll_start(%c0, %c0, %c0, %c0, %pin, %c4, %pout, %c16)
+    ...
+    call @loomrt_coll_wait(%h, %pin2, %pout2) : (i64, i64, i64) -> ()
+    %w = bufferization.to_tensor %out restrict writable : ...
+    ```
+
+    Only flat-layout collectives lower: gather and scatter axis 0 (the
+    rank-major layout `zero-partition` and `coll-bucket` emit), element
+    types f32 and f64, and a world communicator. Anything else is a
+    diagnostic.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp"> {
+  let summary = "Replaces buffer contractions by BLAS GEMM calls";
+  let description = [{
+    On bufferised IR, every linalg op that computes
+    `C(i, j) += A(i, k) * B(k, j)` becomes one CBLAS call. This covers
+    `linalg.matmul` with any indexing maps, and the `linalg.generic`
+    contractions autodiff emits for weight gradients (`dW = dYᵀ X`). A and
+    B may each be transposed. The matrices must be f32 or f64 (CBLAS's
+    `cblas_sgemm`/`dgemm`), or bf16 A and B with a bf16 or f32 C (the
+    runtime's `loomrt_cblas_bgemm`/`sbgemm`, which accumulate in f32), with
+    unit stride along their memref's last dimension, which must be one of
+    the two matrix dimensions; the leading dimension is the other one's
+    stride, so strided views (a head inside `[batch, seq, heads, dim]`)
+    need no copy. With `library=cublas` every call is the runtime's
+    (`loomrt_cublas_?gemm`, bf16 through `cublasGemmEx`).
+
+    A contraction with batch dimensions (C's leading dimensions, e.g.
+    attention's `Q Kᵀ` over batch and heads) becomes one strided batched
+    call over the largest of them (heads), in a loop nest over the others
+    (batch), at each operand's offset; A or B may skip a batch dimension
+    (grouped-query attention's shared K and V: stride 0). A second
+    reduction becomes an inner loop of calls that accumulate into C.
+    Everything else (non-contiguous rows, dynamic shapes) is left to the
+    loops.
+
+    ```mlir
+    // scores[b, h, i, j] += q[b, i, h, d] * k[b, j, h, d], 4 x 12 heads
+    scf.for %b = %c0 to %c4 step %c1 {
+      call @loomrt_cblas_sgemm_batched(%c101, %c111, %c112, %m, %n, %k,
+          %alpha, %q, %ldq, %strideq, %k, %ldk, %stridek, %one,
+          %scores, %lds, %strides, %c12)
+    }
+    ```
+
+    ```mlir
+    linalg.matmul ins(%x, %w : memref<32x64xf32>, memref<64x64xf32>)
+                  outs(%y : memref<32x64xf32>)
+    // becomes (C += A B, row-major, beta = 1)
+    call @cblas_sgemm(%c101, %c111, %c111, %m, %n, %k, %one, %a, %lda,
+                      %b, %ldb, %one, %c, %ldc)
+    ```
+
+    The caller links a CBLAS (loomc links OpenBLAS) and, for batched
+    calls, `loomrt_cblas_?gemm_batched` (libloomrt_mpi: a loop of CBLAS
+    calls). With `library=cublas` the calls go to
+    `loomrt_cublas_sgemm`/`dgemm` and `loomrt_cublas_?gemm_batched`, which
+    take the same arguments and run cuBLAS (`cublas?gemmStridedBatched`)
+    on the CUDA backend's compute stream (the operands are then device
+    memory).
+  }];
+  let options = [
+    Option<"library", "library", "std::string", /*default=*/"\"cblas\"",
+           "cblas (cblas_?gemm) or cublas (loomrt_cublas_?gemm)">,
+    Option<"batch", "batch", "bool", /*default=*/"true",
+           "call a strided batched GEMM over a batch dimension instead of "
+           "looping over it">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def ConvertTrainKernelsToCallsPass
+    : Pass<"convert-train-kernels-to-calls", "::mlir::ModuleOp"> {
+  let summary = "Lowers bufferised train.call_kernel ops to runtime calls";
+  let description = [{
+    Each `train.call_kernel` on memrefs becomes a `func.call` of its callee
+    (declared private if missing) with the address of each input and output
+    buffer (`!llvm.ptr`, the aligned pointer plus the offset) and then the
+    scalars. A buffer that is not contiguous row-major is replaced by a new
+    contiguous one (`linalg.copy` in for inputs, out for outputs).
+
+    ```mlir
+    train.call_kernel @k(%n : i64) ins(%a : memref<8xf32>)
+        outs(%b : memref<8xf32>)
+    // becomes
+    call @k(%pa, %pb, %n) : (!llvm.ptr, !llvm.ptr, i64) -> ()
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+#endif // LOOM_CONVERSION_PASSES_TD

@@ -1,0 +1,164 @@
+//===- FuseAttention.cpp - attention as runtime kernels, no scores --------===//
+//
+// train.attention and the train.attention_grad that reads the same query,
+// key and value become calls of the runtime's fused attention kernels
+// (train.call_kernel): the forward also returns each query row's
+// log-sum-exp, which the backward takes with the output instead of
+// recomputing them, and nothing of size seq x seq is ever held. The
+// kernels come in f32 and bf16 (tensor cores on the CUDA target, head dims
+// that are multiples of 8); other f16 and bf16 attention is widened to f32
+// around each call.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Runtime/Symbols.h"
+#include "loom/Utils/LinalgBuilder.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace loom::train {
+#define GEN_PASS_DEF_TRAINFUSEATTENTIONPASS
+#include "loom/Dialect/Train/TrainPasses.h.inc"
+} // namespace loom::train
+
+using namespace mlir;
+namespace symbols = loom::runtime::symbols;
+using namespace loom::train;
+
+namespace {
+
+/// The kernels' element type for attention on `element` with head dim
+/// `dim`: bf16 where the bf16 kernels take it, else f32 (widened around the
+/// calls).
+Type kernelType(Type element, int64_t dim) {
+  if (element.isBF16() && dim % 8 == 0)
+    return element;
+  return Float32Type::get(element.getContext());
+}
+
+/// The runtime's entry points for kernels on `type`.
+std::string forwardKernel(Type type) {
+  return type.isBF16() ? symbols::kAttentionBf16 : symbols::kAttentionF32;
+}
+std::string backwardKernel(Type type) {
+  return type.isBF16() ? symbols::kAttentionGradBf16
+                       : symbols::kAttentionGradF32;
+}
+
+/// The kernels' scalars: batch, seq, heads, kv heads, head dim, causal,
+/// scale.
+SmallVector<Value> scalars(OpBuilder &b, Location loc, RankedTensorType query,
+                           RankedTensorType key, bool causal, double scale) {
+  SmallVector<Value> values;
+  for (int64_t size :
+       {query.getDimSize(0), query.getDimSize(1), query.getDimSize(2),
+        key.getDimSize(2), query.getDimSize(3)})
+    values.push_back(arith::ConstantIntOp::create(b, loc, size, 64));
+  values.push_back(arith::ConstantIntOp::create(b, loc, causal, 32));
+  values.push_back(arith::ConstantOp::create(
+      b, loc, b.getF32FloatAttr(static_cast<float>(scale))));
+  return values;
+}
+
+/// Whether the kernels take this attention: f32, bf16 or f16 (see
+/// kernelType), equal query and key lengths (the kernels' one `seq`).
+bool fusible(RankedTensorType query, RankedTensorType key) {
+  Type element = query.getElementType();
+  return (element.isF32() || element.isBF16() || element.isF16()) &&
+         key.getElementType() == element &&
+         query.getDimSize(1) == key.getDimSize(1);
+}
+
+/// `values` as tensors of `type` (elementwise arith.extf where narrower;
+/// unchanged where they are `type` already, as the f32 lse is).
+SmallVector<Value> converted(OpBuilder &b, Location loc, ValueRange values,
+                             Type type) {
+  loom::LinalgBuilder lb(b, loc);
+  return llvm::map_to_vector(values,
+                             [&](Value v) { return lb.convert(v, type); });
+}
+
+struct FuseAttention
+    : loom::train::impl::TrainFuseAttentionPassBase<FuseAttention> {
+  void runOnOperation() override {
+    SmallVector<AttentionOp> forwards;
+    getOperation().walk([&](AttentionOp op) { forwards.push_back(op); });
+    for (AttentionOp forward : forwards) {
+      auto query = cast<RankedTensorType>(forward.getQuery().getType());
+      auto key = cast<RankedTensorType>(forward.getKey().getType());
+      if (!fusible(query, key))
+        continue;
+      OpBuilder b(forward);
+      Location loc = forward.getLoc();
+      // Attention the kernels do not take in its own type is widened to
+      // f32 around them (each call's copies live only across it).
+      Type element = query.getElementType(), f32 = b.getF32Type();
+      Type type = kernelType(element, query.getDimSize(3));
+      RankedTensorType queryK = query.clone(type), keyK = key.clone(type);
+      auto lseType = RankedTensorType::get(
+          {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)}, f32);
+      bool causal = forward.getCausal();
+      double scale = forward.getScale().convertToDouble();
+      auto fused = CallKernelOp::create(
+          b, loc, TypeRange{queryK, lseType}, forwardKernel(type),
+          converted(b, loc,
+                    {forward.getQuery(), forward.getKey(), forward.getValue()},
+                    type),
+          ValueRange{tensor::EmptyOp::create(b, loc, query.getShape(), type),
+                     tensor::EmptyOp::create(b, loc, lseType.getShape(), f32)},
+          scalars(b, loc, query, key, causal, scale),
+          /*read_outputs=*/nullptr);
+      Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
+                                                      element),
+            lse = fused.getResult(1);
+      // Its gradients: every attention_grad after it on the same inputs.
+      // (A gradient that reads the query more than once, as its key too, is
+      // one user per operand: each is taken once.)
+      llvm::SetVector<AttentionGradOp> grads;
+      for (Operation *user : forward.getQuery().getUsers())
+        if (auto grad = dyn_cast<AttentionGradOp>(user))
+          if (grad->getBlock() == forward->getBlock() &&
+              forward->isBeforeInBlock(grad) &&
+              grad.getQuery() == forward.getQuery() &&
+              grad.getKey() == forward.getKey() &&
+              grad.getValue() == forward.getValue() &&
+              grad.getCausal() == causal &&
+              grad.getScale().convertToDouble() == scale)
+            grads.insert(grad);
+      for (AttentionGradOp grad : grads) {
+        b.setInsertionPoint(grad);
+        Location gradLoc = grad.getLoc();
+        auto empty = [&](RankedTensorType type) -> Value {
+          return tensor::EmptyOp::create(b, gradLoc, type.getShape(),
+                                         type.getElementType());
+        };
+        SmallVector<Value> ins = converted(
+            b, gradLoc, {grad.getQuery(), grad.getKey(), grad.getValue(), out},
+            type);
+        ins.push_back(lse);
+        ins.push_back(loom::LinalgBuilder(b, gradLoc)
+                          .convert(grad.getResultGrad(), type));
+        auto fusedGrad = CallKernelOp::create(
+            b, gradLoc, TypeRange{queryK, keyK, keyK, lseType},
+            backwardKernel(type), ins,
+            ValueRange{empty(queryK), empty(keyK), empty(keyK), empty(lseType)},
+            scalars(b, gradLoc, query, key, causal, scale),
+            /*read_outputs=*/nullptr);
+        loom::LinalgBuilder lb(b, gradLoc);
+        grad.replaceAllUsesWith(llvm::map_to_vector(
+            fusedGrad.getResults().take_front(3),
+            [&](Value g) { return lb.convert(g, element); }));
+        grad.erase();
+      }
+      forward.replaceAllUsesWith(out);
+      forward.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,53 @@
+//===- LoomSchedulePipeline.cpp - loom-schedule-pipeline ------------------===//
+//
+// The communication-scheduling passes in the order each one's input wants:
+//
+//   zero-selective-gather   decides which parameters stay gathered from the
+//                           forward into the backward; it removes gathers,
+//                           so it runs before anything counts or moves them;
+//   coll-bucket             merges the collectives that remain, in ready
+//                           order (its overlap check simulates the order it
+//                           is given, which is still the partitioner's);
+//   coll-prefetch           moves gathers into the original peak's headroom;
+//   coll-overlap-schedule   retimes waits, prefetches again into the memory
+//                           that frees, and checks the limit and makespan.
+//
+// The device, memory limit and prefetch distance are shared options.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Sharding/Passes.h"
+
+using namespace mlir;
+
+void loom::buildSchedulePipeline(OpPassManager &pm,
+                                 const SchedulePipelineOptions &options) {
+  if (options.gatherBudgetMb > 0) {
+    sharding::ZeroSelectiveGatherPassOptions gather;
+    gather.budgetMb = options.gatherBudgetMb;
+    gather.device = options.device;
+    pm.addPass(sharding::createZeroSelectiveGatherPass(gather));
+  }
+  if (options.bucketMb > 0) {
+    coll::CollBucketPassOptions bucket;
+    bucket.bucketMb = options.bucketMb;
+    bucket.firstBucketMb = options.firstBucketMb;
+    bucket.device = options.device;
+    pm.addNestedPass<func::FuncOp>(coll::createCollBucketPass(bucket));
+  }
+  coll::CollPrefetchPassOptions prefetch;
+  prefetch.distance = options.distance;
+  prefetch.budgetMb = options.memoryHeadroomMb;
+  prefetch.overtake = true;
+  prefetch.device = options.device;
+  pm.addNestedPass<func::FuncOp>(coll::createCollPrefetchPass(prefetch));
+  coll::CollOverlapSchedulePassOptions schedule;
+  schedule.device = options.device;
+  schedule.memoryLimitMb = options.memoryLimitMb;
+  schedule.memoryHeadroomMb = options.memoryHeadroomMb;
+  schedule.distance = options.distance;
+  pm.addNestedPass<func::FuncOp>(
+      coll::createCollOverlapSchedulePass(schedule));
+}

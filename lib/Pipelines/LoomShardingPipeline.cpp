@@ -1,0 +1,28 @@
+//===- LoomShardingPipeline.cpp - loom-sharding-pipeline ------------------===//
+//
+// The training step sharded ZeRO-style over the world (nothing with stage
+// 0) and its communication scheduled under the memory limit, then the peak
+// of the scheduled step recorded for the trainer's manifest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Pipelines/Pipelines.h"
+#include "loom/Sharding/Passes.h"
+#include "loom/Trainer/Passes.h"
+
+using namespace mlir;
+
+void loom::buildShardingPipeline(OpPassManager &pm,
+                                 const ShardingOptions &options) {
+  if (options.zeroStage != ZeroStage::None) {
+    sharding::ZeroPartitionPassOptions partition;
+    partition.stage = unsigned(options.zeroStage.getValue());
+    partition.worldSize = options.worldSize;
+    pm.addPass(sharding::createZeroPartitionPass(partition));
+    SchedulePipelineOptions schedule;
+    schedule.device = options.device;
+    schedule.memoryLimitMb = options.memoryLimitMb;
+    buildSchedulePipeline(pm, schedule);
+  }
+  pm.addPass(trainer::createTrainerRecordScheduledPeakPass());
+}

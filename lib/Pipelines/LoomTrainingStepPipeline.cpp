@@ -1,0 +1,33 @@
+//===- LoomTrainingStepPipeline.cpp - loom-training-step-pipeline ---------===//
+//
+// forward -> training step: the output projection fused into the loss (so
+// that autodiff differentiates the fused op), reverse-mode gradients, and
+// the optimizer update with the learning rate as a run-time input.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Autodiff/Passes.h"
+#include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Pipelines/Pipelines.h"
+
+using namespace mlir;
+
+void loom::buildTrainingStepPipeline(OpPassManager &pm,
+                                     const TrainingStepOptions &options) {
+  if (options.fuseCrossEntropy > 0) {
+    train::TrainFuseLinearCrossEntropyPassOptions fuse;
+    fuse.chunkTokens = options.fuseCrossEntropy;
+    fuse.chunkVocab = options.fuseCrossEntropyVocab;
+    pm.addNestedPass<func::FuncOp>(
+        train::createTrainFuseLinearCrossEntropyPass(fuse));
+  }
+  pm.addPass(autodiff::createTrainAutodiffPass());
+  if (options.optimizer == Optimizer::None)
+    return;
+  autodiff::TrainOptimizerPassOptions optimizer;
+  optimizer.kind = stringifyOptimizer(options.optimizer).str();
+  optimizer.lr = options.lr;
+  optimizer.weightDecay = options.weightDecay;
+  optimizer.lrInput = true;
+  pm.addPass(autodiff::createTrainOptimizerPass(optimizer));
+}

@@ -1,0 +1,31 @@
+//===- PipelineParts.h - pieces the lowering pipelines share ----*- C++ -*-===//
+//
+// Private to lib/Pipelines.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_LIB_PIPELINES_PIPELINEPARTS_H
+#define LOOM_LIB_PIPELINES_PIPELINEPARTS_H
+
+#include "mlir/Pass/PassManager.h"
+
+namespace loom::pipelines {
+
+/// One-shot bufferisation of the whole module, results with identity
+/// layouts at function boundaries, then the deallocations.
+void addBufferize(mlir::OpPassManager &pm);
+
+/// Affine, strided metadata and 16-bit floats the host cannot compute in
+/// (x86 has no bf16 arithmetic and libgcc 12 no bf16 conversions: the ops
+/// left in bf16 compute in f32, and the casts become integer code), down
+/// to structured control flow in cf.
+void addHostScalarLowering(mlir::OpPassManager &pm);
+
+/// math, memref and everything else into the LLVM dialect. With
+/// `countedAllocations`, memref.alloc and dealloc call the generic
+/// allocation functions libloomtrainer counts.
+void addToLLVM(mlir::OpPassManager &pm, bool countedAllocations);
+
+} // namespace loom::pipelines
+
+#endif // LOOM_LIB_PIPELINES_PIPELINEPARTS_H

@@ -1,0 +1,250 @@
+//===- TrainerEntryPoint.cpp - trainer-entry-point ------------------------===//
+//
+// @loom_step takes one memref per argument and result of the step, in order:
+// the buffers the trainer allocates (StepManifest.h's tensors), which
+// trainer-manifest later passes from loom_step_packed's pointer array.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Runtime/StepManifest.h"
+#include "loom/Runtime/Symbols.h"
+#include "loom/Support/AttrNames.h"
+#include "loom/Trainer/Passes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/Support/Path.h"
+
+namespace loom::trainer {
+#define GEN_PASS_DEF_TRAINERENTRYPOINTPASS
+#include "loom/Trainer/Passes.h.inc"
+} // namespace loom::trainer
+
+using namespace mlir;
+using namespace loom;
+using loom::runtime::StepManifest;
+using loom::runtime::StepTensor;
+using train::TrainDialect;
+
+func::FuncOp loom::trainer::findStep(ModuleOp module) {
+  for (auto func : module.getOps<func::FuncOp>())
+    if (!func.isExternal() && train::getLossResultIndex(func))
+      return func;
+  return {};
+}
+
+namespace {
+
+/// The manifest's name of a supported element type, or "".
+std::string dtypeText(Type element) {
+  if (element.isF32())
+    return "f32";
+  if (element.isF64())
+    return "f64";
+  if (element.isBF16())
+    return "bf16";
+  if (element.isSignlessInteger(32))
+    return "i32";
+  if (element.isSignlessInteger(64))
+    return "i64";
+  return "";
+}
+
+/// Role and name of a tagged argument or result.
+std::pair<std::string, std::string> roleOf(DictionaryAttr attrs) {
+  if (!attrs)
+    return {"", ""};
+  for (StringRef role :
+       {TrainDialect::kParamAttrName, TrainDialect::kStateAttrName,
+        TrainDialect::kInputAttrName}) {
+    if (Attribute value = attrs.get(role)) {
+      auto name = dyn_cast<StringAttr>(value);
+      return {role.drop_front(6).str(), name ? name.str() : ""};
+    }
+  }
+  if (attrs.get(TrainDialect::kLossAttrName))
+    return {"loss", "loss"};
+  return {"", ""};
+}
+
+/// The step's tensors, as the trainer allocates them.
+FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
+  SmallVector<StepTensor> tensors;
+  auto fn = cast<FunctionOpInterface>(step.getOperation());
+  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults);
+  auto describe = [&](Type type, DictionaryAttr attrs, bool isArg,
+                      unsigned index) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    StringRef what = isArg ? "argument" : "result";
+    if (!tensor || !tensor.hasStaticShape() ||
+        dtypeText(tensor.getElementType()).empty())
+      return step.emitError()
+             << "trainer-entry-point: " << what << " #" << index
+             << " must be a static tensor of f32, f64, bf16, i32 or i64, got "
+             << type;
+    auto [role, name] = roleOf(attrs);
+    if (role.empty())
+      return step.emitError()
+             << "trainer-entry-point: " << what << " #" << index
+             << " has no train role; every argument must be a param, state "
+                "or input, and every result the loss, a param or a state";
+    StepTensor t;
+    t.isArgument = isArg;
+    t.role = role;
+    t.name = name;
+    t.dtype = dtypeText(tensor.getElementType());
+    t.localShape.assign(tensor.getShape().begin(), tensor.getShape().end());
+    t.fullShape = t.localShape;
+    if (auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(attrs::kFullShape)
+                          : DenseI64ArrayAttr())
+      t.fullShape.assign(full.asArrayRef().begin(), full.asArrayRef().end());
+    t.inPlace = !isArg && tied && index < size_t(tied.size()) &&
+                tied[index] >= 0;
+    tensors.push_back(std::move(t));
+    return success();
+  };
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (failed(describe(fn.getArgumentTypes()[i], fn.getArgAttrDict(i), true,
+                        i)))
+      return failure();
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (failed(describe(fn.getResultTypes()[i], fn.getResultAttrDict(i),
+                        false, i)))
+      return failure();
+  return tensors;
+}
+
+/// The model file: the `source` option, else the module's file name.
+std::string sourceOf(ModuleOp module, StringRef source) {
+  if (!source.empty())
+    return source.str();
+  if (auto file = dyn_cast<FileLineColLoc>(module.getLoc()))
+    return llvm::sys::path::filename(file.getFilename().getValue()).str();
+  return "";
+}
+
+/// The manifest's properties the tensor-level step decides.
+FailureOr<std::map<std::string, std::string>>
+describeProperties(func::FuncOp step, StringRef source) {
+  std::map<std::string, std::string> properties;
+  int64_t worldSize = 1;
+  WalkResult sizes = step.walk([&](coll::CommWorldOp world) {
+    int64_t size = world.getComm().getType().getSize();
+    if (ShapedType::isDynamic(size) || (worldSize != 1 && size != worldSize)) {
+      world.emitOpError("trainer-entry-point: expected one static world "
+                        "size in the step, got ")
+          << world.getComm().getType();
+      return WalkResult::interrupt();
+    }
+    worldSize = size;
+    return WalkResult::advance();
+  });
+  if (sizes.wasInterrupted())
+    return failure();
+  properties["world_size"] = std::to_string(worldSize);
+  auto stage = step->getAttrOfType<IntegerAttr>(attrs::kZeroStage);
+  properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);
+  if (auto optimizer = step->getAttrOfType<StringAttr>(attrs::kOptimizer))
+    properties["optimizer"] = optimizer.str();
+  if (auto lr = step->getAttrOfType<FloatAttr>(attrs::kLearningRate)) {
+    // As the trainer parses it (strtod), at raw_ostream's precision.
+    std::string text;
+    llvm::raw_string_ostream(text) << lr.getValueAsDouble();
+    properties["lr"] = text;
+  }
+  properties["source"] =
+      sourceOf(step->getParentOfType<ModuleOp>(), source);
+  if (auto peak = step->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes))
+    properties["scheduled_peak_bytes"] = std::to_string(peak.getInt());
+  // With a memory plan, the timeline it placed; without, the same timeline
+  // of the step as it will be lowered.
+  auto timeline = step->getAttrOfType<IntegerAttr>(attrs::kTimelinePeakBytes);
+  properties["predicted_peak_bytes"] = std::to_string(
+      timeline ? timeline.getInt()
+               : MemoryTimeline(step.getBody().front(),
+                                {/*callerOwnedResults=*/true})
+                     .getPeakBytes());
+  return properties;
+}
+
+/// Adds @loom_step(memref args..., memref results...) calling `step` and
+/// writing its results into the result buffers, or (`loom.tied_results`)
+/// into the buffers of the arguments they update; `step` becomes private.
+func::FuncOp buildEntryFunction(ModuleOp module, func::FuncOp step) {
+  OpBuilder builder(module.getBodyRegion());
+  builder.setInsertionPointToEnd(module.getBody());
+  Location loc = step.getLoc();
+  FunctionType type = step.getFunctionType();
+  SmallVector<Type> buffers;
+  for (Type t : llvm::concat<const Type>(type.getInputs(), type.getResults())) {
+    auto tensor = cast<RankedTensorType>(t);
+    buffers.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  auto entry = func::FuncOp::create(builder, loc, runtime::symbols::kStep,
+                                    builder.getFunctionType(buffers, {}));
+  Block *body = entry.addEntryBlock();
+  builder.setInsertionPointToStart(body);
+  SmallVector<Value> inputs;
+  for (auto [index, t] : llvm::enumerate(type.getInputs())) {
+    auto toTensor = bufferization::ToTensorOp::create(
+        builder, loc, t, body->getArgument(index));
+    toTensor.setRestrict(true);
+    inputs.push_back(toTensor);
+  }
+  auto call = func::CallOp::create(builder, loc, step, inputs);
+  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults);
+  for (auto [index, result] : llvm::enumerate(call.getResults())) {
+    int64_t arg = tied && index < size_t(tied.size()) ? tied[index] : -1;
+    auto materialize = bufferization::MaterializeInDestinationOp::create(
+        builder, loc, result,
+        body->getArgument(arg >= 0 ? unsigned(arg)
+                                   : type.getNumInputs() + index));
+    materialize.setRestrict(true);
+    materialize.setWritable(true);
+  }
+  func::ReturnOp::create(builder, loc);
+  step.setPrivate();
+  // The arena is allocated in the step, which is inlined into the entry.
+  for (StringRef name : {attrs::kArenaBytes, attrs::kArenaBoundBytes})
+    if (Attribute value = step->getAttr(name))
+      entry->setAttr(name, value);
+  return entry;
+}
+
+struct TrainerEntryPointPass
+    : public loom::trainer::impl::TrainerEntryPointPassBase<
+          TrainerEntryPointPass> {
+  using TrainerEntryPointPassBase::TrainerEntryPointPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    func::FuncOp step = trainer::findStep(module);
+    if (!step) {
+      module.emitError("trainer-entry-point: expected a training step (a "
+                       "function with a train.loss result), found none");
+      return signalPassFailure();
+    }
+    if (Operation *taken = module.lookupSymbol(runtime::symbols::kStep)) {
+      taken->emitOpError("trainer-entry-point: the module already has @")
+          << runtime::symbols::kStep;
+      return signalPassFailure();
+    }
+    FailureOr<SmallVector<StepTensor>> tensors = describeTensors(step);
+    if (failed(tensors))
+      return signalPassFailure();
+    FailureOr<std::map<std::string, std::string>> properties =
+        describeProperties(step, source);
+    if (failed(properties))
+      return signalPassFailure();
+    StepManifest manifest;
+    manifest.properties = std::move(*properties);
+    manifest.tensors.assign(tensors->begin(), tensors->end());
+    buildEntryFunction(module, step);
+    module->setAttr(attrs::kStepManifest,
+                    StringAttr::get(&getContext(), manifest.print()));
+  }
+};
+
+} // namespace

@@ -1,0 +1,64 @@
+//===- Backend.h - what a loomrt backend implements -------------*- C++ -*-===//
+//
+// Private to the runtime. The process and collective entry points of the C
+// ABI (loomrt_init, loomrt_coll_start, ...) are the same on every backend:
+// BackendCApi.cpp defines them once, over the Backend that the linked
+// library (libloomrt_mpi or libloomrt_cuda) provides through backend().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_BACKENDS_BACKEND_H
+#define LOOM_RUNTIME_BACKENDS_BACKEND_H
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace loom::runtime {
+
+/// One collective as the compiled step starts it: loomrt_coll_start's
+/// arguments (buffers as addresses, counts in elements).
+struct CollRequest {
+  int64_t kind, reduction, dtype, arg;
+  int64_t in, inCount, out, outCount;
+};
+
+/// A backend: the process's communicator, its collectives and its clock.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// Process set-up from the launcher's environment; 0 or non-zero.
+  virtual int init(int *argc, char ***argv) = 0;
+  virtual void finalize() = 0;
+  /// Prints `message` with the rank and ends every rank. Never returns.
+  [[noreturn]] virtual void abort(const std::string &message) = 0;
+  /// Enqueues `request` and returns its handle at once.
+  virtual int64_t start(const CollRequest &request) = 0;
+  /// Blocks until the collective `handle`, started on `in` and `out`, is
+  /// done.
+  virtual void wait(int64_t handle, int64_t in, int64_t out) = 0;
+
+  /// Microseconds since the backend was made.
+  double nowUs() const {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now() - epoch)
+        .count();
+  }
+
+  int rank = 0, size = 1;
+
+private:
+  std::chrono::steady_clock::time_point epoch =
+      std::chrono::steady_clock::now();
+};
+
+/// The linked backend's one instance.
+Backend &backend();
+
+/// all_gather, reduce_scatter, all_reduce or broadcast (trace and error
+/// messages).
+const char *collectiveKindName(int64_t kind);
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_BACKENDS_BACKEND_H

@@ -1,0 +1,83 @@
+//===- BackendCApi.cpp - the C ABI entry points every backend shares ------===//
+//
+// Linked into each backend library; the backend itself comes from
+// backend().
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backends/Backend.h"
+#include "loom/Runtime/Symbols.h"
+#include "loom/Runtime/loomrt.h"
+
+#include <string_view>
+
+using loom::runtime::backend;
+
+// Each name the compiler calls is a function loomrt.h declares.
+#define LOOMRT_CHECK_SYMBOL(constant, function)                              \
+  static_assert(std::string_view(loom::runtime::symbols::constant) ==        \
+                    #function,                                               \
+                "Symbols.h's " #constant " is not " #function);              \
+  static_assert(sizeof(&function) != 0, #function " is not declared");
+LOOMRT_CHECK_SYMBOL(kCollStart, loomrt_coll_start)
+LOOMRT_CHECK_SYMBOL(kCollWait, loomrt_coll_wait)
+LOOMRT_CHECK_SYMBOL(kRank, loomrt_rank)
+LOOMRT_CHECK_SYMBOL(kAttentionF32, loomrt_attention_f32)
+LOOMRT_CHECK_SYMBOL(kAttentionGradF32, loomrt_attention_grad_f32)
+LOOMRT_CHECK_SYMBOL(kAttentionBf16, loomrt_attention_bf16)
+LOOMRT_CHECK_SYMBOL(kAttentionGradBf16, loomrt_attention_grad_bf16)
+LOOMRT_CHECK_SYMBOL(kCrossEntropyF32, loomrt_cross_entropy_f32)
+LOOMRT_CHECK_SYMBOL(kCrossEntropyGradF32, loomrt_cross_entropy_grad_f32)
+LOOMRT_CHECK_SYMBOL(kCrossEntropyGradBf16, loomrt_cross_entropy_grad_bf16)
+LOOMRT_CHECK_SYMBOL(kEmbeddingGradF32, loomrt_embedding_grad_f32)
+LOOMRT_CHECK_SYMBOL(kEmbeddingGradBf16, loomrt_embedding_grad_bf16)
+#undef LOOMRT_CHECK_SYMBOL
+// The GEMMs are called by prefix and type (loomrt_cblas_sgemm_batched,
+// loomrt_cublas_sgemm, ...).
+static_assert(sizeof(&loomrt_cblas_sgemm_batched) != 0 &&
+                  sizeof(&loomrt_cublas_sgemm) != 0,
+              "loomrt.h declares no runtime GEMMs");
+static_assert(std::string_view(loom::runtime::symbols::kLoomCblasPrefix) ==
+                  std::string_view("loomrt_cblas_sgemm_batched", 13),
+              "Symbols.h's kLoomCblasPrefix does not name loomrt_cblas_*");
+static_assert(std::string_view(loom::runtime::symbols::kCublasPrefix) ==
+                  std::string_view("loomrt_cublas_sgemm", 14),
+              "Symbols.h's kCublasPrefix does not name loomrt_cublas_*");
+
+const char *loom::runtime::collectiveKindName(int64_t kind) {
+  switch (kind) {
+  case LOOMRT_ALL_GATHER:
+    return "all_gather";
+  case LOOMRT_REDUCE_SCATTER:
+    return "reduce_scatter";
+  case LOOMRT_ALL_REDUCE:
+    return "all_reduce";
+  case LOOMRT_BROADCAST:
+    return "broadcast";
+  }
+  return "collective";
+}
+
+extern "C" {
+
+int loomrt_init(int *argc, char ***argv) { return backend().init(argc, argv); }
+void loomrt_finalize(void) { backend().finalize(); }
+int64_t loomrt_rank(void) { return backend().rank; }
+int64_t loomrt_world_size(void) { return backend().size; }
+void loomrt_abort(const char *message) { backend().abort(message); }
+double loomrt_now_us(void) { return backend().nowUs(); }
+
+int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
+                          int64_t arg, int64_t in, int64_t inCount, int64_t out,
+                          int64_t outCount) {
+  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_BF16)
+    backend().abort("loomrt_coll_start: bad kind or dtype");
+  return backend().start(
+      {kind, reduction, dtype, arg, in, inCount, out, outCount});
+}
+
+void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {
+  backend().wait(handle, in, out);
+}
+
+} // extern "C"

@@ -1,0 +1,312 @@
+//===- LoomrtMPI.cpp - loomrt over MPI (the CPU backend) ------------------===//
+//
+// One communication thread per process runs the collectives in issue order
+// with blocking MPI calls; the compute thread only enqueues and waits. That
+// is the in-order stream the simulator models, and it makes a started
+// collective progress while compute runs (Open MPI's non-blocking
+// collectives progress only inside MPI calls). MPI is initialised with
+// MPI_THREAD_SERIALIZED: the trainer's own MPI calls (barrier, gather) go
+// through the same thread.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backends/Backend.h"
+#include "Backends/RuntimeSupport.h"
+#include "loom/Runtime/loomrt.h"
+#include "loom/Runtime/Bf16.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Collective {
+  int64_t kind, reduction, dtype, arg;
+  char *in, *out;
+  int64_t inCount, outCount;
+  bool done = false;
+  double beginUs = 0, endUs = 0;
+};
+
+using loom::runtime::recorder;
+
+/// The whole state of the MPI backend.
+class Context : public loom::runtime::Backend {
+public:
+  int init(int *argc, char ***argv) override;
+  void finalize() override;
+  int64_t start(const loom::runtime::CollRequest &request) override;
+  void wait(int64_t handle, int64_t in, int64_t out) override;
+  /// Runs `fn` on the communication thread and waits for it.
+  void runOnStream(std::function<void()> fn);
+  [[noreturn]] void abort(const std::string &message) override;
+
+  std::mutex mutex;
+
+private:
+  void loop();
+  void run(Collective &c);
+  void reduceBf16(Collective &c);
+
+  std::thread thread;
+  std::condition_variable wake, finished;
+  std::deque<std::function<void()>> queue;
+  std::vector<std::unique_ptr<Collective>> collectives;
+  bool stopping = false, initialised = false;
+  double timeoutS = 300;
+};
+
+Context &context() {
+  static Context instance;
+  return instance;
+}
+
+} // namespace
+
+loom::runtime::Backend &loom::runtime::backend() { return context(); }
+
+namespace {
+
+int Context::init(int *argc, char ***argv) {
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) !=
+      MPI_SUCCESS) {
+    std::fprintf(stderr, "loomrt: MPI_Init_thread failed\n");
+    return 1;
+  }
+  if (provided < MPI_THREAD_SERIALIZED) {
+    std::fprintf(stderr, "loomrt: this MPI does not provide "
+                         "MPI_THREAD_SERIALIZED\n");
+    MPI_Finalize();
+    return 1;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (const char *timeout = std::getenv("LOOMRT_TIMEOUT_S"))
+    timeoutS = std::atof(timeout) > 0 ? std::atof(timeout) : timeoutS;
+  thread = std::thread([this] { loop(); });
+  initialised = true;
+  return 0;
+}
+
+void Context::loop() {
+  std::unique_lock<std::mutex> lock(mutex);
+  while (true) {
+    wake.wait(lock, [&] { return stopping || !queue.empty(); });
+    if (queue.empty())
+      return;
+    std::function<void()> fn = std::move(queue.front());
+    queue.pop_front();
+    lock.unlock();
+    fn();
+    lock.lock();
+    finished.notify_all();
+  }
+}
+
+void Context::run(Collective &c) {
+  if (c.dtype == LOOMRT_BF16 &&
+      (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE))
+    return reduceBf16(c);
+  MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
+                      : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                               : MPI_FLOAT;
+  MPI_Op op = c.reduction == LOOMRT_MAX   ? MPI_MAX
+              : c.reduction == LOOMRT_MIN ? MPI_MIN
+                                          : MPI_SUM;
+  int status = MPI_SUCCESS;
+  switch (c.kind) {
+  case LOOMRT_ALL_GATHER:
+    status = MPI_Allgather(c.in, int(c.inCount), type, c.out, int(c.inCount),
+                           type, MPI_COMM_WORLD);
+    break;
+  case LOOMRT_REDUCE_SCATTER:
+    status = MPI_Reduce_scatter_block(c.in, c.out, int(c.outCount), type, op,
+                                      MPI_COMM_WORLD);
+    break;
+  case LOOMRT_ALL_REDUCE:
+    status = MPI_Allreduce(c.in, c.out, int(c.outCount), type, op,
+                           MPI_COMM_WORLD);
+    break;
+  case LOOMRT_BROADCAST:
+    std::memcpy(c.out, c.in,
+                c.outCount * (c.dtype == LOOMRT_F64    ? 8
+                              : c.dtype == LOOMRT_BF16 ? 2
+                                                       : 4));
+    status = MPI_Bcast(c.out, int(c.outCount), type, int(c.arg),
+                       MPI_COMM_WORLD);
+    break;
+  }
+  if (status != MPI_SUCCESS)
+    abort(std::string("MPI error in ") + loom::runtime::collectiveKindName(c.kind));
+  if (c.reduction == LOOMRT_AVG &&
+      (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE)) {
+    if (c.dtype == LOOMRT_F64)
+      for (int64_t i = 0; i < c.outCount; ++i)
+        reinterpret_cast<double *>(c.out)[i] /= size;
+    else
+      for (int64_t i = 0; i < c.outCount; ++i)
+        reinterpret_cast<float *>(c.out)[i] /= float(size);
+  }
+}
+
+/// A bf16 reduce-scatter or all-reduce. MPI has no bf16 type: the input is
+/// widened, reduced in f32 and rounded once into the output.
+void Context::reduceBf16(Collective &c) {
+  std::vector<float> in(c.inCount), out(c.outCount);
+  const auto *source = reinterpret_cast<const uint16_t *>(c.in);
+  for (int64_t i = 0; i < c.inCount; ++i)
+    in[i] = loom::bf16ToFloat(source[i]);
+  Collective wide = c;
+  wide.dtype = LOOMRT_F32;
+  wide.in = reinterpret_cast<char *>(in.data());
+  wide.out = reinterpret_cast<char *>(out.data());
+  run(wide);
+  auto *target = reinterpret_cast<uint16_t *>(c.out);
+  for (int64_t i = 0; i < c.outCount; ++i)
+    target[i] = loom::floatToBf16(out[i]);
+}
+
+int64_t Context::start(const loom::runtime::CollRequest &r) {
+  if (!initialised)
+    abort("a collective started before loomrt_init");
+  auto owned = std::make_unique<Collective>(
+      Collective{r.kind, r.reduction, r.dtype, r.arg,
+                 reinterpret_cast<char *>(r.in), reinterpret_cast<char *>(r.out),
+                 r.inCount, r.outCount});
+  Collective *collective = owned.get();
+  std::lock_guard<std::mutex> lock(mutex);
+  int64_t handle = int64_t(collectives.size());
+  collectives.push_back(std::move(owned));
+  queue.push_back([this, collective] {
+    collective->beginUs = nowUs();
+    run(*collective);
+    std::lock_guard<std::mutex> lock(mutex);
+    collective->endUs = nowUs();
+    collective->done = true;
+    recorder().collective(loom::runtime::collectiveKindName(collective->kind), collective->beginUs,
+                          collective->endUs);
+  });
+  wake.notify_one();
+  return handle;
+}
+
+void Context::wait(int64_t handle, int64_t in, int64_t out) {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (handle < 0 || handle >= int64_t(collectives.size()) ||
+      !collectives[handle])
+    abort("coll.wait on an unknown or finished collective #" +
+          std::to_string(handle));
+  Collective &c = *collectives[handle];
+  if (int64_t(c.in) != in || int64_t(c.out) != out)
+    abort("coll.wait with buffers that differ from its start's");
+  double begin = nowUs();
+  bool done = finished.wait_for(lock, std::chrono::duration<double>(timeoutS),
+                                [&] { return c.done; });
+  if (!done) {
+    std::string what = loom::runtime::collectiveKindName(c.kind);
+    lock.unlock();
+    abort(what + " #" + std::to_string(handle) + " did not finish in " +
+          std::to_string(int(timeoutS)) +
+          " s (LOOMRT_TIMEOUT_S); a rank may have died or diverged");
+  }
+  double end = nowUs();
+  recorder().stall(begin, end);
+  collectives[handle].reset();
+  // Handles are positions; once every started collective is waited the
+  // table starts over, so it never grows across steps.
+  bool allWaited = true;
+  for (const auto &pending : collectives)
+    allWaited &= !pending;
+  if (allWaited)
+    collectives.clear();
+}
+
+void Context::runOnStream(std::function<void()> fn) {
+  std::unique_lock<std::mutex> lock(mutex);
+  bool done = false;
+  queue.push_back([&, fn] {
+    fn();
+    std::lock_guard<std::mutex> inner(mutex);
+    done = true;
+  });
+  wake.notify_one();
+  if (!finished.wait_for(lock, std::chrono::duration<double>(timeoutS),
+                         [&] { return done; })) {
+    lock.unlock();
+    abort("a trainer collective did not finish in " +
+          std::to_string(int(timeoutS)) + " s; a rank may have died");
+  }
+}
+
+void Context::abort(const std::string &message) {
+  std::fprintf(stderr, "loomrt: rank %d: error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (initialised)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  std::_Exit(1);
+}
+
+void Context::finalize() {
+  if (!initialised)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    stopping = true;
+  }
+  wake.notify_one();
+  thread.join();
+  recorder().finish(rank);
+  initialised = false;
+  MPI_Finalize();
+}
+
+} // namespace
+
+extern "C" {
+
+void loomrt_barrier(void) {
+  context().runOnStream([] { MPI_Barrier(MPI_COMM_WORLD); });
+}
+
+void loomrt_allreduce_f64(const double *in, double *out, int64_t count,
+                          int64_t op) {
+  context().runOnStream([=] {
+    MPI_Allreduce(in, out, int(count), MPI_DOUBLE,
+                  op == LOOMRT_MAX ? MPI_MAX : MPI_SUM, MPI_COMM_WORLD);
+  });
+}
+
+void loomrt_gather_f32(const float *in, int64_t count, float *out,
+                       int64_t root) {
+  context().runOnStream([=] {
+    MPI_Gather(in, int(count), MPI_FLOAT, out, int(count), MPI_FLOAT,
+               int(root), MPI_COMM_WORLD);
+  });
+}
+
+// The step's buffers are the trainer's host memory.
+void *loomrt_device_alloc(int64_t) { return nullptr; }
+void loomrt_device_free(void *) {}
+void loomrt_copy_to_device(void *, const void *, int64_t) {
+  context().abort("loomrt_copy_to_device: the MPI backend has no device");
+}
+void loomrt_copy_to_host(void *, const void *, int64_t) {
+  context().abort("loomrt_copy_to_host: the MPI backend has no device");
+}
+void loomrt_step_sync(void) {}
+int64_t loomrt_device_used_bytes(void) { return -1; }
+
+} // extern "C"

@@ -1,0 +1,62 @@
+//===- RuntimeSupport.h - pieces the loomrt backends share ---------*- C++ -*-===//
+//
+// Private to the runtime: the allocation counter behind loomrt_host_* (which
+// libloomtrainer defines, and the CUDA backend feeds with its device
+// allocations), and the statistics and trace both backends keep.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_RUNTIMESUPPORT_H
+#define LOOM_RUNTIME_RUNTIMESUPPORT_H
+
+#include "loom/Runtime/loomrt.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+extern "C" {
+/// Counts `bytes` at `pointer` as allocated by the step (ignores null).
+void loomrt_count_alloc(void *pointer, int64_t bytes);
+/// Forgets `pointer` (ignores pointers it never counted).
+void loomrt_count_free(void *pointer);
+}
+
+namespace loom::runtime {
+
+/// A backend's communication statistics and trace, one per process:
+/// loomrt_take_stats, loomrt_trace_to and loomrt_trace_span read and write
+/// it, the backend adds its collectives and stalls. Thread-safe.
+class Recorder {
+public:
+  /// A collective on the communication track, busy from `begin` to `end`
+  /// (microseconds since loomrt_init).
+  void collective(const char *name, double begin, double end);
+  /// Time the compute side was blocked in a wait.
+  void stall(double begin, double end);
+  /// A named interval on the compute track (loomrt_trace_span).
+  void span(const char *name, double begin, double end);
+  loomrt_stats take();
+  void traceTo(const char *path);
+  /// Writes the Chrome trace, if one was asked for (at loomrt_finalize),
+  /// through a temporary file renamed into place.
+  void finish(int rank);
+
+private:
+  struct Event {
+    std::string name, track;
+    double begin, end;
+  };
+  std::mutex mutex;
+  loomrt_stats stats{0, 0, 0};
+  bool tracing = false;
+  std::string path;
+  std::vector<Event> events;
+};
+
+Recorder &recorder();
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_RUNTIMESUPPORT_H

@@ -1,0 +1,613 @@
+//===- TrainerMain.cpp - the trainer executable's main --------------------===//
+//
+// Linked with a step compiled by loomc (loom_step_packed, loom_step_manifest)
+// and a loomrt backend. Flags, file formats and the initialisation rule are
+// in docs/Runtime.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Checkpoint.h"
+#include "loom/Runtime/StepManifest.h"
+#include "loom/Runtime/loomrt.h"
+#include "loom/Runtime/Bf16.h"
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <chrono>
+#include <thread>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+extern "C" void loom_step_packed(void **buffers);
+// OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
+// still links.
+extern "C" __attribute__((weak)) void openblas_set_num_threads(int);
+extern "C" const char loom_step_manifest[];
+
+using namespace loom::runtime;
+
+namespace {
+
+struct Tensor {
+  bool isArgument = false;
+  /// A result the step writes into the buffer of the argument it updates
+  /// (the manifest's `in-place`): it has no storage of its own.
+  bool inPlace = false;
+  std::string role, name, dtype;
+  std::vector<int64_t> local, full;
+  int64_t localCount = 1, fullCount = 1;
+  /// Bytes of this rank's tensor.
+  int64_t bytes = 0;
+  /// This rank's storage (local shape), 8-byte aligned.
+  std::vector<double> storage;
+  /// The step's copy on the device (CUDA backend), or null: the step then
+  /// reads `storage`.
+  void *device = nullptr;
+  void *data() { return storage.data(); }
+  void *buffer() { return device ? device : data(); }
+  void upload() {
+    if (device)
+      loomrt_copy_to_device(device, data(), bytes);
+  }
+  void download() {
+    if (device)
+      loomrt_copy_to_host(data(), device, bytes);
+  }
+  float *f32() { return reinterpret_cast<float *>(storage.data()); }
+  uint16_t *bf16() { return reinterpret_cast<uint16_t *>(storage.data()); }
+  /// Element i of an f32 or bf16 tensor, as a float.
+  float get(int64_t i) {
+    return dtype == "bf16" ? loom::bf16ToFloat(bf16()[i]) : f32()[i];
+  }
+  int32_t *i32() { return reinterpret_cast<int32_t *>(storage.data()); }
+  bool sharded() const { return localCount != fullCount; }
+};
+
+struct Options {
+  int64_t steps = 10, seq = 0, batch = 0, seed = 0, checkpointEvery = 0;
+  double lr = 0;
+  std::string data, log, checkpoint, trace;
+  bool resume = false;
+};
+
+int64_t rank = 0, worldSize = 1;
+
+[[noreturn]] void fail(const std::string &message) {
+  loomrt_abort(("trainer: " + message).c_str());
+  std::abort();
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text.empty() ? "scalar" : text;
+}
+
+/// The compiled step's manifest.
+struct Manifest {
+  std::map<std::string, std::string> properties;
+  std::vector<Tensor> tensors;
+};
+
+/// A numeric manifest property as JSON: its text, or null if absent.
+const char *property(const Manifest &m, const std::string &key) {
+  auto it = m.properties.find(key);
+  return it == m.properties.end() || it->second.empty() ? "null"
+                                                        : it->second.c_str();
+}
+
+Manifest readStepManifest() {
+  loom::runtime::StepManifest parsed;
+  std::string error;
+  if (!loom::runtime::StepManifest::parse(loom_step_manifest, parsed, error))
+    fail("the compiled step's manifest is malformed: " + error);
+  Manifest m;
+  m.properties = std::move(parsed.properties);
+  for (loom::runtime::StepTensor &s : parsed.tensors) {
+    Tensor t;
+    t.isArgument = s.isArgument;
+    t.inPlace = s.inPlace;
+    t.role = std::move(s.role);
+    t.name = std::move(s.name);
+    t.dtype = std::move(s.dtype);
+    t.localCount = s.getLocalCount();
+    t.fullCount = s.getFullCount();
+    t.bytes = s.getBytes();
+    t.local = std::move(s.localShape);
+    t.full = std::move(s.fullShape);
+    if (!t.inPlace)
+      t.storage.assign((t.bytes + 7) / 8, 0.0);
+    m.tensors.push_back(std::move(t));
+  }
+  return m;
+}
+
+Options parseOptions(int argc, char **argv, const Manifest &m) {
+  Options o;
+  auto need = [&](int &i) -> std::string {
+    if (i + 1 >= argc)
+      fail(std::string(argv[i]) + " needs a value");
+    return argv[++i];
+  };
+  auto integer = [&](int &i) -> int64_t {
+    std::string flag = argv[i], text = need(i);
+    char *end = nullptr;
+    long long v = std::strtoll(text.c_str(), &end, 10);
+    if (end == text.c_str() || *end || v < 0)
+      fail(flag + " expects a non-negative integer, got '" + text + "'");
+    return v;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--steps")
+      o.steps = integer(i);
+    else if (a == "--seq")
+      o.seq = integer(i);
+    else if (a == "--batch")
+      o.batch = integer(i);
+    else if (a == "--seed")
+      o.seed = integer(i);
+    else if (a == "--checkpoint-every")
+      o.checkpointEvery = integer(i);
+    else if (a == "--lr") {
+      std::string text = need(i);
+      char *end = nullptr;
+      o.lr = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end || !(o.lr > 0))
+        fail("--lr expects a positive number, got '" + text + "'");
+    }
+    else if (a == "--data")
+      o.data = need(i);
+    else if (a == "--log")
+      o.log = need(i);
+    else if (a == "--checkpoint")
+      o.checkpoint = need(i);
+    else if (a == "--trace")
+      o.trace = need(i);
+    else if (a == "--resume")
+      o.resume = true;
+    else if (a == "--help" || a == "-h") {
+      if (rank == 0)
+        std::printf(
+            "usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
+            "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
+            "[--checkpoint DIR [--checkpoint-every N] [--resume]] "
+            "[--trace trace.json]\nThe step was compiled for:\n%s",
+            argv[0], loom_step_manifest);
+      loomrt_finalize();
+      std::exit(0);
+    } else
+      fail("unknown flag '" + a + "' (see --help)");
+  }
+  if (o.data.empty())
+    fail("--data FILE is required (any text file; bytes are the tokens)");
+  if ((o.resume || o.checkpointEvery) && o.checkpoint.empty())
+    fail("--resume and --checkpoint-every need --checkpoint DIR");
+  if (o.lr == 0) {
+    auto compiled = m.properties.find("lr");
+    o.lr = compiled == m.properties.end()
+               ? 0
+               : std::atof(compiled->second.c_str());
+  }
+  if (!(o.lr > 0))
+    fail("--lr must be positive");
+  return o;
+}
+
+// -- Initialisation ---------------------------------------------------------
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s)
+    h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+/// Element `i` of parameter `name` (documented in docs/Runtime.md): names
+/// ending in "norm" are 1; others are N(0, 1) / sqrt(last dimension), from
+/// two splitmix64 draws through Box-Muller.
+float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
+  if (t.name.size() >= 4 && t.name.compare(t.name.size() - 4, 4, "norm") == 0)
+    return 1.0f;
+  uint64_t key = splitmix64(seed) ^ fnv1a(t.name);
+  double u1 = (double(splitmix64(key + 2 * uint64_t(i)) >> 11) + 1.0) /
+              9007199254740993.0;
+  double u2 = double(splitmix64(key + 2 * uint64_t(i) + 1) >> 11) /
+              9007199254740992.0;
+  double normal = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  return float(normal / std::sqrt(double(t.full.empty() ? 1 : t.full.back())));
+}
+
+/// This rank's part of a full tensor given element by element: the whole
+/// tensor if it is replicated, else the flat shard [rank*L, rank*L+L),
+/// zero-padded past the end (bf16 values rounded to nearest even).
+template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
+  int64_t offset = t.sharded() ? rank * t.localCount : 0;
+  auto value = [&](int64_t i) {
+    return offset + i < t.fullCount ? fullValue(offset + i) : 0.0f;
+  };
+  if (t.dtype == "bf16")
+    for (int64_t i = 0; i < t.localCount; ++i)
+      t.bf16()[i] = loom::floatToBf16(value(i));
+  else
+    for (int64_t i = 0; i < t.localCount; ++i)
+      t.f32()[i] = value(i);
+}
+
+/// The full tensor on rank 0 as f32 (other ranks get an empty vector).
+std::vector<float> gatherFull(Tensor &t) {
+  // f32 is read in place; bf16 is widened (exactly) first.
+  std::vector<float> widened;
+  const float *local = t.f32();
+  if (t.dtype == "bf16") {
+    widened.resize(t.localCount);
+    for (int64_t i = 0; i < t.localCount; ++i)
+      widened[i] = loom::bf16ToFloat(t.bf16()[i]);
+    local = widened.data();
+  }
+  if (!t.sharded())
+    return rank == 0 ? std::vector<float>(local, local + t.fullCount)
+                     : std::vector<float>();
+  std::vector<float> all(rank == 0 ? t.localCount * worldSize : 0);
+  loomrt_gather_f32(local, t.localCount, all.data(), 0);
+  all.resize(rank == 0 ? t.fullCount : 0);
+  return all;
+}
+
+// -- Data ---------------------------------------------------------------------
+
+std::vector<uint8_t> readCorpus(const std::string &path, int64_t seq) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    fail("cannot read data file " + path + ": " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode))
+    fail("data file " + path + " is a directory");
+  std::ifstream in(path, std::ios::binary);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+  if (int64_t(bytes.size()) < seq + 2)
+    fail("data file " + path + " has " + std::to_string(bytes.size()) +
+         " bytes; a sequence of " + std::to_string(seq) + " tokens needs at "
+         "least " + std::to_string(seq + 2));
+  return bytes;
+}
+
+/// Fills tokens and labels for `step`: sequence b of this rank is global
+/// sequence g = (step * world + rank) * batch + b, starting at byte
+/// (g * seq) mod (size - seq - 1); labels are the next bytes.
+void fillBatch(const std::vector<uint8_t> &corpus, int64_t step, Tensor *tokens,
+               Tensor *labels, int64_t batch, int64_t seq) {
+  int64_t span = int64_t(corpus.size()) - seq - 1;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t g = (step * worldSize + rank) * batch + b;
+    int64_t start = (g * seq) % span;
+    for (int64_t t = 0; t < seq; ++t) {
+      if (tokens)
+        tokens->i32()[b * seq + t] = corpus[start + t];
+      if (labels)
+        labels->i32()[b * seq + t] = corpus[start + t + 1];
+    }
+  }
+}
+
+// -- Checkpoints --------------------------------------------------------------
+
+std::string checkpointFile(const Tensor &t) {
+  std::string file = t.role + "." + t.name + ".npy";
+  for (char &c : file)
+    if (c == '/')
+      c = '_';
+  return file;
+}
+
+void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
+                    int64_t step) {
+  std::string dir = o.checkpoint + "/step-" + std::to_string(step);
+  std::string tmp = dir + ".tmp";
+  CheckpointManifest cm;
+  cm.step = step;
+  cm.worldSize = worldSize;
+  cm.zeroStage = std::atoll(m.properties["zero_stage"].c_str());
+  cm.source = m.properties["source"];
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (rank == 0) {
+    // A .tmp left by a crash is stale: start it over.
+    fs::remove_all(tmp, ec);
+    if (!fs::create_directories(tmp, ec) || ec)
+      fail("cannot create checkpoint directory " + tmp + ": " +
+           ec.message());
+  }
+  for (Tensor *t : saved) {
+    std::vector<float> full = gatherFull(*t);
+    cm.tensors.push_back({t->name, t->role, checkpointFile(*t), t->full});
+    if (rank == 0) {
+      std::string error =
+          writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
+      if (!error.empty())
+        fail("checkpoint: " + error);
+    }
+  }
+  if (rank == 0) {
+    std::string error = writeManifest(tmp + "/manifest.json", cm);
+    if (!error.empty())
+      fail("checkpoint: " + error);
+    // An older checkpoint of the same step is replaced whole.
+    fs::remove_all(dir, ec);
+    if (ec || std::rename(tmp.c_str(), dir.c_str()) != 0)
+      fail("checkpoint: cannot rename " + tmp + " to " + dir);
+    // `latest` names the newest complete checkpoint, replaced atomically.
+    std::string latest = o.checkpoint + "/latest";
+    {
+      std::ofstream out(latest + ".tmp");
+      out << "step-" << step << "\n";
+    }
+    if (std::rename((latest + ".tmp").c_str(), latest.c_str()) != 0)
+      fail("checkpoint: cannot update " + latest);
+  }
+  loomrt_barrier();
+}
+
+int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
+  std::ifstream latestFile(o.checkpoint + "/latest");
+  std::string name;
+  if (!latestFile || !std::getline(latestFile, name) || name.empty())
+    fail("--resume: no checkpoint in " + o.checkpoint +
+         " (its 'latest' file is missing or empty)");
+  std::string dir = o.checkpoint + "/" + name;
+  CheckpointManifest cm;
+  std::string error = readManifest(dir + "/manifest.json", cm);
+  if (!error.empty())
+    fail("--resume: " + error);
+  std::map<std::string, const CheckpointTensor *> byKey;
+  for (const CheckpointTensor &t : cm.tensors)
+    byKey[t.role + "." + t.name] = &t;
+  if (byKey.size() != saved.size())
+    fail("--resume: " + dir + " holds " + std::to_string(cm.tensors.size()) +
+         " tensors; this trainer's step has " + std::to_string(saved.size()));
+  for (Tensor *t : saved) {
+    auto it = byKey.find(t->role + "." + t->name);
+    if (it == byKey.end())
+      fail("--resume: " + dir + " has no " + t->role + " '" + t->name + "'");
+    if (it->second->shape != t->full)
+      fail("--resume: " + t->role + " '" + t->name + "' has shape " +
+           shapeText(it->second->shape) + " in " + dir + ", the step expects " +
+           shapeText(t->full));
+    std::vector<float> full;
+    error = readNpyF32(dir + "/" + it->second->file, t->full, full);
+    if (!error.empty())
+      fail("--resume: " + error);
+    fillLocal(*t, [&](int64_t i) { return full[i]; });
+  }
+  return cm.step;
+}
+
+int64_t peakResidentBytes() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (loomrt_init(&argc, &argv) != 0)
+    return 1;
+  rank = loomrt_rank();
+  worldSize = loomrt_world_size();
+  // Ranks already share the cores: one BLAS thread each unless told.
+  if (worldSize > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
+      openblas_set_num_threads)
+    openblas_set_num_threads(1);
+  Manifest m = readStepManifest();
+  Options o = parseOptions(argc, argv, m);
+  int64_t compiledWorld = std::atoll(m.properties["world_size"].c_str());
+  if (compiledWorld != worldSize)
+    fail("this trainer was compiled for " + std::to_string(compiledWorld) +
+         " ranks but runs on " + std::to_string(worldSize) +
+         " (recompile with loomc --world-size " + std::to_string(worldSize) +
+         ", or launch with mpirun -np " + std::to_string(compiledWorld) + ")");
+
+  // Arguments and the results that replace them.
+  std::vector<Tensor *> args, results, saved;
+  Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr,
+         *learningRate = nullptr;
+  std::map<std::string, Tensor *> argByKey;
+  for (Tensor &t : m.tensors)
+    (t.isArgument ? args : results).push_back(&t);
+  for (Tensor *t : args) {
+    argByKey[t->role + "." + t->name] = t;
+    if (t->role == "input" && t->name == "tokens")
+      tokens = t;
+    else if (t->role == "input" && t->name == "labels")
+      labels = t;
+    else if (t->role == "input" && t->name == "lr" && t->localCount == 1 &&
+             t->dtype == "f32")
+      learningRate = t;
+    else if (t->role == "input")
+      fail("the step has an input '" + t->name +
+           "' the trainer cannot fill (it fills 'tokens', 'labels' and "
+           "'lr')");
+    else
+      saved.push_back(t);
+  }
+  std::vector<std::pair<Tensor *, Tensor *>> replaces;
+  std::map<Tensor *, Tensor *> updatedInPlace;
+  for (Tensor *r : results) {
+    if (r->role == "loss") {
+      loss = r;
+      continue;
+    }
+    auto it = argByKey.find(r->role + "." + r->name);
+    if (it == argByKey.end())
+      fail("result " + r->role + " '" + r->name + "' updates no argument");
+    if (r->inPlace)
+      updatedInPlace[r] = it->second;
+    else
+      replaces.push_back({it->second, r});
+  }
+  if (!tokens || !loss || tokens->local.size() != 2 || tokens->dtype != "i32")
+    fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
+  int64_t batch = tokens->local[0], seq = tokens->local[1];
+  if ((o.seq && o.seq != seq) || (o.batch && o.batch != batch))
+    fail("this trainer was compiled for --seq " + std::to_string(seq) +
+         " --batch " + std::to_string(batch) + " per rank");
+  for (Tensor *t : saved)
+    if (t->dtype != "f32" && t->dtype != "bf16")
+      fail(t->role + " '" + t->name + "' is " + t->dtype +
+           "; the trainer handles f32 and bf16 parameters and state");
+  if (loss->dtype != "f32" && loss->dtype != "bf16")
+    fail("the loss is " + loss->dtype + "; the trainer reads f32 or bf16");
+
+  if (learningRate)
+    learningRate->f32()[0] = float(o.lr);
+  else if (o.lr != std::atof(m.properties["lr"].c_str()))
+    fail("this step has the learning rate compiled in; --lr cannot change "
+         "it");
+  std::vector<uint8_t> corpus = readCorpus(o.data, seq);
+  int64_t first = 0;
+  if (o.resume) {
+    first = loadCheckpoint(o, saved);
+  } else {
+    for (Tensor *t : saved)
+      if (t->role == "param")
+        fillLocal(*t, [&](int64_t i) { return initialValue(*t, o.seed, i); });
+      else
+        fillLocal(*t, [](int64_t) { return 0.0f; });
+  }
+
+  FILE *log = nullptr;
+  if (rank == 0 && !o.log.empty() &&
+      !(log = std::fopen(o.log.c_str(), o.resume ? "a" : "w")))
+    fail("cannot write --log " + o.log + ": " + std::strerror(errno));
+  if (!o.trace.empty())
+    loomrt_trace_to((o.trace + (worldSize > 1 ? "." + std::to_string(rank)
+                                              : std::string()))
+                        .c_str());
+
+  // The step's arguments and results: the memory the trainer owns beside
+  // what the step allocates (its arena). Storage rounds each tensor up to 8
+  // bytes; the step touches only `bytes`.
+  std::vector<void *> buffers;
+  int64_t bufferBytes = 0;
+  for (Tensor &t : m.tensors) {
+    if (t.inPlace)
+      continue;
+    t.device = loomrt_device_alloc(t.bytes);
+    t.upload();
+    bufferBytes += t.bytes;
+  }
+  // An in-place result's pointer is its argument's (the step ignores it).
+  auto pointerOf = [&](Tensor &t) {
+    return t.inPlace ? updatedInPlace.at(&t)->buffer() : t.buffer();
+  };
+  for (Tensor &t : m.tensors)
+    buffers.push_back(pointerOf(t));
+  auto saveState = [&](int64_t done) {
+    for (Tensor *t : saved)
+      t->download();
+    saveCheckpoint(o, m, saved, done);
+  };
+  for (int64_t step = first; step < first + o.steps; ++step) {
+    // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
+    // or stop answering (LOOM_TRAINER_STALL) at that step.
+    for (const char *hook : {"LOOM_TRAINER_DIE", "LOOM_TRAINER_STALL"}) {
+      long long hookRank = -1, hookStep = -1;
+      const char *value = std::getenv(hook);
+      if (!value ||
+          std::sscanf(value, "%lld:%lld", &hookRank, &hookStep) != 2 ||
+          hookRank != rank || hookStep != step)
+        continue;
+      std::fprintf(stderr, "trainer: rank %lld: %s\n", hookRank, hook);
+      if (std::strcmp(hook, "LOOM_TRAINER_DIE") == 0)
+        std::_Exit(3);
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    fillBatch(corpus, step, tokens, labels, batch, seq);
+    tokens->upload();
+    if (labels)
+      labels->upload();
+    loomrt_take_stats();
+    loomrt_host_reset_peak();
+    double begin = loomrt_now_us();
+    loom_step_packed(buffers.data());
+    loomrt_step_sync();
+    double end = loomrt_now_us();
+    loomrt_trace_span("step", begin, end);
+    loomrt_stats stats = loomrt_take_stats();
+    // Measured: the most the step itself had allocated, plus its buffers.
+    int64_t peakBytes = loomrt_host_peak_bytes() + bufferBytes;
+    double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
+    loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
+    for (auto &[arg, result] : replaces) {
+      std::swap(arg->storage, result->storage);
+      std::swap(arg->device, result->device);
+    }
+    for (size_t i = 0; i < m.tensors.size(); ++i)
+      buffers[i] = pointerOf(m.tensors[i]);
+    loss->download();
+    float lossValue = loss->get(0);
+    if (!std::isfinite(lossValue))
+      fail("step " + std::to_string(step) + ": the loss is " +
+           std::to_string(lossValue));
+    double seconds = (end - begin) * 1e-6;
+    double tokensPerS = double(batch * seq * worldSize) / seconds;
+    if (rank == 0) {
+      std::printf("step %lld  loss %.6f  %.0f tok/s  comm %.1f ms (exposed "
+                  "%.1f ms)\n",
+                  (long long)step, lossValue, tokensPerS, worst[0] / 1e3,
+                  worst[1] / 1e3);
+      std::fflush(stdout);
+      if (log) {
+        std::fprintf(log,
+                     "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
+                     "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
+                     "\"planned_peak_bytes\": %s, "
+                     "\"planned_arena_bytes\": %s, "
+                     "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
+                     "\"rss_bytes\": %lld, \"device_bytes\": %lld, "
+                     "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
+                     (long long)step, lossValue, tokensPerS,
+                     (long long)peakBytes,
+                     property(m, "predicted_peak_bytes"),
+                     property(m, "planned_peak_bytes"),
+                     property(m, "planned_arena_bytes"),
+                     property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
+                     (long long)peakResidentBytes(),
+                     (long long)loomrt_device_used_bytes(), worst[0], worst[1]);
+        std::fflush(log);
+      }
+    }
+    int64_t done = step + 1;
+    if (!o.checkpoint.empty() &&
+        ((o.checkpointEvery && done % o.checkpointEvery == 0) ||
+         done == first + o.steps))
+      saveState(done);
+  }
+  // --steps 0 with --checkpoint writes the initial state.
+  if (o.steps == 0 && !o.checkpoint.empty())
+    saveState(first);
+  if (log)
+    std::fclose(log);
+  for (Tensor &t : m.tensors)
+    loomrt_device_free(t.device);
+  loomrt_finalize();
+  return 0;
+}
