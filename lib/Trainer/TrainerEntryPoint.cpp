@@ -75,18 +75,22 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
   auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults);
   auto describe = [&](Type type, DictionaryAttr attrs, bool isArg,
                       unsigned index) -> LogicalResult {
+    // An argument is named by its own location, a result by the step's.
+    Location loc = isArg ? step.getArgument(index).getLoc() : step.getLoc();
     auto tensor = dyn_cast<RankedTensorType>(type);
     StringRef what = isArg ? "argument" : "result";
     if (!tensor || !tensor.hasStaticShape() ||
         dtypeText(tensor.getElementType()).empty())
-      return step.emitError()
-             << "trainer-entry-point: " << what << " #" << index
+      return emitError(loc)
+             << "trainer-entry-point: " << what << " #" << index << " of @"
+             << step.getSymName()
              << " must be a static tensor of f32, f64, bf16, i32 or i64, got "
              << type;
     auto [role, name] = roleOf(attrs);
     if (role.empty())
-      return step.emitError()
-             << "trainer-entry-point: " << what << " #" << index
+      return emitError(loc)
+             << "trainer-entry-point: " << what << " #" << index << " of @"
+             << step.getSymName()
              << " has no train role; every argument must be a param, state "
                 "or input, and every result the loss, a param or a state";
     StepTensor t;

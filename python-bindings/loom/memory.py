@@ -1,36 +1,33 @@
-"""The static memory analysis of a step, as loomc computes it.
+"""The static memory analysis of a step, as loomc plans it.
 
-:func:`step_memory` runs the passes loomc runs before bufferisation
-(optionally fusing the loss first), then ``codegen-memory-plan``, and returns
-what the plan reports: the memory timeline's peak (loop bodies included, as
-the trainer runs them), the arena and its live bound, all in bytes.
+:func:`step_memory` runs loomc up to its memory-plan phase
+(``loomc --emit=memory-plan``: the training step, the decomposed train ops
+and ``codegen-memory-plan``, the same pipelines a trainer is compiled with)
+and returns what the plan reports: the memory timeline's peak (loop bodies
+included, as the trainer runs them), the arena and its live bound, all in
+bytes.
 """
 
 from __future__ import annotations
 
 import re
 
-from loom.opt import run_opt
+from loom.opt import run_tool
 
 _ATTRS = {"timeline": "loom.timeline_peak_bytes", "arena": "loom.arena_bytes",
           "bound": "loom.arena_bound_bytes"}
 
 
 def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adamw",
-                fuse_vocab: int = 0) -> dict[str, int]:
-    """Differentiates ``forward`` (after fusing its loss into chunks of
-    ``fuse_chunk`` tokens, and blocks of ``fuse_vocab`` vocabulary entries,
-    when positive), appends ``optimizer`` unless None, decomposes the train
-    ops and plans the step; returns the plan's figures."""
-    passes = []
-    if fuse_chunk > 0:
-        passes.append(f"func.func(train-fuse-linear-cross-entropy{{chunk-tokens={fuse_chunk} "
-                      f"chunk-vocab={fuse_vocab}}})")
-    passes.append("train-autodiff")
-    if optimizer:
-        passes.append(f"train-optimizer{{kind={optimizer}}}")
-    passes += ["train-decompose", "canonicalize", "func.func(codegen-memory-plan)"]
-    out = run_opt(forward, [f"--pass-pipeline=builtin.module({', '.join(passes)})"])
+                fuse_vocab: int = 0, target: str = "cpu") -> dict[str, int]:
+    """Compiles ``forward`` with loomc to its planned step (after fusing its
+    loss into chunks of ``fuse_chunk`` tokens, and blocks of ``fuse_vocab``
+    vocabulary entries, when positive; with ``optimizer``'s update unless
+    None) and returns the plan's figures."""
+    out = run_tool("loomc", ["-", "--emit=memory-plan", f"--target={target}",
+                             f"--fuse-cross-entropy={fuse_chunk}",
+                             f"--fuse-cross-entropy-vocab={fuse_vocab}",
+                             f"--optimizer={optimizer or 'none'}", "-o", "-"], stdin=forward)
     figures = {}
     for key, attr in _ATTRS.items():
         match = re.search(re.escape(attr) + r" = (\d+)", out)

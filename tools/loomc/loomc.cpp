@@ -550,8 +550,12 @@ int main(int argc, char **argv) {
   auto write = [&](auto print) {
     return failed(writeText(outputFile, print)) ? 1 : 0;
   };
+  // As loom-opt prints it, so that the two can be compared.
   auto writeModule = [&] {
-    return write([&](raw_ostream &os) { module->print(os); });
+    return write([&](raw_ostream &os) {
+      module->print(os);
+      os << "\n";
+    });
   };
 
   // 1. The training step.

@@ -111,6 +111,9 @@ def ConvertLinalgToBlasPass : Pass<"convert-linalg-to-blas", "::mlir::ModuleOp">
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
+  let statistics = [
+    Statistic<"numCalls", "gemm-calls", "Contractions that became a GEMM call">
+  ];
 }
 
 def ConvertTrainKernelsToCallsPass

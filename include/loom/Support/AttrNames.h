@@ -52,6 +52,23 @@ inline constexpr llvm::StringLiteral kPackedBytes = "loom.packed_bytes";
 inline constexpr llvm::StringLiteral kPackedBoundBytes =
     "loom.packed_bound_bytes";
 
+// Reports: what a pass did to a function, for tests and benchmarks to read
+// (the same counts are the passes' statistics).
+/// codegen-memory-plan: buffers left to bufferisation.
+inline constexpr llvm::StringLiteral kUnplannedBuffers =
+    "loom.unplanned_buffers";
+/// cpu-vectorize: linalg ops that became vector loops, and those left.
+inline constexpr llvm::StringLiteral kVectorizedOps = "loom.vectorized_ops";
+inline constexpr llvm::StringLiteral kScalarOps = "loom.scalar_ops";
+/// gpu-map-linalg: kernels, block reductions, vector kernels and the bytes
+/// their operands span.
+inline constexpr llvm::StringLiteral kGpuKernels = "loom.gpu_kernels";
+inline constexpr llvm::StringLiteral kGpuBlockReductions =
+    "loom.gpu_block_reductions";
+inline constexpr llvm::StringLiteral kGpuVectorKernels =
+    "loom.gpu_vector_kernels";
+inline constexpr llvm::StringLiteral kGpuKernelBytes = "loom.gpu_kernel_bytes";
+
 // On the module (trainer-entry-point, read by trainer-manifest).
 /// The step's manifest (StepManifest text) before lowering.
 inline constexpr llvm::StringLiteral kStepManifest = "loom.step_manifest";

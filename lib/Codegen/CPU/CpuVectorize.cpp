@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Codegen/CPU/Passes.h"
+#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +34,7 @@ namespace loom::codegen {
 } // namespace loom::codegen
 
 using namespace mlir;
+namespace attrs = loom::attrs;
 
 namespace {
 
@@ -197,9 +199,11 @@ struct CpuVectorizePass
       }
     }
     Builder builder(&getContext());
-    func->setAttr("loom.vectorized_ops", builder.getI64IntegerAttr(vectorized));
-    func->setAttr("loom.scalar_ops",
+    func->setAttr(attrs::kVectorizedOps, builder.getI64IntegerAttr(vectorized));
+    func->setAttr(attrs::kScalarOps,
                   builder.getI64IntegerAttr(int64_t(ops.size()) - vectorized));
+    numVectorized += vectorized;
+    numScalar += int64_t(ops.size()) - vectorized;
     if (vectorized == 0)
       return;
 

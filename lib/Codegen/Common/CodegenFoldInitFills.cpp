@@ -41,8 +41,9 @@ linalg::FillOp foldableFill(linalg::LinalgOp op, OpOperand &init) {
   return fill;
 }
 
-/// Folds every fill `op`'s inits can do without.
-void foldInitFills(RewriterBase &rewriter, linalg::LinalgOp op) {
+/// Folds every fill `op`'s inits can do without; returns how many.
+int64_t foldInitFills(RewriterBase &rewriter, linalg::LinalgOp op) {
+  int64_t folded = 0;
   for (OpOperand &init : op.getDpsInitsMutable()) {
     linalg::FillOp fill = foldableFill(op, init);
     if (!fill)
@@ -58,7 +59,9 @@ void foldInitFills(RewriterBase &rewriter, linalg::LinalgOp op) {
                                     fill.getInputs()[0]);
       init.set(empty);
     });
+    ++folded;
   }
+  return folded;
 }
 
 struct CodegenFoldInitFillsPass
@@ -71,7 +74,7 @@ struct CodegenFoldInitFillsPass
     });
     IRRewriter rewriter(&getContext());
     for (linalg::LinalgOp op : ops)
-      foldInitFills(rewriter, op);
+      numFolded += foldInitFills(rewriter, op);
     // Fills left without a user, and their empty tensors.
     SmallVector<linalg::FillOp> dead;
     getOperation().walk([&](linalg::FillOp fill) {

@@ -190,8 +190,10 @@ struct CodegenMemoryPlanPass
     func->setAttr(attrs::kArenaBoundBytes,
                   builder.getI64IntegerAttr(plan.bound));
     if (plan.unplanned)
-      func->setAttr("loom.unplanned_buffers",
+      func->setAttr(attrs::kUnplannedBuffers,
                     builder.getI64IntegerAttr(plan.unplanned));
+    arenaBytes += plan.bytes;
+    numUnplanned += plan.unplanned;
     if (plan.pins.empty())
       return;
 

@@ -110,6 +110,8 @@ struct CodegenPackBuffersPass
     for (auto [b, offset] : llvm::zip(buffers, packing.offsets))
       b.offset = offset;
     int64_t arenaBytes = packing.arenaBytes;
+    numPacked += buffers.size();
+    packedBytes += arenaBytes;
     OpBuilder builder(func.getContext());
     func->setAttr(attrs::kPackedBytes, builder.getI64IntegerAttr(arenaBytes));
     func->setAttr(attrs::kPackedBoundBytes,

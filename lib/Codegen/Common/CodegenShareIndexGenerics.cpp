@@ -72,6 +72,7 @@ struct CodegenShareIndexGenericsPass
           continue;
         }
         rewriter.replaceOp(op, (*first)->getResults());
+        ++numShared;
       }
     });
   }

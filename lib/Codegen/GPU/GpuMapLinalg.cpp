@@ -13,6 +13,7 @@
 
 #include "loom/Codegen/Utils/ReductionMatch.h"
 #include "loom/Codegen/GPU/Passes.h"
+#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +34,7 @@ namespace loom::codegen {
 } // namespace loom::codegen
 
 using namespace mlir;
+namespace attrs = loom::attrs;
 
 namespace {
 
@@ -818,14 +820,19 @@ struct GpuMapLinalgPass
       if (!mapper.taken.contains(op.getOperation()) &&
           failed(mapper.map(op, op)))
         return signalPassFailure();
+    // The function's counts (its report in the IR), and the pass's.
     Builder b(&getContext());
-    func->setAttr("loom.gpu_kernels", b.getI64IntegerAttr(mapper.kernels));
-    func->setAttr("loom.gpu_block_reductions",
+    func->setAttr(attrs::kGpuKernels, b.getI64IntegerAttr(mapper.kernels));
+    func->setAttr(attrs::kGpuBlockReductions,
                   b.getI64IntegerAttr(mapper.blockReductions));
-    func->setAttr("loom.gpu_vector_kernels",
+    func->setAttr(attrs::kGpuVectorKernels,
                   b.getI64IntegerAttr(mapper.vectorKernels));
-    func->setAttr("loom.gpu_kernel_bytes",
+    func->setAttr(attrs::kGpuKernelBytes,
                   b.getI64IntegerAttr(mapper.kernelBytes));
+    numKernels += mapper.kernels;
+    numBlockReductions += mapper.blockReductions;
+    numVectorKernels += mapper.vectorKernels;
+    kernelBytes += mapper.kernelBytes;
     // Fold the identity index maps the loop lowering leaves (only these
     // patterns: canonicalising the nests would merge block and thread
     // loops).

@@ -75,6 +75,9 @@ struct MergeGpuModules
         if (inserted) {
           kernel->remove();
           it->second = kernels.insert(kernel); // renamed if taken
+          ++numKernels;
+        } else {
+          ++numDuplicates;
         }
         moved[before] = SymbolRefAttr::get(merged.getNameAttr(),
                                            {FlatSymbolRefAttr::get(it->second)});

@@ -339,6 +339,7 @@ struct ConvertLinalgToBlasPass
       if (batched)
         operands.push_back(i32Const(int32_t(gemm.batch[*batched])));
       func::CallOp::create(builder, loc, callee, operands);
+      ++numCalls;
       op->erase();
       if (zeroFill)
         zeroFill->erase();

@@ -24,9 +24,10 @@ def CpuVectorizePass : Pass<"cpu-vectorize", "::mlir::func::FuncOp"> {
     loops. Ops with no such dimension (a transposed operand, a gather), and
     ops whose vector dimension is a reduction followed by another (moving
     it innermost would reorder the additions), are left to
-    `convert-linalg-to-loops`. The function gets
-    `loom.vectorized_ops` and `loom.scalar_ops`: how many linalg ops became
-    vector loops and how many were left.
+    `convert-linalg-to-loops`. The function gets `loom.vectorized_ops` and
+    `loom.scalar_ops` (and the pass's statistics `vectorized-ops` and
+    `scalar-ops`): how many linalg ops became vector loops and how many were
+    left.
 
     ```mlir
     linalg.generic {indexing_maps = [#id, #id, #id],
@@ -60,6 +61,10 @@ def CpuVectorizePass : Pass<"cpu-vectorize", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+  let statistics = [
+    Statistic<"numVectorized", "vectorized-ops", "Linalg ops that became vector loops">,
+    Statistic<"numScalar", "scalar-ops", "Linalg ops left to scalar loops">
+  ];
 }
 
 #endif // LOOM_CODEGEN_CPU_PASSES_TD

@@ -101,6 +101,9 @@ def CodegenFoldInitFillsPass
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];
+  let statistics = [
+    Statistic<"numFolded", "folded-fills", "Inits whose fill a payload reads as a value">
+  ];
 }
 
 def CodegenShareIndexGenericsPass
@@ -130,6 +133,9 @@ def CodegenShareIndexGenericsPass
            "share only tables of at most this many bytes">
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+  let statistics = [
+    Statistic<"numShared", "shared-tables", "Index tables replaced by an equal earlier one">
+  ];
 }
 
 def CodegenUpdateInPlacePass
@@ -207,7 +213,8 @@ def CodegenMemoryPlanPass : Pass<"codegen-memory-plan", "::mlir::func::FuncOp"> 
     packing can beat). The plan's peak (arena + arguments + results) equals
     the timeline's peak exactly when the arena reaches that bound. Buffers
     made by ops the pass cannot pin are counted in `loom.unplanned_buffers`
-    and left to bufferisation (and `codegen-pack-buffers`).
+    (and the statistic `unplanned-buffers`) and left to bufferisation (and
+    `codegen-pack-buffers`).
   }];
   let options = [
     Option<"callerOwnedResults", "caller-owned-results", "bool",
@@ -218,6 +225,10 @@ def CodegenMemoryPlanPass : Pass<"codegen-memory-plan", "::mlir::func::FuncOp"> 
                            "::mlir::bufferization::BufferizationDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"arenaBytes", "arena-bytes", "Bytes of the arenas planned">,
+    Statistic<"numUnplanned", "unplanned-buffers", "Buffers left to bufferisation">
+  ];
 }
 
 def CodegenPackBuffersPass : Pass<"codegen-pack-buffers", "::mlir::func::FuncOp"> {
@@ -248,6 +259,10 @@ def CodegenPackBuffersPass : Pass<"codegen-pack-buffers", "::mlir::func::FuncOp"
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numPacked", "packed-buffers", "Allocations placed in the fallback arena">,
+    Statistic<"packedBytes", "packed-bytes", "Bytes of the fallback arenas">
+  ];
 }
 
 #endif // LOOM_CODEGEN_COMMON_PASSES_TD

@@ -124,7 +124,8 @@ def GpuMapLinalgPass : Pass<"gpu-map-linalg", "::mlir::func::FuncOp"> {
     partials: an `scf.reduce`, which `convert-parallel-loops-to-gpu` turns
     into a `gpu.all_reduce` (warp shuffles and one shared-memory step).
     The sum's order then differs from the CPU's. The function gets
-    `loom.gpu_kernels` and `loom.gpu_block_reductions`, the counts.
+    `loom.gpu_kernels` and `loom.gpu_block_reductions`, the counts (also
+    the pass's statistics `kernels` and `block-reductions`).
 
     ```mlir
     // sum over 512 columns of each of 8 rows
@@ -187,7 +188,8 @@ def GpuMapLinalgPass : Pass<"gpu-map-linalg", "::mlir::func::FuncOp"> {
     The function gets `loom.gpu_vector_kernels`, the count of all three
     kinds, and `loom.gpu_kernel_bytes`, the bytes the kernels' operands span
     (each input read, each output written, and read as well where the
-    payload reads it and no fill was taken: a static count of the traffic).
+    payload reads it and no fill was taken: a static count of the traffic);
+    the statistics `vector-kernels` and `kernel-bytes` sum them.
 
     ```mlir
     // y = exp(x), memref<4x96xf32>: 96 threads of 4 lanes
@@ -224,6 +226,12 @@ def GpuMapLinalgPass : Pass<"gpu-map-linalg", "::mlir::func::FuncOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Linalg ops mapped to a kernel each">,
+    Statistic<"numBlockReductions", "block-reductions", "Reductions given a block per output">,
+    Statistic<"numVectorKernels", "vector-kernels", "Kernels whose threads load and store vectors">,
+    Statistic<"kernelBytes", "kernel-bytes", "Bytes the kernels operands span (reads and writes)">
+  ];
 }
 
 def GpuNameKernelsPass : Pass<"gpu-name-kernels", "::mlir::ModuleOp"> {
@@ -280,6 +288,10 @@ def GpuMergeModulesPass : Pass<"gpu-merge-modules", "::mlir::ModuleOp"> {
            "the merged module's name (made unique if taken)">
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Kernels in the merged module">,
+    Statistic<"numDuplicates", "duplicate-kernels", "Kernels dropped for an equal one">
+  ];
 }
 
 #endif // LOOM_CODEGEN_GPU_PASSES_TD

@@ -1,0 +1,47 @@
+"""Runs loomc with -v, then the pipelines it printed, one loom-opt process a
+phase, each on the previous one's output; prints the phases and whether the
+last output equals loomc's byte for byte (exit 1 if not).
+
+    reproduce_loomc.py FORWARD --emit=E [loomc flags...]
+"""
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+PHASE = re.compile(r"^loomc: phase ([a-z-]+): --pass-pipeline='(.*)'$")
+
+
+def main() -> int:
+    forward, flags = sys.argv[1], sys.argv[2:]
+    with tempfile.TemporaryDirectory() as tmp:
+        expected = os.path.join(tmp, "loomc.mlir")
+        proc = subprocess.run(["loomc", forward, *flags, "-v", "-o", expected],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            sys.exit(f"loomc failed:\n{proc.stderr}")
+        phases = [m.groups() for m in map(PHASE.match, proc.stderr.splitlines()) if m]
+        current = forward
+        for index, (phase, pipeline) in enumerate(phases):
+            print(f"phase {phase}: {pipeline.split('{')[0]}")
+            out = os.path.join(tmp, f"{index}.mlir")
+            step = subprocess.run(["loom-opt", current, f"--pass-pipeline={pipeline}", "-o", out],
+                                  capture_output=True, text=True)
+            if step.returncode:
+                sys.exit(f"loom-opt failed in phase {phase}:\n{step.stderr}")
+            current = out
+        mine, theirs = open(current, "rb").read(), open(expected, "rb").read()
+        if mine != theirs:
+            at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+            lo = max(0, at - 80)
+            print(f"differ at byte {at} ({len(mine)} and {len(theirs)} bytes): loom-opt {mine[lo:at + 80]!r}, "
+                  f"loomc {theirs[lo:at + 80]!r}")
+            return 1
+        print(f"identical: {len(mine)} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
