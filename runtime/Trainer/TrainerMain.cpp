@@ -113,18 +113,18 @@ Manifest readStepManifest() {
     fail("the compiled step's manifest is malformed: " + error);
   Manifest m;
   m.properties = std::move(parsed.properties);
-  for (loom::runtime::StepTensor &s : parsed.tensors) {
+  for (const loom::runtime::StepTensor &s : parsed.tensors) {
     Tensor t;
     t.isArgument = s.isArgument;
     t.inPlace = s.inPlace;
-    t.role = std::move(s.role);
-    t.name = std::move(s.name);
-    t.dtype = std::move(s.dtype);
     t.localCount = s.getLocalCount();
     t.fullCount = s.getFullCount();
     t.bytes = s.getBytes();
-    t.local = std::move(s.localShape);
-    t.full = std::move(s.fullShape);
+    t.role = s.role;
+    t.name = s.name;
+    t.dtype = s.dtype;
+    t.local = s.localShape;
+    t.full = s.fullShape;
     if (!t.inPlace)
       t.storage.assign((t.bytes + 7) / 8, 0.0);
     m.tensors.push_back(std::move(t));

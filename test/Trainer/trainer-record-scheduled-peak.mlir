@@ -1,0 +1,27 @@
+// Tests trainer-record-scheduled-peak: the memory timeline's peak of the
+// step, train ops whole, as the scheduler bounded it.
+// RUN: loom-opt %s -split-input-file -trainer-record-scheduled-peak -verify-diagnostics | FileCheck %s
+
+// At the add, the argument and both 16-byte temporaries are alive: 48 bytes
+// (the 4-byte loss comes after the product is freed).
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: attributes {loom.scheduled_peak_bytes = 48 : i64}
+func.func @step(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %e = tensor.empty() : tensor<4xf32>
+  %m = linalg.mul ins(%w, %w : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %e2 = tensor.empty() : tensor<4xf32>
+  %a = linalg.add ins(%m, %w : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4xf32>) -> tensor<4xf32>
+  %s = tensor.empty() : tensor<f32>
+  %r = linalg.reduce ins(%a : tensor<4xf32>) outs(%s : tensor<f32>) dimensions = [0]
+    (%x: f32, %y: f32) {
+      %sum = arith.addf %x, %y : f32
+      linalg.yield %sum : f32
+    }
+  return %r : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{trainer-record-scheduled-peak: expected a training step (a function with a train.loss result), found none}}
+module {
+}
