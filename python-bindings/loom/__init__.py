@@ -1,8 +1,9 @@
 """Loom: an MLIR-based ahead-of-time compiler for distributed training.
 
 The Python package is the front door for people who build models and read
-reports. Today it drives the ``loom-opt`` tool (:mod:`loom.opt`); the model
-builder, compile driver and report readers join it as the compiler grows.
+reports: :mod:`loom.models.llama` builds a Llama-style forward from a config,
+:mod:`loom.opt` runs Loom's tools (``loom-opt``, ``loomc``, ...) on IR, and
+:mod:`loom.memory` returns the static memory plan loomc makes for a forward.
 """
 
 from loom.opt import LoomOptError, find_loom_opt, find_tool, run_opt
