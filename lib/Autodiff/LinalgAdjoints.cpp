@@ -45,7 +45,7 @@ static bool dependsOn(Value value, Value arg) {
 }
 
 LogicalResult loom::autodiff::differentiateLinalgOp(ReverseMode &rm,
-                                                 Operation *op) {
+                                                    Operation *op) {
   auto linalgOp = cast<linalg::LinalgOp>(op);
   if (!linalgOp.hasPureTensorSemantics() || op->getNumResults() != 1)
     return op->emitOpError("train-autodiff differentiates linalg ops on "

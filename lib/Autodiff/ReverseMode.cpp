@@ -33,7 +33,7 @@ void ReverseMode::propagateActivity(ArrayRef<Operation *> ops) {
 }
 
 bool loom::autodiff::disjointSlices(OffsetSizeAndStrideOpInterface a,
-                                 OffsetSizeAndStrideOpInterface b) {
+                                    OffsetSizeAndStrideOpInterface b) {
   auto isStatic = [](OffsetSizeAndStrideOpInterface s) {
     return !ShapedType::isDynamicShape(s.getStaticOffsets()) &&
            !ShapedType::isDynamicShape(s.getStaticSizes()) &&

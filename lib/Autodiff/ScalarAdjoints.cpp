@@ -173,7 +173,7 @@ bool applyRule(ScalarBuilder &s, Operation *op, Value g,
 } // namespace
 
 Value loom::autodiff::differentiateScalar(OpBuilder &builder, Location loc,
-                                       Value result, Value seed, Value wrt) {
+                                          Value result, Value seed, Value wrt) {
   // The ops between `wrt` and `result`: those `result` depends on, in order,
   // that themselves depend on `wrt`.
   llvm::SetVector<Operation *> onPath;

@@ -44,7 +44,7 @@ static Value sliceOf(OpBuilder &b, Location loc, Value g,
 }
 
 LogicalResult loom::autodiff::differentiateTensorOp(ReverseMode &rm,
-                                                 Operation *op) {
+                                                    Operation *op) {
   OpBuilder &b = rm.getBuilder();
   Location loc = op->getLoc();
   Value g =

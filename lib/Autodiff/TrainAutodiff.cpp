@@ -1,8 +1,8 @@
 //===- TrainAutodiff.cpp - loss function to training step -----------------===//
 
 #include "ReverseMode.h"
-#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Autodiff/Passes.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

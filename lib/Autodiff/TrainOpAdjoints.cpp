@@ -54,7 +54,7 @@ static LogicalResult differentiateByDecomposition(ReverseMode &rm,
 }
 
 LogicalResult loom::autodiff::differentiateTrainOp(ReverseMode &rm,
-                                                Operation *op) {
+                                                   Operation *op) {
   OpBuilder &b = rm.getBuilder();
   Location loc = op->getLoc();
   return TypeSwitch<Operation *, LogicalResult>(op)

@@ -1,7 +1,7 @@
 //===- TrainOptimizer.cpp - append the optimizer update to a step ---------===//
 
-#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Autodiff/Passes.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

@@ -18,8 +18,8 @@ void loom::buildEntryPipeline(OpPassManager &pm, const EntryOptions &options) {
   entry.source = options.source;
   pm.addPass(trainer::createTrainerEntryPointPass(entry));
   pm.addPass(createConvertCollToLoomrtPass());
-  pm.addPass(createInlinerPass(/*opPipelines=*/{},
-                               /*defaultPipelineBuilder=*/[](OpPassManager &) {
-                               }));
+  pm.addPass(
+      createInlinerPass(/*opPipelines=*/{},
+                        /*defaultPipelineBuilder=*/[](OpPassManager &) {}));
   pm.addPass(createSymbolDCEPass());
 }

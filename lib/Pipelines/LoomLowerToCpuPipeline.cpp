@@ -10,13 +10,11 @@
 
 #include "PipelineParts.h"
 #include "loom/Codegen/CPU/Passes.h"
-#include "loom/Codegen/Common/Passes.h"
 #include "loom/Codegen/GPU/Passes.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -24,12 +22,7 @@ using namespace mlir;
 
 void loom::buildLowerToCpuPipeline(OpPassManager &pm,
                                    const LowerToCpuOptions &options) {
-  pm.addPass(bufferization::createEmptyTensorEliminationPass());
-  pipelines::addBufferize(pm);
-  pm.addPass(createCanonicalizerPass());
-  if (options.memoryPlan)
-    pm.addNestedPass<func::FuncOp>(codegen::createCodegenPackBuffersPass());
-  pm.addPass(createConvertTrainKernelsToCallsPass());
+  pipelines::addStepBufferization(pm, options.memoryPlan);
   pm.addPass(createConvertLinalgToBlasPass());
   if (options.emulateGpu) {
     codegen::GpuMapLinalgPassOptions map;

@@ -9,13 +9,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "PipelineParts.h"
-#include "loom/Codegen/Common/Passes.h"
 #include "loom/Codegen/GPU/Passes.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Conversion/Passes.h"
-#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
@@ -25,12 +23,7 @@ using namespace mlir;
 
 void loom::buildLowerToCudaPipeline(OpPassManager &pm,
                                     const LowerToCudaOptions &options) {
-  pm.addPass(bufferization::createEmptyTensorEliminationPass());
-  pipelines::addBufferize(pm);
-  pm.addPass(createCanonicalizerPass());
-  if (options.memoryPlan)
-    pm.addNestedPass<func::FuncOp>(codegen::createCodegenPackBuffersPass());
-  pm.addPass(createConvertTrainKernelsToCallsPass());
+  pipelines::addStepBufferization(pm, options.memoryPlan);
   ConvertLinalgToBlasPassOptions blas;
   blas.library = "cublas";
   pm.addPass(createConvertLinalgToBlasPass(blas));
@@ -58,8 +51,7 @@ void loom::buildLowerToCudaPipeline(OpPassManager &pm,
   pm.addPass(createGpuToLLVMConversionPass());
   // ptxas runs from the toolkit (not found under a clean environment).
   GpuModuleToBinaryPassOptions binary;
-  binary.compilationTarget =
-      options.format == GpuFormat::Ptx ? "isa" : "bin";
+  binary.compilationTarget = options.format == GpuFormat::Ptx ? "isa" : "bin";
   binary.toolkitPath = options.toolkit.empty() ? std::string(LOOM_CUDA_ROOT)
                                                : options.toolkit.getValue();
   pm.addPass(createGpuModuleToBinaryPass(binary));

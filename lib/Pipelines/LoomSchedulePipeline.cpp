@@ -48,6 +48,5 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
   schedule.memoryLimitMb = options.memoryLimitMb;
   schedule.memoryHeadroomMb = options.memoryHeadroomMb;
   schedule.distance = options.distance;
-  pm.addNestedPass<func::FuncOp>(
-      coll::createCollOverlapSchedulePass(schedule));
+  pm.addNestedPass<func::FuncOp>(coll::createCollOverlapSchedulePass(schedule));
 }

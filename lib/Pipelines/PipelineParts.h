@@ -15,6 +15,12 @@ namespace loom::pipelines {
 /// layouts at function boundaries, then the deallocations.
 void addBufferize(mlir::OpPassManager &pm);
 
+/// The planned step to buffers, as both targets lower it: each op whose
+/// result is inserted into a new tensor writes into it, bufferisation,
+/// what it allocated outside the plan packed (with `memoryPlan`), and the
+/// runtime kernels called.
+void addStepBufferization(mlir::OpPassManager &pm, bool memoryPlan);
+
 /// Affine, strided metadata and 16-bit floats the host cannot compute in
 /// (x86 has no bf16 arithmetic and libgcc 12 no bf16 conversions: the ops
 /// left in bf16 compute in f32, and the casts become integer code), down

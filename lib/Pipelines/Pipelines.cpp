@@ -2,6 +2,8 @@
 
 #include "loom/Pipelines/Pipelines.h"
 #include "PipelineParts.h"
+#include "loom/Codegen/Common/Passes.h"
+#include "loom/Conversion/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -10,6 +12,7 @@
 #include "mlir/Dialect/Math/Transforms/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 
@@ -32,6 +35,15 @@ void loom::pipelines::addBufferize(OpPassManager &pm) {
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
+}
+
+void loom::pipelines::addStepBufferization(OpPassManager &pm, bool memoryPlan) {
+  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  addBufferize(pm);
+  pm.addPass(createCanonicalizerPass());
+  if (memoryPlan)
+    pm.addNestedPass<func::FuncOp>(codegen::createCodegenPackBuffersPass());
+  pm.addPass(createConvertTrainKernelsToCallsPass());
 }
 
 void loom::pipelines::addHostScalarLowering(OpPassManager &pm) {

@@ -17,9 +17,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Support/AttrNames.h"
-#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

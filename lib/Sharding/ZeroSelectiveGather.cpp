@@ -2,8 +2,8 @@
 
 #include "loom/Analysis/CostModel.h"
 #include "loom/Dialect/Coll/CollOps.h"
-#include "loom/Sharding/Passes.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Sharding/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 

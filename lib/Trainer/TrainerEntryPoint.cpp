@@ -103,18 +103,18 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
     if (auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(attrs::kFullShape)
                           : DenseI64ArrayAttr())
       t.fullShape.assign(full.asArrayRef().begin(), full.asArrayRef().end());
-    t.inPlace = !isArg && tied && index < size_t(tied.size()) &&
-                tied[index] >= 0;
+    t.inPlace =
+        !isArg && tied && index < size_t(tied.size()) && tied[index] >= 0;
     tensors.push_back(std::move(t));
     return success();
   };
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (failed(describe(fn.getArgumentTypes()[i], fn.getArgAttrDict(i), true,
-                        i)))
+    if (failed(
+            describe(fn.getArgumentTypes()[i], fn.getArgAttrDict(i), true, i)))
       return failure();
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    if (failed(describe(fn.getResultTypes()[i], fn.getResultAttrDict(i),
-                        false, i)))
+    if (failed(describe(fn.getResultTypes()[i], fn.getResultAttrDict(i), false,
+                        i)))
       return failure();
   return tensors;
 }
@@ -157,18 +157,17 @@ describeProperties(func::FuncOp step, StringRef source) {
     llvm::raw_string_ostream(text) << lr.getValueAsDouble();
     properties["lr"] = text;
   }
-  properties["source"] =
-      sourceOf(step->getParentOfType<ModuleOp>(), source);
+  properties["source"] = sourceOf(step->getParentOfType<ModuleOp>(), source);
   if (auto peak = step->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes))
     properties["scheduled_peak_bytes"] = std::to_string(peak.getInt());
   // With a memory plan, the timeline it placed; without, the same timeline
   // of the step as it will be lowered.
   auto timeline = step->getAttrOfType<IntegerAttr>(attrs::kTimelinePeakBytes);
-  properties["predicted_peak_bytes"] = std::to_string(
-      timeline ? timeline.getInt()
-               : MemoryTimeline(step.getBody().front(),
-                                {/*callerOwnedResults=*/true})
-                     .getPeakBytes());
+  properties["predicted_peak_bytes"] =
+      std::to_string(timeline ? timeline.getInt()
+                              : MemoryTimeline(step.getBody().front(),
+                                               {/*callerOwnedResults=*/true})
+                                    .getPeakBytes());
   return properties;
 }
 
@@ -192,8 +191,8 @@ func::FuncOp buildEntryFunction(ModuleOp module, func::FuncOp step) {
   builder.setInsertionPointToStart(body);
   SmallVector<Value> inputs;
   for (auto [index, t] : llvm::enumerate(type.getInputs())) {
-    auto toTensor = bufferization::ToTensorOp::create(
-        builder, loc, t, body->getArgument(index));
+    auto toTensor = bufferization::ToTensorOp::create(builder, loc, t,
+                                                      body->getArgument(index));
     toTensor.setRestrict(true);
     inputs.push_back(toTensor);
   }

@@ -57,11 +57,10 @@ LogicalResult buildPackedEntry(ModuleOp module, const StepManifest &manifest) {
 
   std::string text = manifest.print();
   text.push_back('\0');
-  LLVM::GlobalOp::create(builder, loc,
-                         LLVM::LLVMArrayType::get(builder.getI8Type(),
-                                                  text.size()),
-                         /*isConstant=*/true, LLVM::Linkage::External,
-                         symbols::kStepManifest, builder.getStringAttr(text));
+  LLVM::GlobalOp::create(
+      builder, loc, LLVM::LLVMArrayType::get(builder.getI8Type(), text.size()),
+      /*isConstant=*/true, LLVM::Linkage::External, symbols::kStepManifest,
+      builder.getStringAttr(text));
 
   auto packed = LLVM::LLVMFuncOp::create(
       builder, loc, symbols::kStepPacked,
@@ -74,9 +73,9 @@ LogicalResult buildPackedEntry(ModuleOp module, const StepManifest &manifest) {
   };
   SmallVector<Value> args;
   for (auto [index, tensor] : llvm::enumerate(manifest.tensors)) {
-    Value slot = LLVM::GEPOp::create(builder, loc, ptr, ptr,
-                                     body->getArgument(0),
-                                     ArrayRef<LLVM::GEPArg>{int32_t(index)});
+    Value slot =
+        LLVM::GEPOp::create(builder, loc, ptr, ptr, body->getArgument(0),
+                            ArrayRef<LLVM::GEPArg>{int32_t(index)});
     Value data = LLVM::LoadOp::create(builder, loc, ptr, slot);
     // The descriptor: allocated, aligned, offset, sizes, strides.
     args.append({data, data, constant(0)});

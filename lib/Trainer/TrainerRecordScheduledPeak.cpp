@@ -25,10 +25,10 @@ struct TrainerRecordScheduledPeakPass
       return signalPassFailure();
     }
     Builder builder(&getContext());
-    step->setAttr(loom::attrs::kScheduledPeakBytes,
-                  builder.getI64IntegerAttr(
-                      loom::MemoryTimeline(step.getBody().front())
-                          .getPeakBytes()));
+    step->setAttr(
+        loom::attrs::kScheduledPeakBytes,
+        builder.getI64IntegerAttr(
+            loom::MemoryTimeline(step.getBody().front()).getPeakBytes()));
     markAllAnalysesPreserved();
   }
 };

@@ -14,10 +14,10 @@
 using loom::runtime::backend;
 
 // Each name the compiler calls is a function loomrt.h declares.
-#define LOOMRT_CHECK_SYMBOL(constant, function)                              \
-  static_assert(std::string_view(loom::runtime::symbols::constant) ==        \
-                    #function,                                               \
-                "Symbols.h's " #constant " is not " #function);              \
+#define LOOMRT_CHECK_SYMBOL(constant, function)                                \
+  static_assert(std::string_view(loom::runtime::symbols::constant) ==          \
+                    #function,                                                 \
+                "Symbols.h's " #constant " is not " #function);                \
   static_assert(sizeof(&function) != 0, #function " is not declared");
 LOOMRT_CHECK_SYMBOL(kCollStart, loomrt_coll_start)
 LOOMRT_CHECK_SYMBOL(kCollWait, loomrt_coll_wait)

@@ -1,4 +1,5 @@
-//===- RuntimeSupport.h - pieces the loomrt backends share ---------*- C++ -*-===//
+//===- RuntimeSupport.h - pieces the loomrt backends share ---------*- C++
+//-*-===//
 //
 // Private to the runtime: the allocation counter behind loomrt_host_* (which
 // libloomtrainer defines, and the CUDA backend feeds with its device

@@ -7,16 +7,15 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "loom/Runtime/Bf16.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/loomrt.h"
-#include "loom/Runtime/Bf16.h"
 
 #include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
-#include <thread>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +24,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern "C" void loom_step_packed(void **buffers);

@@ -80,28 +80,27 @@ static cl::opt<std::string> outputFile("o", cl::desc("output file"),
                                        cl::Required, cl::cat(loomcCategory));
 static cl::opt<loom::Target> target(
     "target", cl::desc("what the trainer runs on"),
-    cl::values(clEnumValN(loom::Target::Cpu, "cpu",
-                          "loops, OpenBLAS, MPI"),
+    cl::values(clEnumValN(loom::Target::Cpu, "cpu", "loops, OpenBLAS, MPI"),
                clEnumValN(loom::Target::Cuda, "cuda",
                           "NVVM kernels, cuBLAS, NCCL")),
     cl::init(loom::Target::Cpu), cl::cat(loomcCategory));
 static cl::opt<Emit> emit(
     "emit", cl::desc("what to write"),
-    cl::values(
-        clEnumValN(Emit::TrainingStep, "training-step",
-                   "the training step (after the training-step phase)"),
-        clEnumValN(Emit::Step, "step",
-                   "the sharded, scheduled step (after sharding)"),
-        clEnumValN(Emit::MemoryPlan, "memory-plan",
-                   "the planned step (after memory-plan)"),
-        clEnumValN(Emit::Mlir, "mlir",
-                   "the entry point with runtime calls (after entry)"),
-        clEnumValN(Emit::LlvmMlir, "llvm-mlir",
-                   "the LLVM dialect (after lowering)"),
-        clEnumValN(Emit::Ptx, "ptx", "with --target=cuda: the kernels' PTX"),
-        clEnumValN(Emit::Llvm, "llvm", "LLVM IR"),
-        clEnumValN(Emit::Obj, "obj", "an object file"),
-        clEnumValN(Emit::Exe, "exe", "the trainer executable")),
+    cl::values(clEnumValN(Emit::TrainingStep, "training-step",
+                          "the training step (after the training-step phase)"),
+               clEnumValN(Emit::Step, "step",
+                          "the sharded, scheduled step (after sharding)"),
+               clEnumValN(Emit::MemoryPlan, "memory-plan",
+                          "the planned step (after memory-plan)"),
+               clEnumValN(Emit::Mlir, "mlir",
+                          "the entry point with runtime calls (after entry)"),
+               clEnumValN(Emit::LlvmMlir, "llvm-mlir",
+                          "the LLVM dialect (after lowering)"),
+               clEnumValN(Emit::Ptx, "ptx",
+                          "with --target=cuda: the kernels' PTX"),
+               clEnumValN(Emit::Llvm, "llvm", "LLVM IR"),
+               clEnumValN(Emit::Obj, "obj", "an object file"),
+               clEnumValN(Emit::Exe, "exe", "the trainer executable")),
     cl::init(Emit::Exe), cl::cat(loomcCategory));
 static cl::opt<bool> verbose("v",
                              cl::desc("print each phase's pipeline (as "
@@ -351,8 +350,7 @@ LogicalResult emitObject(llvm::Module &module, StringRef path) {
   TargetOptions options;
   options.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
-      triple, sys::getHostCPUName(), "", options, Reloc::PIC_,
-      std::nullopt,
+      triple, sys::getHostCPUName(), "", options, Reloc::PIC_, std::nullopt,
       optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
   module.setTargetTriple(triple);
   module.setDataLayout(machine->createDataLayout());
@@ -404,7 +402,7 @@ LogicalResult link(StringRef object, StringRef exe) {
   SmallString<256> trainer(runtimeDir), runtime(runtimeDir);
   sys::path::append(trainer, "libloomtrainer.a");
   sys::path::append(runtime, target == loom::Target::Cuda ? "libloomrt_cuda.a"
-                                                         : "libloomrt_mpi.a");
+                                                          : "libloomrt_mpi.a");
   for (StringRef lib : {trainer.str(), runtime.str()})
     if (!sys::fs::exists(lib)) {
       errs() << "loomc: error: link: " << lib
@@ -452,10 +450,9 @@ LogicalResult link(StringRef object, StringRef exe) {
     errs() << "\n";
   }
   std::string error;
-  if (sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error) !=
-      0) {
-    errs() << "loomc: error: the link phase failed" << (error.empty() ? "" : ": ")
-           << error << "\n";
+  if (sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error) != 0) {
+    errs() << "loomc: error: the link phase failed"
+           << (error.empty() ? "" : ": ") << error << "\n";
     return failure();
   }
   return success();

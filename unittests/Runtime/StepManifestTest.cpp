@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Runtime/StepManifest.h"
 #include "loom/Dialect/Coll/CollDialect.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Runtime/StepManifest.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -49,12 +49,13 @@ StepManifest example() {
 }
 
 TEST(StepManifestTest, PrintsTheDocumentedLines) {
-  EXPECT_EQ(example().print(), "loom-step 1\n"
-                               "lr 1.000000e-03\n"
-                               "world_size 4\n"
-                               "arg param layers.0.w bf16 16 8x8\n"
-                               "result loss loss f32 - -\n"
-                               "result param layers.0.w bf16 16 8x8 in-place\n");
+  EXPECT_EQ(example().print(),
+            "loom-step 1\n"
+            "lr 1.000000e-03\n"
+            "world_size 4\n"
+            "arg param layers.0.w bf16 16 8x8\n"
+            "result loss loss f32 - -\n"
+            "result param layers.0.w bf16 16 8x8 in-place\n");
 }
 
 TEST(StepManifestTest, ParsesWhatItPrints) {

@@ -1,4 +1,4 @@
-//===- Passes.h - autodiff and the optimizer (train-autodiff, train-optimizer) -*- C++ -*-===//
+//===- Passes.h - autodiff and the optimizer --------------------*- C++ -*-===//
 
 #ifndef LOOM_AUTODIFF_PASSES_H
 #define LOOM_AUTODIFF_PASSES_H

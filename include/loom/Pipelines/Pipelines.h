@@ -113,9 +113,9 @@ struct SchedulePipelineOptions
       llvm::cl::desc("absolute limit in MiB (0: the original peak plus "
                      "the headroom)"),
       llvm::cl::init(0)};
-  Option<double> memoryHeadroomMb{
-      *this, "memory-headroom-mb",
-      llvm::cl::desc("MiB above the original peak"), llvm::cl::init(0)};
+  Option<double> memoryHeadroomMb{*this, "memory-headroom-mb",
+                                  llvm::cl::desc("MiB above the original peak"),
+                                  llvm::cl::init(0)};
   Option<double> gatherBudgetMb{
       *this, "gather-budget-mb",
       llvm::cl::desc("memory for parameters kept gathered from the forward "
@@ -148,8 +148,7 @@ inline auto targetDefaultValues() {
       clEnumValN(TargetDefault::Off, "false", "off"));
 }
 
-struct MemoryPlanOptions
-    : public mlir::PassPipelineOptions<MemoryPlanOptions> {
+struct MemoryPlanOptions : public mlir::PassPipelineOptions<MemoryPlanOptions> {
   Option<Target> target{
       *this, "target", llvm::cl::desc("the target"),
       llvm::cl::init(Target::Cpu),
@@ -176,11 +175,10 @@ struct MemoryPlanOptions
                      "(train-decompose{embedding-kernel}; auto: on for "
                      "cuda)"),
       llvm::cl::init(TargetDefault::Auto), targetDefaultValues()};
-  Option<bool> widenCompute{
-      *this, "widen-compute",
-      llvm::cl::desc("compute bf16/f16 linalg ops in f32 "
-                     "(codegen-widen-compute)"),
-      llvm::cl::init(true)};
+  Option<bool> widenCompute{*this, "widen-compute",
+                            llvm::cl::desc("compute bf16/f16 linalg ops in f32 "
+                                           "(codegen-widen-compute)"),
+                            llvm::cl::init(true)};
   Option<TargetDefault> fuseElementwise{
       *this, "gpu-fuse-elementwise",
       llvm::cl::desc("with GPU kernels: fuse elementwise producers into "
@@ -215,8 +213,7 @@ struct EntryOptions : public mlir::PassPipelineOptions<EntryOptions> {
       llvm::cl::init("")};
 };
 
-struct LowerToCpuOptions
-    : public mlir::PassPipelineOptions<LowerToCpuOptions> {
+struct LowerToCpuOptions : public mlir::PassPipelineOptions<LowerToCpuOptions> {
   Option<bool> memoryPlan{
       *this, "memory-plan",
       llvm::cl::desc("place what bufferisation allocates outside the plan "

@@ -65,7 +65,8 @@ int64_t foldInitFills(RewriterBase &rewriter, linalg::LinalgOp op) {
 }
 
 struct CodegenFoldInitFillsPass
-    : loom::codegen::impl::CodegenFoldInitFillsPassBase<CodegenFoldInitFillsPass> {
+    : loom::codegen::impl::CodegenFoldInitFillsPassBase<
+          CodegenFoldInitFillsPass> {
   void runOnOperation() override {
     SmallVector<linalg::LinalgOp> ops;
     getOperation().walk([&](linalg::LinalgOp op) {

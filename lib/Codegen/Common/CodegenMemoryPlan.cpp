@@ -9,8 +9,8 @@
 
 #include "loom/Analysis/ArenaPacker.h"
 #include "loom/Analysis/MemoryTimeline.h"
-#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Codegen/Common/Passes.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -160,7 +160,8 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
 }
 
 struct CodegenMemoryPlanPass
-    : public loom::codegen::impl::CodegenMemoryPlanPassBase<CodegenMemoryPlanPass> {
+    : public loom::codegen::impl::CodegenMemoryPlanPassBase<
+          CodegenMemoryPlanPass> {
   using CodegenMemoryPlanPassBase::CodegenMemoryPlanPassBase;
 
   void runOnOperation() override {

@@ -87,7 +87,8 @@ std::optional<Buffer> analyse(memref::AllocOp alloc, Block &block,
 }
 
 struct CodegenPackBuffersPass
-    : public loom::codegen::impl::CodegenPackBuffersPassBase<CodegenPackBuffersPass> {
+    : public loom::codegen::impl::CodegenPackBuffersPassBase<
+          CodegenPackBuffersPass> {
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.isExternal() || !func.getBody().hasOneBlock())

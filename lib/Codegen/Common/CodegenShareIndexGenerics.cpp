@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "loom/Codegen/Common/Passes.h"
+#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

@@ -11,9 +11,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Codegen/Common/Passes.h"
 #include "loom/Dialect/Coll/CollInterfaces.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Codegen/Common/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Codegen/Utils/GemmMatch.h"
 #include "loom/Codegen/Common/Passes.h"
+#include "loom/Codegen/Utils/GemmMatch.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -6,9 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Dialect/Coll/CollOps.h"
-#include "loom/Codegen/Utils/GemmMatch.h"
 #include "loom/Codegen/GPU/Passes.h"
+#include "loom/Codegen/Utils/GemmMatch.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -61,8 +61,7 @@ bool allowFusion(OpOperand *operand) {
 }
 
 struct GpuFuseElementwisePass
-    : loom::codegen::impl::GpuFuseElementwisePassBase<
-          GpuFuseElementwisePass> {
+    : loom::codegen::impl::GpuFuseElementwisePassBase<GpuFuseElementwisePass> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Codegen/Utils/ReductionMatch.h"
 #include "loom/Codegen/GPU/Passes.h"
+#include "loom/Codegen/Utils/ReductionMatch.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

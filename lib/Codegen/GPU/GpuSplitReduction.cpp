@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Codegen/GPU/Passes.h"
 #include "loom/Codegen/Utils/GemmMatch.h"
 #include "loom/Codegen/Utils/ReductionMatch.h"
-#include "loom/Codegen/GPU/Passes.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -31,10 +31,10 @@ std::optional<double> loom::codegen::mulAddAlpha(linalg::LinalgOp op) {
                    (operand(mul.getLhs()) == b && operand(mul.getRhs()) == a));
   };
   // mul, add and yield (and the scaling mul), besides the casts.
-  size_t ops = body->getOperations().size() -
-               llvm::count_if(*body, [](Operation &op) {
-                 return isa<arith::ExtFOp>(op);
-               });
+  size_t ops =
+      body->getOperations().size() - llvm::count_if(*body, [](Operation &op) {
+        return isa<arith::ExtFOp>(op);
+      });
   if (isProduct(product))
     return ops == 3 ? std::optional<double>(1.0) : std::nullopt;
   auto scaled = product.getDefiningOp<arith::MulFOp>();

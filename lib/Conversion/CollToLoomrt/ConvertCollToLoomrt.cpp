@@ -1,10 +1,10 @@
 //===- ConvertCollToLoomrt.cpp - coll ops to loomrt calls -----------------===//
 
 #include "loom/Conversion/CollToLoomrt.h"
-#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Conversion/Passes.h"
-#include "loom/Runtime/loomrt.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Runtime/Symbols.h"
+#include "loom/Runtime/loomrt.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -78,8 +78,7 @@ std::string checkLowerable(CollectiveOpInterface start) {
 }
 
 struct ConvertCollToLoomrtPass
-    : public loom::impl::ConvertCollToLoomrtPassBase<
-          ConvertCollToLoomrtPass> {
+    : public loom::impl::ConvertCollToLoomrtPassBase<ConvertCollToLoomrtPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     CollOpsToLower ops = collectCollOps(module);
@@ -100,9 +99,9 @@ struct ConvertCollToLoomrtPass
     func::FuncOp startFn = declarePrivateFunction(
         module, symbols::kCollStart,
         builder.getFunctionType(SmallVector<Type>(8, i64), {i64}));
-    func::FuncOp waitFn = declarePrivateFunction(
-        module, symbols::kCollWait,
-        builder.getFunctionType({i64, i64, i64}, {}));
+    func::FuncOp waitFn =
+        declarePrivateFunction(module, symbols::kCollWait,
+                               builder.getFunctionType({i64, i64, i64}, {}));
     for (Operation *op : ops.starts) {
       auto start = cast<CollectiveOpInterface>(op);
       auto wait = cast<WaitOp>(start.getWait());

@@ -199,8 +199,7 @@ linalg::FillOp zeroFillBefore(linalg::LinalgOp op, const Gemm &gemm) {
 }
 
 struct ConvertLinalgToBlasPass
-    : public loom::impl::ConvertLinalgToBlasPassBase<
-          ConvertLinalgToBlasPass> {
+    : public loom::impl::ConvertLinalgToBlasPassBase<ConvertLinalgToBlasPass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -240,12 +239,11 @@ struct ConvertLinalgToBlasPass
           batched = l;
       // The Debian OpenBLAS has no bf16 GEMM: the runtime's does it.
       bool runtime = cublas || batched || routine.ends_with("bgemm");
-      std::string name =
-          (Twine(cublas    ? symbols::kCublasPrefix
-                : runtime ? symbols::kLoomCblasPrefix
-                          : symbols::kCblasPrefix) +
-           routine + (batched ? "_batched" : ""))
-              .str();
+      std::string name = (Twine(cublas    ? symbols::kCublasPrefix
+                                : runtime ? symbols::kLoomCblasPrefix
+                                          : symbols::kCblasPrefix) +
+                          routine + (batched ? "_batched" : ""))
+                             .str();
       func::FuncOp callee;
       {
         OpBuilder::InsertionGuard guard(builder);

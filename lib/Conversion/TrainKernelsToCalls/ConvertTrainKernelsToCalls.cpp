@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -44,8 +44,7 @@ Value addressOf(OpBuilder &b, Location loc, Value buffer) {
 }
 
 struct ConvertKernelsToCalls
-    : loom::impl::ConvertTrainKernelsToCallsPassBase<
-          ConvertKernelsToCalls> {
+    : loom::impl::ConvertTrainKernelsToCallsPassBase<ConvertKernelsToCalls> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<CallKernelOp> calls;

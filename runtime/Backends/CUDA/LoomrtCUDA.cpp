@@ -187,12 +187,6 @@ Context &context() {
   return instance;
 }
 
-} // namespace
-
-loom::runtime::Backend &loom::runtime::backend() { return context(); }
-
-namespace {
-
 int Context::init(int *argc, char ***argv) {
   if (MPI_Init(argc, argv) != MPI_SUCCESS) {
     std::fprintf(stderr, "loomrt: MPI_Init failed\n");
@@ -415,8 +409,8 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
     abort("a collective started before loomrt_init");
   busy();
   int64_t handle = int64_t(collectives.size());
-  std::string what =
-      std::string(loom::runtime::collectiveKindName(kind)) + " #" + std::to_string(handle);
+  std::string what = std::string(loom::runtime::collectiveKindName(kind)) +
+                     " #" + std::to_string(handle);
   bool counts = kind == LOOMRT_ALL_GATHER       ? inCount * size == outCount
                 : kind == LOOMRT_REDUCE_SCATTER ? inCount == outCount * size
                 : kind == LOOMRT_BROADCAST
@@ -475,15 +469,17 @@ void Context::wait(int64_t handle, int64_t in, int64_t out) {
     abort("coll.wait with buffers that differ from its start's");
   c.waited = true;
   check(cudaStreamWaitEvent(compute, c.done, 0),
-        std::string("waiting for ") + loom::runtime::collectiveKindName(c.kind) + " #" +
+        std::string("waiting for ") +
+            loom::runtime::collectiveKindName(c.kind) + " #" +
             std::to_string(handle));
 }
 
 std::string Context::pending() {
   for (size_t i = 0; i < collectives.size(); ++i)
     if (cudaEventQuery(collectives[i].done) == cudaErrorNotReady)
-      return std::string(loom::runtime::collectiveKindName(collectives[i].kind)) + " #" +
-             std::to_string(i);
+      return std::string(
+                 loom::runtime::collectiveKindName(collectives[i].kind)) +
+             " #" + std::to_string(i);
   return "";
 }
 
@@ -517,8 +513,8 @@ void Context::stepSync() {
   for (size_t i = 0; i < collectives.size(); ++i) {
     Collective &c = collectives[i];
     if (!c.waited)
-      abort(std::string(loom::runtime::collectiveKindName(c.kind)) + " #" + std::to_string(i) +
-            " was started but never waited for");
+      abort(std::string(loom::runtime::collectiveKindName(c.kind)) + " #" +
+            std::to_string(i) + " was started but never waited for");
     // The duration from its own events (a float of milliseconds since
     // init would lose microseconds in a long run), the start from the init
     // event.
@@ -526,7 +522,8 @@ void Context::stepSync() {
     check(cudaEventElapsedTime(&ms, c.begin, c.done), "timing");
     check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
     double begin = epochEventUs + startMs * 1e3;
-    recorder().collective(loom::runtime::collectiveKindName(c.kind), begin, begin + ms * 1e3);
+    recorder().collective(loom::runtime::collectiveKindName(c.kind), begin,
+                          begin + ms * 1e3);
     spareEvents.push_back(c.begin);
     spareEvents.push_back(c.done);
   }
@@ -1022,3 +1019,6 @@ void mgpuMemset32(void *dst, unsigned value, size_t count, void *stream) {
 }
 
 } // extern "C"
+
+// BackendCApi.cpp's entry points run on this backend.
+loom::runtime::Backend &loom::runtime::backend() { return context(); }

@@ -12,8 +12,8 @@
 
 #include "Backends/Backend.h"
 #include "Backends/RuntimeSupport.h"
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <mpi.h>
 
@@ -72,12 +72,6 @@ Context &context() {
   static Context instance;
   return instance;
 }
-
-} // namespace
-
-loom::runtime::Backend &loom::runtime::backend() { return context(); }
-
-namespace {
 
 int Context::init(int *argc, char ***argv) {
   int provided = 0;
@@ -150,7 +144,8 @@ void Context::run(Collective &c) {
     break;
   }
   if (status != MPI_SUCCESS)
-    abort(std::string("MPI error in ") + loom::runtime::collectiveKindName(c.kind));
+    abort(std::string("MPI error in ") +
+          loom::runtime::collectiveKindName(c.kind));
   if (c.reduction == LOOMRT_AVG &&
       (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE)) {
     if (c.dtype == LOOMRT_F64)
@@ -182,10 +177,9 @@ void Context::reduceBf16(Collective &c) {
 int64_t Context::start(const loom::runtime::CollRequest &r) {
   if (!initialised)
     abort("a collective started before loomrt_init");
-  auto owned = std::make_unique<Collective>(
-      Collective{r.kind, r.reduction, r.dtype, r.arg,
-                 reinterpret_cast<char *>(r.in), reinterpret_cast<char *>(r.out),
-                 r.inCount, r.outCount});
+  auto owned = std::make_unique<Collective>(Collective{
+      r.kind, r.reduction, r.dtype, r.arg, reinterpret_cast<char *>(r.in),
+      reinterpret_cast<char *>(r.out), r.inCount, r.outCount});
   Collective *collective = owned.get();
   std::lock_guard<std::mutex> lock(mutex);
   int64_t handle = int64_t(collectives.size());
@@ -196,8 +190,8 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
     std::lock_guard<std::mutex> lock(mutex);
     collective->endUs = nowUs();
     collective->done = true;
-    recorder().collective(loom::runtime::collectiveKindName(collective->kind), collective->beginUs,
-                          collective->endUs);
+    recorder().collective(loom::runtime::collectiveKindName(collective->kind),
+                          collective->beginUs, collective->endUs);
   });
   wake.notify_one();
   return handle;
@@ -310,3 +304,6 @@ void loomrt_step_sync(void) {}
 int64_t loomrt_device_used_bytes(void) { return -1; }
 
 } // extern "C"
+
+// BackendCApi.cpp's entry points run on this backend.
+loom::runtime::Backend &loom::runtime::backend() { return context(); }

@@ -12,8 +12,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <cblas.h>
 

@@ -11,8 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <cblas.h>
 #include <type_traits>

@@ -9,8 +9,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/CrossEntropyMath.h"
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <string>
 

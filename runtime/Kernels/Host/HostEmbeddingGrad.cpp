@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "Kernels/EmbeddingGradOrder.h"
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <algorithm>
 #include <string>

@@ -15,8 +15,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmbeddingGrad.h"
-#include "loom/Runtime/loomrt.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/loomrt.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,8 @@
 //===- EmbeddingDecomposition.cpp - embedding and its gradient in linalg --===//
 
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Utils/LinalgBuilder.h"
 #include "loom/Runtime/Symbols.h"
+#include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -146,9 +146,8 @@ loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
   auto call = CallKernelOp::create(
       builder, loc, TypeRange{resultType, scratchType},
       FlatSymbolRefAttr::get(builder.getContext(),
-                             elementType.isF32()
-                                 ? symbols::kEmbeddingGradF32
-                                 : symbols::kEmbeddingGradBf16),
+                             elementType.isF32() ? symbols::kEmbeddingGradF32
+                                                 : symbols::kEmbeddingGradBf16),
       ValueRange{flat.ids, flat.grad},
       ValueRange{lb.empty(resultType.getShape(), elementType),
                  lb.empty({tokens, width}, f32)},

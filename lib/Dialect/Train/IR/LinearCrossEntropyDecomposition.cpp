@@ -16,12 +16,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "CrossEntropyParts.h"
+#include "loom/Runtime/Symbols.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
-#include "loom/Runtime/Symbols.h"
 
 using namespace mlir;
 namespace symbols = loom::runtime::symbols;

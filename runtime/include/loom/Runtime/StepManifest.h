@@ -150,8 +150,7 @@ struct StepManifest {
 private:
   /// "4x32" or "-" (a scalar); the bytes of the largest element type within
   /// int64.
-  static bool parseShape(const std::string &text,
-                         std::vector<int64_t> &shape) {
+  static bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
     shape.clear();
     if (text == "-")
       return true;
