@@ -234,6 +234,17 @@ struct TrainerEntryPointPass
           << runtime::symbols::kStep;
       return signalPassFailure();
     }
+    // Each result is written into its own buffer or an argument's.
+    if (auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults))
+      if (tied.size() != int64_t(step.getNumResults()) ||
+          llvm::any_of(tied.asArrayRef(), [&](int64_t arg) {
+            return arg < -1 || arg >= int64_t(step.getNumArguments());
+          })) {
+        step.emitOpError("trainer-entry-point: expected ")
+            << attrs::kTiedResults << " to hold one argument index or -1 per "
+            << "result, got " << tied;
+        return signalPassFailure();
+      }
     FailureOr<SmallVector<StepTensor>> tensors = describeTensors(step);
     if (failed(tensors))
       return signalPassFailure();

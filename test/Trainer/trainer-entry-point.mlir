@@ -80,3 +80,12 @@ func.func @step(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.lo
 func.func @loom_step() {
   return
 }
+
+// -----
+
+// expected-error @+1 {{trainer-entry-point: expected loom.tied_results to hold one argument index or -1 per result, got array<i64: 3>}}
+func.func @bad_tie(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss})
+    attributes {loom.tied_results = array<i64: 3>} {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
+}

@@ -23,7 +23,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitAllDialects.h"
-#include "loom/InitAllPasses.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -56,7 +55,8 @@ using namespace llvm;
 
 namespace {
 
-/// Where loomc stops: after a phase, or at a file format.
+/// Where loomc stops: after a phase, or at a file format, in the order it
+/// reaches them.
 enum class Emit {
   TrainingStep,
   Step,
