@@ -112,6 +112,18 @@ LogicalResult loom::autodiff::differentiateLinalgOp(ReverseMode &rm,
   if (accumulates)
     rm.accumulate(generic.getDpsInits()[0], resultGrad);
 
+  // The body ops `term` is computed from: the adjoint recomputes these and
+  // nothing else (the accumulation reads the output, whose type the
+  // adjoint's accumulator does not have).
+  llvm::SmallPtrSet<Operation *, 16> termSlice;
+  SmallVector<Value> worklist = {term};
+  while (!worklist.empty()) {
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def || def->getBlock() != &body || !termSlice.insert(def).second)
+      continue;
+    llvm::append_range(worklist, def->getOperands());
+  }
+
   SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
   AffineMap outputMap = maps[numInputs];
   SmallVector<Value> forwardInputs(generic.getDpsInputs());
@@ -144,9 +156,9 @@ LogicalResult loom::autodiff::differentiateLinalgOp(ReverseMode &rm,
           IRMapping mapping;
           for (unsigned j = 0; j < numInputs; ++j)
             mapping.map(body.getArgument(j), args[1 + j]);
-          mapping.map(outArg, args.back());
           for (Operation &bodyOp : body.without_terminator())
-            b.clone(bodyOp, mapping);
+            if (termSlice.contains(&bodyOp))
+              b.clone(bodyOp, mapping);
           Value derivative = differentiateScalar(b, loc, mapping.lookup(term),
                                                  args[0], args[1 + k]);
           if (!derivative) {

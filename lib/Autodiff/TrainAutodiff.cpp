@@ -3,6 +3,7 @@
 #include "ReverseMode.h"
 #include "loom/Autodiff/Passes.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -30,10 +31,18 @@ static LogicalResult differentiateFunction(func::FuncOp func,
                                            unsigned lossIndex) {
   if (!func.getBody().hasOneBlock())
     return func.emitOpError("train-autodiff expects a single-block function");
+  // Adjoints are built from the shapes of the values they belong to.
+  if (failed(loom::checkStaticShapes(func, "train-autodiff")))
+    return failure();
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
     if (func.getResultAttr(i, TrainDialect::kGradAttrName))
       return func.emitOpError("already returns gradients; train-autodiff "
                               "runs once per function");
+  for (BlockArgument arg : func.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), TrainDialect::kStateAttrName))
+      return func.emitOpError("is already a training step (argument #")
+             << arg.getArgNumber()
+             << " is optimizer state); train-autodiff runs on the forward";
   Block &block = func.getBody().front();
   auto ret = cast<func::ReturnOp>(block.getTerminator());
   Value loss = ret.getOperand(lossIndex);
@@ -42,9 +51,15 @@ static LogicalResult differentiateFunction(func::FuncOp func,
   for (Operation &op : block.without_terminator())
     forward.push_back(&op);
   SmallVector<BlockArgument> params;
-  for (BlockArgument arg : func.getArguments())
-    if (func.getArgAttr(arg.getArgNumber(), TrainDialect::kParamAttrName))
-      params.push_back(arg);
+  for (BlockArgument arg : func.getArguments()) {
+    if (!func.getArgAttr(arg.getArgNumber(), TrainDialect::kParamAttrName))
+      continue;
+    if (!isa<RankedTensorType>(arg.getType()))
+      return func.emitOpError("train-autodiff differentiates with respect to "
+                              "tensors; parameter argument #")
+             << arg.getArgNumber() << " is " << arg.getType();
+    params.push_back(arg);
+  }
 
   OpBuilder builder(ret);
   ReverseMode rm(builder);

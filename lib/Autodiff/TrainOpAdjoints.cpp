@@ -18,7 +18,7 @@ using namespace loom::train;
 using namespace loom::autodiff;
 
 bool loom::autodiff::isTrainDifferentiable(Operation *op) {
-  return isa<TrainDialect>(op->getDialect());
+  return isa_and_nonnull<TrainDialect>(op->getDialect());
 }
 
 namespace {

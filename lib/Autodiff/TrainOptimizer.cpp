@@ -118,6 +118,11 @@ LogicalResult StepRewriter::run() {
   if (slots.empty())
     return func.emitOpError("has a loss but no gradients; run "
                             "train-autodiff before train-optimizer");
+  for (BlockArgument arg : func.getArguments())
+    if (func.getArgAttr(arg.getArgNumber(), TrainDialect::kStateAttrName))
+      return func.emitOpError("already has optimizer state (argument #")
+             << arg.getArgNumber()
+             << "); train-optimizer runs once, on train-autodiff's output";
   for (ParamSlot &slot : slots)
     nextStateIndex = std::max(nextStateIndex, slot.param.getArgNumber() + 1);
 

@@ -21,6 +21,7 @@
 #include "loom/Sharding/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -112,7 +113,8 @@ private:
   /// The shard that stands for `value` in the update.
   FailureOr<Value> getShard(Value value);
   LogicalResult rebuildUpdate();
-  void gatherParameterUses(BlockArgument param, RankedTensorType fullType);
+  LogicalResult gatherParameterUses(BlockArgument param,
+                                    RankedTensorType fullType);
 
   func::FuncOp func;
   unsigned stage;
@@ -154,6 +156,19 @@ LogicalResult Partitioner::checkInput() {
              << arg.getArgNumber() << " to be a static tensor, got "
              << arg.getType();
   }
+  // Shards are sized from the element counts: an overflow would size them
+  // zero.
+  if (failed(loom::checkStaticShapes(func, "zero-partition")))
+    return failure();
+  // Stages 1 and 2 keep parameters whole; a gradient the step returns (no
+  // optimizer consumed it) would be a shard of a whole parameter's type.
+  if (stage != 3)
+    for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)
+      if (func.getResultAttr(i, TrainDialect::kGradAttrName))
+        return func.emitOpError("returns gradients (result #")
+               << i << ") but stage " << stage
+               << " keeps parameters whole; run train-optimizer first, or "
+                  "use stage 3";
   WalkResult walk = func.walk([&](CommWorldOp op) {
     if (op.getComm().getType().getSize() != ranks) {
       op.emitOpError("world size ")
@@ -360,8 +375,8 @@ LogicalResult Partitioner::rebuildUpdate() {
 /// Stage 3: gathers a sharded parameter before each region that uses it
 /// (the forward, up to the loss; the backward, after it) and releases it
 /// after the region's last use.
-void Partitioner::gatherParameterUses(BlockArgument param,
-                                      RankedTensorType fullType) {
+LogicalResult Partitioner::gatherParameterUses(BlockArgument param,
+                                               RankedTensorType fullType) {
   Block &block = func.getBody().front();
   // Group the top-level users by region, skipping the update.
   SmallVector<SmallVector<OpOperand *>, 2> regions(2);
@@ -369,6 +384,13 @@ void Partitioner::gatherParameterUses(BlockArgument param,
     Operation *user = block.findAncestorOpInBlock(*use.getOwner());
     if (updateOps.contains(user))
       continue;
+    // The gathered copy is released after its last use; one the step
+    // returns never is.
+    if (user == ret)
+      return func.emitOpError("returns parameter argument #")
+             << param.getArgNumber()
+             << " itself; zero-partition stage 3 shards it, so the step must "
+                "return its update (run train-optimizer first)";
     bool backward = lossOp && lossOp->isBeforeInBlock(user);
     regions[backward].push_back(&use);
   }
@@ -390,6 +412,7 @@ void Partitioner::gatherParameterUses(BlockArgument param,
     builder.setInsertionPointAfter(last);
     ReleaseOp::create(builder, param.getLoc(), waited);
   }
+  return success();
 }
 
 LogicalResult Partitioner::run() {
@@ -421,10 +444,14 @@ LogicalResult Partitioner::run() {
 
   // Stage 3 parameters arrive as shards, gathered where the forward and
   // backward read them (before the update is rebuilt on the shards).
+  // (A 0-d parameter stays whole on every rank, as 0-d state does.)
   if (stage == 3)
     for (BlockArgument param : params) {
       auto fullType = cast<RankedTensorType>(param.getType());
-      gatherParameterUses(param, fullType);
+      if (fullType.getRank() == 0)
+        continue;
+      if (failed(gatherParameterUses(param, fullType)))
+        return failure();
       param.setType(getShardType(fullType));
       shards[param] = param;
     }

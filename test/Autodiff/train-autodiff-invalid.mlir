@@ -1,5 +1,5 @@
 // Tests that train-autodiff names what it cannot differentiate.
-// RUN: loom-opt %s -split-input-file -train-autodiff -verify-diagnostics
+// RUN: loom-opt %s -split-input-file -allow-unregistered-dialect -train-autodiff -verify-diagnostics
 
 func.func @max_reduction(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   %z = arith.constant 0.0 : f32
@@ -78,4 +78,48 @@ func.func @second_derivative(%l: tensor<4x4xf32> {train.param = "l"}, %y: tensor
   %loss = train.cross_entropy %g, %y ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0
       : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
   return %loss : tensor<f32>
+}
+
+// -----
+
+// An op of no dialect Loom knows, on the path from a parameter to the loss.
+func.func @unknown_op(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  // expected-error @+1 {{'foo.bar' op has no derivative rule in train-autodiff}}
+  %u = "foo.bar"(%w) : (tensor<4xf32>) -> tensor<4xf32>
+  %e = tensor.empty() : tensor<f32>
+  %z = arith.constant 0.0 : f32
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %r = linalg.reduce ins(%u : tensor<4xf32>) outs(%f : tensor<f32>) dimensions = [0]
+    (%a: f32, %b: f32) {
+      %s = arith.addf %a, %b : f32
+      linalg.yield %s : f32
+    }
+  return %r : tensor<f32>
+}
+
+// -----
+
+// Adjoints are built from static shapes.
+// expected-error @+1 {{train-autodiff: expected static shapes that fit in 64 bits, got 'tensor<?xf32>'}}
+func.func @dynamic(%w: tensor<?xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Gradients are tensors: a memref parameter has none.
+// expected-error @+1 {{'func.func' op train-autodiff differentiates with respect to tensors; parameter argument #0 is 'memref<4xf32>'}}
+func.func @memref_param(%w: memref<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A step with optimizer state is past the forward.
+// expected-error @+1 {{'func.func' op is already a training step (argument #1 is optimizer state); train-autodiff runs on the forward}}
+func.func @already_a_step(%w: tensor<4xf32> {train.param = "w"}, %s: tensor<f32> {train.state = "step"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
 }

@@ -4,6 +4,7 @@
 // RUN: not loom-opt %s -zero-partition="stage=4 world-size=4" 2>&1 | FileCheck %s --check-prefix=STAGE
 // RUN: not loom-opt %s -zero-partition 2>&1 | FileCheck %s --check-prefix=WORLD
 // RUN: not loom-opt %s -zero-partition="world-size=2 reduction=max" 2>&1 | FileCheck %s --check-prefix=REDUCTION
+// RUN: not loom-opt %s -split-input-file -zero-partition="stage=1 world-size=4" 2>&1 | FileCheck %s --check-prefix=STAGE1
 
 // STAGE: error: zero-partition: expected stage 1, 2 or 3, got 4
 // WORLD: error: zero-partition: expected world-size >= 1, got 0
@@ -24,6 +25,9 @@ func.func @comm_mismatch(%w: tensor<f32> {train.param = "w"}, %c: !coll.comm<8>)
 // -----
 
 // CHECK: error: 'coll.comm_world' op world size 4 does not match this communicator of type '!coll.comm<2>'
+// Stages 1 and 2 keep the parameter whole, so its gradient cannot be
+// returned as a shard.
+// STAGE1: error: 'func.func' op returns gradients (result #1) but stage 1 keeps parameters whole; run train-optimizer first, or use stage 3
 func.func @world_mismatch(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
   %c = coll.comm_world : !coll.comm<2>
   return %w, %w : tensor<f32>, tensor<f32>
@@ -34,4 +38,23 @@ func.func @world_mismatch(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {
 // CHECK: error: zero-partition: expected a training step (a function with a train.loss result), found none
 func.func @no_loss(%w: tensor<4xf32> {train.param = "w"}) -> tensor<4xf32> {
   return %w : tensor<4xf32>
+}
+
+// -----
+
+// A parameter whose element count overflows int64 would get zero-sized
+// shards.
+// CHECK: error: zero-partition: expected static shapes that fit in 64 bits, got 'tensor<4294967296x4294967296xf32>'
+func.func @overflow(%w: tensor<4294967296x4294967296xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Stage 3 shards the parameter: the step cannot return it as it came.
+// CHECK: error: 'func.func' op returns parameter argument #0 itself; zero-partition stage 3 shards it, so the step must return its update (run train-optimizer first)
+func.func @returns_param(%w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<8xf32> {train.grad = "w"}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l, %w : tensor<f32>, tensor<8xf32>
 }

@@ -42,7 +42,7 @@ bool bodyIsRetypable(Block &body) {
   for (Operation &op : body) {
     if (isa<linalg::YieldOp, linalg::IndexOp>(op))
       continue;
-    StringRef dialect = op.getDialect()->getNamespace();
+    StringRef dialect = op.getName().getDialectNamespace();
     if (dialect != "arith" && dialect != "math")
       return false;
     if (auto constant = dyn_cast<arith::ConstantOp>(op);

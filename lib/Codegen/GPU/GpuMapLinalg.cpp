@@ -210,7 +210,7 @@ std::optional<VectorPlan> planVectors(linalg::GenericOp op, int64_t vectorBytes,
                       : llvm::map_to_vector(op->getOpOperands(),
                                             [](OpOperand &o) { return &o; });
   for (Operation &inner : op.getBlock()->without_terminator()) {
-    StringRef dialect = inner.getDialect()->getNamespace();
+    StringRef dialect = inner.getName().getDialectNamespace();
     if ((dialect != "arith" && dialect != "math" &&
          !isa<linalg::IndexOp>(inner)) ||
         inner.getNumRegions())
@@ -847,7 +847,7 @@ struct GpuMapLinalgPass
       if (!deviceBuffers)
         return WalkResult::advance();
       if (isa<memref::LoadOp, memref::StoreOp, memref::AllocaOp>(op) ||
-          op->getDialect()->getNamespace() == "vector") {
+          op->getName().getDialectNamespace() == "vector") {
         op->emitError("gpu-map-linalg: this op would run on the host "
                       "against device memory");
         return WalkResult::interrupt();

@@ -6,6 +6,7 @@
 #include "loom/Runtime/Symbols.h"
 #include "loom/Runtime/loomrt.h"
 #include "loom/Support/AttrNames.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -74,6 +75,15 @@ std::string checkLowerable(CollectiveOpInterface start) {
     return "loomrt collectives run on the world communicator";
   if (!start.getWait())
     return "the collective has no coll.wait";
+  // The result buffer is allocated from the static shape.
+  for (RankedTensorType type : {start.getInput().getType(),
+                                start.getResultType()})
+    if (!loom::getStaticSizeInBytes(type)) {
+      std::string why = "loomrt collectives take static shapes, got ";
+      llvm::raw_string_ostream os(why);
+      os << type;
+      return why;
+    }
   return "";
 }
 

@@ -1,4 +1,4 @@
-// RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(codegen-widen-compute))' --split-input-file | FileCheck %s
+// RUN: loom-opt %s --allow-unregistered-dialect --pass-pipeline='builtin.module(func.func(codegen-widen-compute))' --split-input-file | FileCheck %s
 
 #rows = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
@@ -160,4 +160,25 @@ func.func @mixed_contraction(%d: tensor<8x32xf32>, %w: tensor<32x16xbf16>, %init
     linalg.yield %s : bf16
   } -> tensor<8x16xbf16>
   return %r : tensor<8x16xbf16>
+}
+
+// -----
+
+// A body op of a dialect Loom does not know is left as it is (nothing to
+// say how it computes in f32), and so is an unknown op outside generics.
+// CHECK-LABEL: func.func @unknown_body_op
+// CHECK: linalg.generic
+// CHECK-SAME: outs(%{{.+}} : tensor<4xbf16>)
+// CHECK: "foo.op"(%{{.+}}) : (bf16) -> bf16
+// CHECK: "foo.bar"
+func.func @unknown_body_op(%w: tensor<4xbf16>) -> tensor<4xbf16> {
+  %e = tensor.empty() : tensor<4xbf16>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%w : tensor<4xbf16>) outs(%e : tensor<4xbf16>) {
+  ^bb0(%a: bf16, %b: bf16):
+    %x = "foo.op"(%a) : (bf16) -> bf16
+    linalg.yield %x : bf16
+  } -> tensor<4xbf16>
+  %u = "foo.bar"(%r) : (tensor<4xbf16>) -> tensor<4xbf16>
+  return %u : tensor<4xbf16>
 }

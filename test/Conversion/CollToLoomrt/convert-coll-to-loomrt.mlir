@@ -77,3 +77,14 @@ func.func @integers(%s: tensor<4xi32>) -> tensor<16xi32> {
   %w = coll.wait %f : !coll.future<tensor<16xi32>>
   return %w : tensor<16xi32>
 }
+
+// -----
+
+// The result buffer is allocated from a static shape.
+func.func @dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
+  %c = coll.comm_world : !coll.comm<4>
+  // expected-error @+1 {{cannot lower to loomrt: loomrt collectives take static shapes, got tensor<?xf32>}}
+  %f = coll.all_reduce_start %x on %c reduction = <sum> : (tensor<?xf32>, !coll.comm<4>) -> !coll.future<tensor<?xf32>>
+  %w = coll.wait %f : !coll.future<tensor<?xf32>>
+  return %w : tensor<?xf32>
+}

@@ -90,6 +90,30 @@ func.func @merged_release(%a: tensor<16xf32>, %b: tensor<16xf32>, %x: tensor<104
 
 // -----
 
+// A member released before the last member starts: the merged input is
+// released once the merged collective has started, not before.
+// CHECK-LABEL: func.func @early_release
+func.func @early_release(%a: tensor<16xf32>, %b: tensor<16xf32>, %x: tensor<1048576xf32>, %c: !coll.comm<4>)
+    -> (tensor<4xf32>, tensor<4xf32>, tensor<1048576xf32>) {
+  %e = tensor.empty() : tensor<16xf32>
+  %g1 = linalg.exp ins(%a : tensor<16xf32>) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  %f1 = coll.reduce_scatter_start %g1 on %c scatter_axis = 0 reduction = <sum> : (tensor<16xf32>, !coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  coll.release %g1 : tensor<16xf32>
+  %g2 = linalg.exp ins(%b : tensor<16xf32>) outs(%e : tensor<16xf32>) -> tensor<16xf32>
+  // CHECK: %[[FLAT:.+]] = tensor.collapse_shape
+  // CHECK: coll.reduce_scatter_start %[[FLAT]] {{.*}} reduction = <sum>
+  // CHECK-NEXT: coll.release %[[FLAT]] : tensor<32xf32>
+  // CHECK-NOT: coll.release
+  %f2 = coll.reduce_scatter_start %g2 on %c scatter_axis = 0 reduction = <sum> : (tensor<16xf32>, !coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  %ex = tensor.empty() : tensor<1048576xf32>
+  %big = linalg.exp ins(%x : tensor<1048576xf32>) outs(%ex : tensor<1048576xf32>) -> tensor<1048576xf32>
+  %w1 = coll.wait %f1 : !coll.future<tensor<4xf32>>
+  %w2 = coll.wait %f2 : !coll.future<tensor<4xf32>>
+  return %w1, %w2, %big : tensor<4xf32>, tensor<4xf32>, tensor<1048576xf32>
+}
+
+// -----
+
 // All-gathers that start together and are released together merge; one
 // released elsewhere does not.
 // CHECK-LABEL: func.func @gathers

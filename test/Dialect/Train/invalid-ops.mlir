@@ -97,6 +97,15 @@ func.func @attention_causal_lengths(%q: tensor<1x4x4x8xf32>, %k: tensor<1x6x4x8x
 
 // -----
 
+// No kv heads: the grouping would divide by zero.
+func.func @attention_no_kv_heads(%q: tensor<1x4x4x8xf32>, %k: tensor<1x4x0x8xf32>) {
+  // expected-error @+1 {{expected at least one query head, kv head and head_dim element, got 'tensor<1x4x4x8xf32>' and 'tensor<1x4x0x8xf32>'}}
+  %o = train.attention %q, %k, %k scale = 0.5 : tensor<1x4x4x8xf32>, tensor<1x4x0x8xf32>
+  return
+}
+
+// -----
+
 func.func @attention_grad_types(%q: tensor<1x4x4x8xf32>, %k: tensor<1x4x4x8xf32>, %do: tensor<1x4x4x8xf16>) {
   // expected-error @+1 {{all of {query, result_grad, query_grad} have same type}}
   %dq, %dk, %dv = "train.attention_grad"(%q, %k, %k, %do) {scale = 0.5 : f64} : (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf16>) -> (tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>)

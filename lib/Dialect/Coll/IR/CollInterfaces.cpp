@@ -2,6 +2,7 @@
 
 #include "loom/Dialect/Coll/CollInterfaces.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
@@ -10,11 +11,7 @@ using namespace loom::coll;
 #include "loom/Dialect/Coll/CollInterfaces.cpp.inc"
 
 std::optional<int64_t> loom::coll::getStaticSizeInBytes(RankedTensorType type) {
-  if (!type.hasStaticShape() || !type.getElementType().isIntOrFloat())
-    return std::nullopt;
-  int64_t bits = type.getNumElements() *
-                 static_cast<int64_t>(type.getElementTypeBitWidth());
-  return llvm::divideCeil(bits, 8);
+  return loom::getStaticSizeInBytes(type);
 }
 
 std::optional<int64_t> CollectiveOpInterface::getNumRanks() {

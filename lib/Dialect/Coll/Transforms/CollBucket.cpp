@@ -191,7 +191,12 @@ struct CollBucketPass
           }
         }
     if (lastRelease) {
-      builder.setInsertionPoint(lastRelease);
+      // Where the last member's input was released, but not before the
+      // merged collective reads the merged input.
+      if (lastRelease->isBeforeInBlock(merged))
+        builder.setInsertionPointAfter(merged);
+      else
+        builder.setInsertionPoint(lastRelease);
       ReleaseOp::create(builder, loc, flat);
       lastRelease->erase();
     }

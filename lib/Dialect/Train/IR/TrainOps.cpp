@@ -140,6 +140,11 @@ static LogicalResult verifyAttentionShapes(Operation *op,
   if (!query.hasStaticShape() || !key.hasStaticShape())
     return op->emitOpError()
            << "expected static shapes, got " << query << " and " << key;
+  if (heads < 1 || kvHeads < 1 || query.getDimSize(3) < 1)
+    return op->emitOpError()
+           << "expected at least one query head, kv head and head_dim "
+              "element, got "
+           << query << " and " << key;
   if (heads % kvHeads != 0)
     return op->emitOpError()
            << "expected the query heads (" << heads

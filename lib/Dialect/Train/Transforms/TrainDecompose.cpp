@@ -2,6 +2,7 @@
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -31,6 +32,18 @@ struct TrainDecomposePass
     SmallVector<DecomposableOpInterface> ops;
     getOperation()->walk(
         [&](DecomposableOpInterface op) { ops.push_back(op); });
+    // The decompositions build their temporaries from static shapes.
+    for (DecomposableOpInterface op : ops)
+      for (Type type : llvm::concat<const Type>(op->getOperandTypes(),
+                                                op->getResultTypes())) {
+        auto shaped = dyn_cast<ShapedType>(type);
+        if (shaped && !loom::getStaticSizeInBytes(shaped)) {
+          op->emitOpError("train-decompose: expected static shapes that fit "
+                          "in 64 bits, got ")
+              << type;
+          return signalPassFailure();
+        }
+      }
     OpBuilder builder(&getContext());
     for (DecomposableOpInterface op : ops) {
       builder.setInsertionPoint(op);
