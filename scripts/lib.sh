@@ -9,6 +9,7 @@ LLVM_PREFIX=/usr/lib/llvm-22
 LOOM_PACKAGES=(
   cmake ninja-build ccache
   clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
+  libclang-rt-22-dev
   libgtest-dev python3 python3-numpy python3-torch
   libopenblas-dev openmpi-bin libopenmpi-dev
 )
@@ -58,6 +59,12 @@ loom_build() {
   fi
   log "building"
   cmake --build "$LOOM_BUILD"
+  # The fuzzer's sanitizer build (build/fuzz), after the main one: the two
+  # never compile at once.
+  if grep -q '^loom-fuzz-build:' <(ninja -C "$LOOM_BUILD" -t targets 2>/dev/null); then
+    log "building the fuzzer (ASan + UBSan + libFuzzer)"
+    cmake --build "$LOOM_BUILD" --target loom-fuzz-build
+  fi
 }
 
 loom_setup() {

@@ -1,8 +1,8 @@
 //===- LoomReferencePipeline.cpp - loom-reference-pipeline ----------------===//
 //
 // What loom-run evaluates with, the reference the numerical tests compare
-// against: every train op decomposed into linalg, then plain loops (no
-// BLAS, no vectors, no plan) and the LLVM dialect.
+// against: the train roles dropped, every train op decomposed into linalg,
+// then plain loops (no BLAS, no vectors, no plan) and the LLVM dialect.
 //
 //===----------------------------------------------------------------------===//
 
@@ -16,6 +16,7 @@
 using namespace mlir;
 
 void loom::buildReferencePipeline(OpPassManager &pm) {
+  pm.addPass(train::createTrainDropRolesPass());
   pm.addPass(train::createTrainDecomposePass());
   pm.addPass(createCanonicalizerPass());
   pipelines::addBufferize(pm);

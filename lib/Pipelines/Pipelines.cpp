@@ -4,6 +4,7 @@
 #include "PipelineParts.h"
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Conversion/Passes.h"
+#include "loom/Dialect/Train/TrainPasses.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -38,6 +39,7 @@ void loom::pipelines::addBufferize(OpPassManager &pm) {
 }
 
 void loom::pipelines::addStepBufferization(OpPassManager &pm, bool memoryPlan) {
+  pm.addPass(train::createTrainDropRolesPass());
   pm.addPass(bufferization::createEmptyTensorEliminationPass());
   addBufferize(pm);
   pm.addPass(createCanonicalizerPass());

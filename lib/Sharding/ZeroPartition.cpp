@@ -156,6 +156,14 @@ LogicalResult Partitioner::checkInput() {
              << arg.getArgNumber() << " to be a static tensor, got "
              << arg.getType();
   }
+  // Gradients are reduced across the ranks by sharding them; a 0-d
+  // parameter has nothing to shard, and its gradient would stay this rank's.
+  for (BlockArgument param : params)
+    if (cast<RankedTensorType>(param.getType()).getRank() == 0)
+      return func.emitOpError("parameter argument #")
+             << param.getArgNumber()
+             << " is 0-d; zero-partition shards parameters of rank >= 1 "
+                "(make it tensor<1x...>)";
   // Shards are sized from the element counts: an overflow would size them
   // zero.
   if (failed(loom::checkStaticShapes(func, "zero-partition")))
@@ -444,12 +452,9 @@ LogicalResult Partitioner::run() {
 
   // Stage 3 parameters arrive as shards, gathered where the forward and
   // backward read them (before the update is rebuilt on the shards).
-  // (A 0-d parameter stays whole on every rank, as 0-d state does.)
   if (stage == 3)
     for (BlockArgument param : params) {
       auto fullType = cast<RankedTensorType>(param.getType());
-      if (fullType.getRank() == 0)
-        continue;
       if (failed(gatherParameterUses(param, fullType)))
         return failure();
       param.setType(getShardType(fullType));

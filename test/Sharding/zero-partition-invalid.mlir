@@ -28,9 +28,10 @@ func.func @comm_mismatch(%w: tensor<f32> {train.param = "w"}, %c: !coll.comm<8>)
 // Stages 1 and 2 keep the parameter whole, so its gradient cannot be
 // returned as a shard.
 // STAGE1: error: 'func.func' op returns gradients (result #1) but stage 1 keeps parameters whole; run train-optimizer first, or use stage 3
-func.func @world_mismatch(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
+func.func @world_mismatch(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<4xf32> {train.grad = "w"}) {
   %c = coll.comm_world : !coll.comm<2>
-  return %w, %w : tensor<f32>, tensor<f32>
+  %l = tensor.empty() : tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
 }
 
 // -----
@@ -57,4 +58,13 @@ func.func @overflow(%w: tensor<4294967296x4294967296xf32> {train.param = "w"}) -
 func.func @returns_param(%w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<8xf32> {train.grad = "w"}) {
   %l = tensor.empty() : tensor<f32>
   return %l, %w : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+// A 0-d parameter has nothing to shard, so its gradient would never be
+// reduced across the ranks.
+// CHECK: error: 'func.func' op parameter argument #0 is 0-d; zero-partition shards parameters of rank >= 1 (make it tensor<1x...>)
+func.func @scalar_param(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
+  return %w, %w : tensor<f32>, tensor<f32>
 }

@@ -4,7 +4,6 @@
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" | FileCheck %s --check-prefix=STAGE3
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=2 world-size=4" | FileCheck %s --check-prefix=STAGE2
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=1 world-size=4" | FileCheck %s --check-prefix=STAGE1
-// RUN: loom-opt %S/Inputs/scalar-param.mlir -train-autodiff -train-optimizer -zero-partition="stage=3 world-size=4" | FileCheck %s --check-prefix=SCALAR
 
 // loss = sum(w * w * x): the backward reads w again.
 func.func @step(%w: tensor<2x5xf32> {train.param = "w"}, %x: tensor<2x5xf32> {train.input})
@@ -82,10 +81,3 @@ func.func @step(%w: tensor<2x5xf32> {train.param = "w"}, %x: tensor<2x5xf32> {tr
 // STAGE1: coll.release %[[PAD]] : tensor<12xf32>
 // STAGE1-NEXT: return
 
-// A 0-d parameter stays whole on every rank in stage 3, as 0-d optimizer
-// state does: nothing is gathered, and the step's types still match.
-// SCALAR-LABEL: func.func @step
-// SCALAR-SAME: (%{{.+}}: tensor<f32> {train.param = "w"}
-// SCALAR-SAME: -> (tensor<f32> {train.loss}, tensor<f32> {train.param = "w"}
-// SCALAR-NOT: coll.all_gather_start
-// SCALAR: return

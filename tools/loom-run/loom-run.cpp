@@ -211,15 +211,6 @@ llvm::Error writeResults(const PackedCall &call, ArrayRef<Type> resultTypes,
   return Error::success();
 }
 
-/// Drops the `train.*` role attributes from an argument or result.
-SmallVector<NamedAttribute> withoutRoles(ArrayRef<NamedAttribute> attrs) {
-  SmallVector<NamedAttribute> kept;
-  for (NamedAttribute attr : attrs)
-    if (!attr.getName().getValue().starts_with("train."))
-      kept.push_back(attr);
-  return kept;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -310,14 +301,6 @@ int main(int argc, char **argv) {
     if (failed(checkTensorType(resultType, "result #" + Twine(index))))
       return 1;
   SmallVector<Type> resultTypes(type.getResults());
-
-  // Roles mean nothing to the evaluator, and the LLVM dialect rejects them.
-  module->walk([](FunctionOpInterface f) {
-    for (unsigned i = 0, e = f.getNumArguments(); i < e; ++i)
-      f.setArgAttrs(i, withoutRoles(f.getArgAttrs(i)));
-    for (unsigned i = 0, e = f.getNumResults(); i < e; ++i)
-      f.setResultAttrs(i, withoutRoles(f.getResultAttrs(i)));
-  });
 
   if (failed(loom::run::lowerCollectivesToSimulation(*module)))
     return 1;

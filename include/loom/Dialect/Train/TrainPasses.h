@@ -3,6 +3,7 @@
 #ifndef LOOM_DIALECT_TRAIN_TRAINPASSES_H
 #define LOOM_DIALECT_TRAIN_TRAINPASSES_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Pass/Pass.h"
 

@@ -154,4 +154,22 @@ def TrainFuseAttentionPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def TrainDropRolesPass : Pass<"train-drop-roles", "::mlir::ModuleOp"> {
+  let summary = "Removes the train role attributes from every function";
+  let description = [{
+    The roles (`train.param`, `train.state`, `train.input`, `train.loss`,
+    `train.grad`) say what a training step's arguments and results are;
+    once the step is built and described (`trainer-entry-point` records them
+    in the manifest), lowering has no use for them, and the train dialect's
+    verifier rejects them on the LLVM dialect's types. The lowering
+    pipelines start with this pass.
+
+    ```mlir
+    func.func @f(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss})
+    // becomes
+    func.func @f(%w: tensor<4xf32>) -> tensor<f32>
+    ```
+  }];
+}
+
 #endif // LOOM_DIALECT_TRAIN_TRAINPASSES_TD

@@ -1,0 +1,269 @@
+//===- loom-fuzz.cpp - parse, verify and run Loom's passes on any input ---===//
+//
+// A libFuzzer target. An input is a selector, then MLIR text. A first byte
+// below 128 picks a pipeline from kPipelines (Loom's passes alone and in the
+// orders loomc runs them, and loomc's phases; new ones go at the end, so
+// that past crashers keep their meaning); one from 128 on makes a random
+// pipeline: 1 to 3 passes from kPasses, named by the next bytes. The text
+// is parsed (unknown dialects allowed: passes must cope with ops they do not
+// know) and the pipeline runs with every pass checked as it ends:
+//
+//   - a pass that succeeds must leave IR its verifiers accept;
+//   - a pass that fails must have said why (an error diagnostic).
+//
+// Either breach aborts with the pass's name, which libFuzzer reports as a
+// crash, as it does a real crash or a sanitizer's report (the target is
+// built with ASan and UBSan). Diagnostics themselves are expected: a
+// rejected input is a correct outcome.
+//
+//   loom-fuzz CORPUS -max_total_time=60      fuzz
+//   loom-fuzz crash-input                     replay one input
+//   loom-fuzz --print-pipelines               the pipelines, by selector
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+using namespace mlir;
+
+namespace {
+
+/// The pipelines an input's first byte chooses from (modulo their count).
+const char *const kPipelines[] = {
+    "train-autodiff",
+    "train-autodiff{cleanup=false}",
+    "train-autodiff,train-optimizer",
+    "train-autodiff,train-optimizer{kind=sgd lr-input=true}",
+    "train-decompose",
+    "train-decompose{loss-kernels=true embedding-kernel=true}",
+    "func.func(train-fuse-linear-cross-entropy{chunk-tokens=4 "
+    "chunk-vocab=8 remarks=true})",
+    "func.func(train-fuse-attention)",
+    "train-autodiff,train-optimizer,zero-partition{stage=1 world-size=4}",
+    "train-autodiff,train-optimizer,zero-partition{stage=2 world-size=4}",
+    "train-autodiff,train-optimizer,zero-partition{stage=3 world-size=4}",
+    "zero-partition{stage=3 world-size=3}",
+    "zero-partition{stage=2 world-size=2 reduction=sum}",
+    "zero-selective-gather{budget-mb=1 device=cpu}",
+    "func.func(coll-bucket{device=cpu bucket-mb=1 first-bucket-mb=0.01})",
+    "func.func(coll-prefetch{device=cpu})",
+    "func.func(coll-overlap-schedule{device=cpu})",
+    "func.func(coll-reorder-baseline{policy=eager-prefetch})",
+    "func.func(coll-reorder-baseline{policy=sink-waits})",
+    "coll-report{device=cpu}",
+    "loom-schedule-pipeline{device=cpu gather-budget-mb=1}",
+    "convert-coll-to-loomrt",
+    "canonicalize,cse",
+    "func.func(codegen-widen-compute)",
+    "func.func(codegen-fold-init-fills)",
+    "func.func(codegen-share-index-generics)",
+    "func.func(codegen-update-in-place)",
+    "func.func(codegen-memory-plan)",
+    "func.func(codegen-memory-plan{caller-owned-results=true})",
+    "func.func(gpu-fuse-elementwise)",
+    "func.func(gpu-split-reduction{rows=2 min-rows=4})",
+    "trainer-record-scheduled-peak",
+    "trainer-entry-point",
+    "loom-training-step-pipeline",
+    "loom-training-step-pipeline,loom-sharding-pipeline{zero-stage=3 "
+    "world-size=2}",
+    "loom-memory-plan-pipeline",
+    "loom-memory-plan-pipeline{target=cuda}",
+    "loom-memory-plan-pipeline,loom-entry-pipeline",
+    "loom-training-step-pipeline,loom-sharding-pipeline{zero-stage=2 "
+    "world-size=4},loom-memory-plan-pipeline,loom-entry-pipeline",
+    "loom-reference-pipeline",
+    "one-shot-bufferize{bufferize-function-boundaries},"
+    "convert-train-kernels-to-calls,convert-linalg-to-blas",
+    "one-shot-bufferize{bufferize-function-boundaries},"
+    "convert-linalg-to-blas{library=cublas},func.func(cpu-vectorize)",
+    "one-shot-bufferize{bufferize-function-boundaries},"
+    "func.func(codegen-pack-buffers,gpu-map-linalg)",
+    "one-shot-bufferize{bufferize-function-boundaries},"
+    "func.func(gpu-map-linalg{device-buffers=false vector-bytes=0})",
+    "gpu-kernel-outlining,gpu-name-kernels,gpu-merge-modules",
+    "loom-memory-plan-pipeline,loom-entry-pipeline,loom-lower-to-cpu-"
+    "pipeline",
+};
+constexpr size_t kNumPipelines = sizeof(kPipelines) / sizeof(kPipelines[0]);
+
+/// The passes random pipelines are made of: every Loom pass, some with
+/// other options, and the upstream passes they meet in loomc's phases.
+const char *const kPasses[] = {
+    "train-autodiff",
+    "train-autodiff{cleanup=false}",
+    "train-optimizer",
+    "train-optimizer{kind=sgd lr-input=true}",
+    "train-decompose",
+    "train-decompose{loss-kernels=true embedding-kernel=true}",
+    "train-drop-roles",
+    "func.func(train-fuse-linear-cross-entropy{chunk-tokens=4})",
+    "func.func(train-fuse-attention)",
+    "zero-partition{stage=1 world-size=4}",
+    "zero-partition{stage=2 world-size=3}",
+    "zero-partition{stage=3 world-size=4}",
+    "zero-selective-gather{budget-mb=1 device=cpu}",
+    "func.func(coll-bucket{device=cpu bucket-mb=1})",
+    "func.func(coll-prefetch{device=cpu})",
+    "func.func(coll-overlap-schedule{device=cpu})",
+    "func.func(coll-reorder-baseline{policy=eager-prefetch})",
+    "coll-report{device=cpu}",
+    "convert-coll-to-loomrt",
+    "func.func(codegen-widen-compute)",
+    "func.func(codegen-fold-init-fills)",
+    "func.func(codegen-share-index-generics)",
+    "func.func(codegen-update-in-place)",
+    "func.func(codegen-memory-plan{caller-owned-results=true})",
+    "func.func(codegen-pack-buffers)",
+    "func.func(gpu-fuse-elementwise)",
+    "func.func(gpu-split-reduction{rows=2 min-rows=4})",
+    "func.func(gpu-map-linalg{device-buffers=false})",
+    "func.func(cpu-vectorize)",
+    "convert-linalg-to-blas",
+    "convert-train-kernels-to-calls",
+    "gpu-name-kernels",
+    "gpu-merge-modules",
+    "trainer-record-scheduled-peak",
+    "trainer-entry-point",
+    "canonicalize",
+    "eliminate-empty-tensors",
+    "one-shot-bufferize{bufferize-function-boundaries}",
+};
+constexpr size_t kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]);
+
+/// The pipeline `data` selects; `used` is how many of its bytes that took.
+std::string selectPipeline(const uint8_t *data, size_t size, size_t &used) {
+  used = 1;
+  if (data[0] < 128)
+    return kPipelines[data[0] % kNumPipelines];
+  size_t count = 1 + data[0] % 3;
+  std::string pipeline;
+  for (size_t i = 0; i < count && used < size; ++i, ++used)
+    pipeline += (pipeline.empty() ? "" : ",") +
+                std::string(kPasses[data[used] % kNumPasses]);
+  return pipeline;
+}
+
+/// Checks every pass as it ends: valid IR after success, an error after
+/// failure.
+struct PassChecker : public PassInstrumentation {
+  explicit PassChecker(const unsigned &errors) : errors(errors) {}
+  const unsigned &errors;
+  unsigned errorsBefore = 0;
+
+  void runBeforePass(Pass *pass, Operation *op) override {
+    errorsBefore = errors;
+  }
+  void runAfterPass(Pass *pass, Operation *op) override {
+    if (errors != errorsBefore && !pass->getArgument().empty()) {
+      llvm::errs() << "loom-fuzz: " << pass->getArgument()
+                   << " reported an error but succeeded\n";
+      std::abort();
+    }
+    if (succeeded(verify(op)))
+      return;
+    llvm::errs() << "loom-fuzz: " << pass->getArgument()
+                 << " succeeded but left IR that does not verify\n";
+    std::abort();
+  }
+  void runAfterPassFailed(Pass *pass, Operation *op) override {
+    if (errors != errorsBefore || pass->getArgument().empty())
+      return;
+    llvm::errs() << "loom-fuzz: " << pass->getArgument()
+                 << " failed without an error diagnostic\n";
+    std::abort();
+  }
+};
+
+/// The registry and passes, made once.
+DialectRegistry &getRegistry() {
+  static DialectRegistry *registry = [] {
+    auto *r = new DialectRegistry();
+    registerAllDialects(*r);
+    registerAllExtensions(*r);
+    loom::registerAllDialects(*r);
+    registerAllPasses();
+    loom::registerAllPasses();
+    return r;
+  }();
+  return *registry;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1)
+    return 0;
+  size_t used;
+  std::string pipeline = selectPipeline(data, size, used);
+  MLIRContext context(getRegistry(), MLIRContext::Threading::DISABLED);
+  context.allowUnregisteredDialects();
+  context.printOpOnDiagnostic(false);
+  unsigned errors = 0;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+    if (diagnostic.getSeverity() == DiagnosticSeverity::Error)
+      ++errors;
+    return success();
+  });
+  std::string text(reinterpret_cast<const char *>(data + used), size - used);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, &context);
+  if (!module)
+    return 0;
+  PassManager pm(&context);
+  pm.enableVerifier(false); // PassChecker verifies, and says which pass
+  std::string parseErrors;
+  llvm::raw_string_ostream os(parseErrors);
+  if (failed(parsePassPipeline(pipeline, pm, os))) {
+    llvm::errs() << "loom-fuzz: bad pipeline '" << pipeline
+                 << "': " << parseErrors << "\n";
+    std::abort();
+  }
+  pm.addInstrumentation(std::make_unique<PassChecker>(errors));
+  (void)pm.run(*module);
+  return 0;
+}
+
+/// --print-pipelines lists the fixed pipelines, --print-passes the passes
+/// random ones are made of, --print-pipeline-of FILE what an input runs.
+extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  for (int i = 1; i < *argc; ++i) {
+    if (!std::strcmp((*argv)[i], "--print-pipelines")) {
+      for (size_t p = 0; p < kNumPipelines; ++p)
+        std::printf("%zu %s\n", p, kPipelines[p]);
+      std::exit(0);
+    }
+    if (!std::strcmp((*argv)[i], "--print-passes")) {
+      for (size_t p = 0; p < kNumPasses; ++p)
+        std::printf("%zu %s\n", p, kPasses[p]);
+      std::exit(0);
+    }
+    if (!std::strcmp((*argv)[i], "--print-pipeline-of") && i + 1 < *argc) {
+      FILE *file = std::fopen((*argv)[i + 1], "rb");
+      uint8_t head[4] = {0, 0, 0, 0};
+      size_t read = file ? std::fread(head, 1, sizeof(head), file) : 0;
+      if (file)
+        std::fclose(file);
+      size_t used;
+      std::printf("%s\n",
+                  read ? selectPipeline(head, read, used).c_str() : "(none)");
+      std::exit(0);
+    }
+  }
+  (void)getRegistry();
+  return 0;
+}
