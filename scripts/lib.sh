@@ -12,6 +12,7 @@ LOOM_PACKAGES=(
   libclang-rt-22-dev
   libgtest-dev python3 python3-numpy python3-torch
   libopenblas-dev openmpi-bin libopenmpi-dev
+  strace util-linux
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

@@ -11,7 +11,8 @@ from lit.llvm.subst import ToolSubst
 config.name = "LOOM"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".py", ".test"]
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+# test/Fuzz holds the fuzzer's scripts and crashers; ctest runs them.
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "Fuzz"]
 
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.loom_obj_root, "test")
@@ -27,7 +28,10 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.loom_tools_dir, config.llvm_tools_dir]
-llvm_config.add_tool_substitutions([ToolSubst("loom-opt", unresolved="fatal")], tool_dirs)
+# Every pipeline the suite runs is verified after each pass (mlir-opt's
+# default, spelled out so that no change of default can drop it).
+llvm_config.add_tool_substitutions(
+    [ToolSubst("loom-opt", extra_args=["--verify-each"], unresolved="fatal")], tool_dirs)
 llvm_config.with_environment("PATH", config.loom_tools_dir, append_path=True)
 # `not`, `count` and FileCheck resolve even when lit runs outside the scripts.
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

@@ -1,6 +1,7 @@
 //===- Npy.cpp - read and write NumPy .npy files --------------------------===//
 
 #include "loom/Support/Npy.h"
+#include "loom/Runtime/DurableFile.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -156,20 +157,13 @@ Error loom::writeNpy(StringRef path, const NpyArray &array) {
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
 
-  std::string tmpPath = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    raw_fd_ostream out(tmpPath, ec, sys::fs::OF_None);
-    if (ec)
-      return npyError(path, "cannot write: " + ec.message());
-    out << "\x93NUMPY" << char(1) << char(0) << char(header.size() & 0xff)
-        << char(header.size() >> 8) << header;
-    out.write(array.data.data(), array.data.size());
-    out.close();
-    if (out.has_error())
-      return npyError(path, "write failed: " + out.error().message());
-  }
-  if (std::error_code ec = sys::fs::rename(tmpPath, path))
-    return npyError(path, "cannot rename into place: " + ec.message());
+  std::string bytes = "\x93NUMPY";
+  bytes +=
+      {char(1), char(0), char(header.size() & 0xff), char(header.size() >> 8)};
+  bytes += header;
+  bytes.append(array.data.begin(), array.data.end());
+  std::string error = loom::runtime::writeFileDurably(path.str(), bytes);
+  if (!error.empty())
+    return createStringError(inconvertibleErrorCode(), error);
   return Error::success();
 }

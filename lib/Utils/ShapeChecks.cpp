@@ -1,6 +1,7 @@
 //===- ShapeChecks.cpp - static shapes and their sizes --------------------===//
 
 #include "loom/Utils/ShapeChecks.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/MathExtras.h"
 
@@ -57,6 +58,25 @@ LogicalResult loom::checkStaticShapes(Operation *root, StringRef pass) {
     for (Value value : op->getResults())
       if (isUnplannable(value.getType())) {
         (void)report(op->getLoc(), value.getType());
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted() || failed(checkReshapes(root, pass)));
+}
+
+LogicalResult loom::checkReshapes(Operation *root, StringRef pass) {
+  // MLIR's tensor.expand_shape verifier lets a static output_shape disagree
+  // with the result type; memref.expand_shape's does not, so bufferizing
+  // such an op makes invalid IR.
+  WalkResult result = root->walk([&](tensor::ExpandShapeOp expand) {
+    ArrayRef<int64_t> shape = expand.getResultType().getShape();
+    for (auto [dim, size] : llvm::enumerate(expand.getStaticOutputShape()))
+      if (!ShapedType::isDynamic(size) && size != shape[dim]) {
+        expand.emitOpError()
+            << pass << ": output_shape[" << dim << "] is " << size
+            << " but the result type " << expand.getResultType() << " says "
+            << shape[dim];
         return WalkResult::interrupt();
       }
     return WalkResult::advance();

@@ -29,7 +29,8 @@ public:
   virtual ~Backend() = default;
   /// Process set-up from the launcher's environment; 0 or non-zero.
   virtual int init(int *argc, char ***argv) = 0;
-  virtual void finalize() = 0;
+  /// Shuts down; 0, or non-zero when the trace could not be written.
+  virtual int finalize() = 0;
   /// Prints `message` with the rank and ends every rank. Never returns.
   [[noreturn]] virtual void abort(const std::string &message) = 0;
   /// Enqueues `request` and returns its handle at once.

@@ -61,7 +61,7 @@ const char *loom::runtime::collectiveKindName(int64_t kind) {
 extern "C" {
 
 int loomrt_init(int *argc, char ***argv) { return backend().init(argc, argv); }
-void loomrt_finalize(void) { backend().finalize(); }
+int loomrt_finalize(void) { return backend().finalize(); }
 int64_t loomrt_rank(void) { return backend().rank; }
 int64_t loomrt_world_size(void) { return backend().size; }
 void loomrt_abort(const char *message) { backend().abort(message); }

@@ -6,10 +6,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backends/RuntimeSupport.h"
+#include "loom/Runtime/DurableFile.h"
 
 #include <cstdio>
 
 using loom::runtime::Recorder;
+using loom::runtime::writeFileDurably;
 
 void Recorder::collective(const char *name, double begin, double end) {
   std::lock_guard<std::mutex> lock(mutex);
@@ -45,25 +47,23 @@ void Recorder::traceTo(const char *to) {
   path = to ? to : "";
 }
 
-void Recorder::finish(int rank) {
+std::string Recorder::finish(int rank) {
   std::lock_guard<std::mutex> lock(mutex);
   if (!tracing || path.empty())
-    return;
-  std::string tmp = path + ".tmp";
-  FILE *f = std::fopen(tmp.c_str(), "w");
-  if (!f)
-    return;
-  std::fprintf(f, "{\"traceEvents\": [\n");
-  for (size_t i = 0; i < events.size(); ++i)
-    std::fprintf(f,
-                 "  {\"name\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
-                 "\"tid\": \"%s\", \"ts\": %.3f, \"dur\": %.3f}%s\n",
-                 events[i].name.c_str(), rank, events[i].track.c_str(),
-                 events[i].begin, events[i].end - events[i].begin,
-                 i + 1 < events.size() ? "," : "");
-  std::fprintf(f, "]}\n");
-  std::fclose(f);
-  std::rename(tmp.c_str(), path.c_str());
+    return "";
+  std::string json = "{\"traceEvents\": [\n";
+  char line[512];
+  for (size_t i = 0; i < events.size(); ++i) {
+    std::snprintf(line, sizeof(line),
+                  "\", \"ph\": \"X\", \"pid\": %d, \"tid\": \"%s\", "
+                  "\"ts\": %.3f, \"dur\": %.3f}%s\n",
+                  rank, events[i].track.c_str(), events[i].begin,
+                  events[i].end - events[i].begin,
+                  i + 1 < events.size() ? "," : "");
+    json += "  {\"name\": \"" + events[i].name + line;
+  }
+  json += "]}\n";
+  return writeFileDurably(path, json);
 }
 
 Recorder &loom::runtime::recorder() {

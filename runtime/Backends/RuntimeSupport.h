@@ -41,8 +41,8 @@ public:
   loomrt_stats take();
   void traceTo(const char *path);
   /// Writes the Chrome trace, if one was asked for (at loomrt_finalize),
-  /// through a temporary file renamed into place.
-  void finish(int rank);
+  /// durably (DurableFile). Returns "" or the error.
+  std::string finish(int rank);
 
 private:
   struct Event {

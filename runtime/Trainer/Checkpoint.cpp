@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - .npy files and checkpoint manifests ---------------===//
 
 #include "Checkpoint.h"
+#include "loom/Runtime/DurableFile.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,16 +40,13 @@ std::string loom::runtime::writeNpyF32(const std::string &path,
   size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream out(path, std::ios::binary);
-  if (!out)
-    return "cannot write " + path;
+  DurableFile out(path);
   uint16_t length = uint16_t(header.size());
   out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char *>(&length), 2);
-  out.write(header.data(), header.size());
-  out.write(reinterpret_cast<const char *>(data), count(shape) * 4);
-  out.flush();
-  return out ? "" : "short write to " + path;
+  out.write(&length, 2);
+  out.write(header);
+  out.write(data, size_t(count(shape)) * 4);
+  return out.commit();
 }
 
 std::string loom::runtime::readNpyF32(const std::string &path,
@@ -82,9 +80,7 @@ std::string loom::runtime::readNpyF32(const std::string &path,
 
 std::string loom::runtime::writeManifest(const std::string &path,
                                          const CheckpointManifest &m) {
-  std::ofstream out(path);
-  if (!out)
-    return "cannot write " + path;
+  std::ostringstream out;
   out << "{\n  \"format\": \"loom-checkpoint-1\",\n  \"step\": " << m.step
       << ",\n  \"world_size\": " << m.worldSize
       << ",\n  \"zero_stage\": " << m.zeroStage << ",\n  \"source\": \""
@@ -99,8 +95,7 @@ std::string loom::runtime::writeManifest(const std::string &path,
     out << "]}" << (i + 1 < m.tensors.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
-  out.flush();
-  return out ? "" : "short write to " + path;
+  return writeFileDurably(path, out.str());
 }
 
 /// The value of `"key": ` on `line`, up to the next ',' or '}' (quotes

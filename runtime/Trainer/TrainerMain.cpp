@@ -8,6 +8,7 @@
 
 #include "Checkpoint.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/DurableFile.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -74,6 +76,9 @@ struct Tensor {
 
 struct Options {
   int64_t steps = 10, seq = 0, batch = 0, seed = 0, checkpointEvery = 0;
+  /// The checkpoints kept: `latest` and the ones before it; 0 keeps all,
+  /// -1 is the default (3).
+  int64_t keepCheckpoints = -1;
   double lr = 0;
   std::string data, log, checkpoint, trace;
   bool resume = false;
@@ -159,6 +164,8 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.seed = integer(i);
     else if (a == "--checkpoint-every")
       o.checkpointEvery = integer(i);
+    else if (a == "--keep-checkpoints")
+      o.keepCheckpoints = integer(i);
     else if (a == "--lr") {
       std::string text = need(i);
       char *end = nullptr;
@@ -178,12 +185,12 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.resume = true;
     else if (a == "--help" || a == "-h") {
       if (rank == 0)
-        std::printf(
-            "usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
-            "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
-            "[--checkpoint DIR [--checkpoint-every N] [--resume]] "
-            "[--trace trace.json]\nThe step was compiled for:\n%s",
-            argv[0], loom_step_manifest);
+        std::printf("usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
+                    "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
+                    "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
+                    "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
+                    "[--trace trace.json]\nThe step was compiled for:\n%s",
+                    argv[0], loom_step_manifest);
       loomrt_finalize();
       std::exit(0);
     } else
@@ -191,8 +198,12 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
   }
   if (o.data.empty())
     fail("--data FILE is required (any text file; bytes are the tokens)");
-  if ((o.resume || o.checkpointEvery) && o.checkpoint.empty())
-    fail("--resume and --checkpoint-every need --checkpoint DIR");
+  if ((o.resume || o.checkpointEvery || o.keepCheckpoints >= 0) &&
+      o.checkpoint.empty())
+    fail("--resume, --checkpoint-every and --keep-checkpoints need "
+         "--checkpoint DIR");
+  if (o.keepCheckpoints < 0)
+    o.keepCheckpoints = 3;
   if (o.lr == 0) {
     auto compiled = m.properties.find("lr");
     o.lr = compiled == m.properties.end()
@@ -309,6 +320,34 @@ void fillBatch(const std::vector<uint8_t> &corpus, int64_t step, Tensor *tokens,
 
 // -- Checkpoints --------------------------------------------------------------
 
+/// Drops the lines of the metrics log `path` for steps from `first` on (a
+/// trainer killed after logging them redoes them on --resume), and a last
+/// line cut short. Rewrites the log durably when it changes.
+std::string trimMetricsLog(const std::string &path, int64_t first) {
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode))
+    return "";
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)),
+                   std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof())
+    return "cannot read " + path;
+  std::string kept;
+  size_t begin = 0;
+  for (size_t end; (end = text.find('\n', begin)) != std::string::npos;
+       begin = end + 1) {
+    std::string line = text.substr(begin, end - begin + 1);
+    long long step = 0;
+    if (std::sscanf(line.c_str(), "{\"step\": %lld", &step) == 1 &&
+        step >= first)
+      continue;
+    kept += line;
+  }
+  if (kept.size() == text.size())
+    return "";
+  return writeFileDurably(path, kept);
+}
+
 std::string checkpointFile(const Tensor &t) {
   std::string file = t.role + "." + t.name + ".npy";
   for (char &c : file)
@@ -319,61 +358,52 @@ std::string checkpointFile(const Tensor &t) {
 
 void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
                     int64_t step) {
-  std::string dir = o.checkpoint + "/step-" + std::to_string(step);
-  std::string tmp = dir + ".tmp";
   CheckpointManifest cm;
   cm.step = step;
   cm.worldSize = worldSize;
   cm.zeroStage = std::atoll(m.properties["zero_stage"].c_str());
   cm.source = m.properties["source"];
-  namespace fs = std::filesystem;
-  std::error_code ec;
+  // Rank 0 writes; every rank takes part in the gathers. An error removes
+  // the unfinished checkpoint, so `latest` still names a complete one.
+  std::string tmp, error;
   if (rank == 0) {
-    // A .tmp left by a crash is stale: start it over.
-    fs::remove_all(tmp, ec);
-    if (!fs::create_directories(tmp, ec) || ec)
-      fail("cannot create checkpoint directory " + tmp + ": " +
-           ec.message());
+    error = beginCheckpoint(o.checkpoint, step, tmp);
+    checkpointCrashPoint();
   }
   for (Tensor *t : saved) {
     std::vector<float> full = gatherFull(*t);
     cm.tensors.push_back({t->name, t->role, checkpointFile(*t), t->full});
-    if (rank == 0) {
-      std::string error =
-          writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
-      if (!error.empty())
-        fail("checkpoint: " + error);
+    if (rank == 0 && error.empty()) {
+      error = writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
+      if (cm.tensors.size() == 1 || cm.tensors.size() == saved.size())
+        checkpointCrashPoint();
     }
   }
   if (rank == 0) {
-    std::string error = writeManifest(tmp + "/manifest.json", cm);
-    if (!error.empty())
-      fail("checkpoint: " + error);
-    // An older checkpoint of the same step is replaced whole.
-    fs::remove_all(dir, ec);
-    if (ec || std::rename(tmp.c_str(), dir.c_str()) != 0)
-      fail("checkpoint: cannot rename " + tmp + " to " + dir);
-    // `latest` names the newest complete checkpoint, replaced atomically.
-    std::string latest = o.checkpoint + "/latest";
-    {
-      std::ofstream out(latest + ".tmp");
-      out << "step-" << step << "\n";
+    if (error.empty())
+      error = writeManifest(tmp + "/manifest.json", cm);
+    checkpointCrashPoint();
+    if (error.empty())
+      error = commitCheckpoint(o.checkpoint, step, tmp);
+    if (error.empty())
+      error = pruneCheckpoints(o.checkpoint, o.keepCheckpoints);
+    if (!error.empty()) {
+      std::error_code ec;
+      if (!tmp.empty())
+        std::filesystem::remove_all(tmp, ec);
+      fail("checkpoint at step " + std::to_string(step) + ": " + error);
     }
-    if (std::rename((latest + ".tmp").c_str(), latest.c_str()) != 0)
-      fail("checkpoint: cannot update " + latest);
   }
   loomrt_barrier();
 }
 
 int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
-  std::ifstream latestFile(o.checkpoint + "/latest");
-  std::string name;
-  if (!latestFile || !std::getline(latestFile, name) || name.empty())
-    fail("--resume: no checkpoint in " + o.checkpoint +
-         " (its 'latest' file is missing or empty)");
-  std::string dir = o.checkpoint + "/" + name;
+  std::string dir;
+  std::string error = findLatestCheckpoint(o.checkpoint, dir);
+  if (!error.empty())
+    fail("--resume: " + error);
   CheckpointManifest cm;
-  std::string error = readManifest(dir + "/manifest.json", cm);
+  error = readManifest(dir + "/manifest.json", cm);
   if (!error.empty())
     fail("--resume: " + error);
   std::map<std::string, const CheckpointTensor *> byKey;
@@ -482,9 +512,18 @@ int main(int argc, char **argv) {
     fail("this step has the learning rate compiled in; --lr cannot change "
          "it");
   std::vector<uint8_t> corpus = readCorpus(o.data, seq);
+  // What a killed trainer left half-written goes first (rank 0, before any
+  // rank reads a checkpoint).
+  if (rank == 0 && !o.checkpoint.empty())
+    if (std::string error = cleanCheckpointRoot(o.checkpoint); !error.empty())
+      fail("--checkpoint: " + error);
+  loomrt_barrier();
   int64_t first = 0;
   if (o.resume) {
     first = loadCheckpoint(o, saved);
+    if (rank == 0 && !o.log.empty())
+      if (std::string error = trimMetricsLog(o.log, first); !error.empty())
+        fail("--log: " + error);
   } else {
     for (Tensor *t : saved)
       if (t->role == "param")
@@ -601,13 +640,13 @@ int main(int argc, char **argv) {
          done == first + o.steps))
       saveState(done);
   }
-  // --steps 0 with --checkpoint writes the initial state.
-  if (o.steps == 0 && !o.checkpoint.empty())
+  // --steps 0 with --checkpoint writes the initial state (a resumed one is
+  // on disk already).
+  if (o.steps == 0 && !o.checkpoint.empty() && !o.resume)
     saveState(first);
   if (log)
     std::fclose(log);
   for (Tensor &t : m.tensors)
     loomrt_device_free(t.device);
-  loomrt_finalize();
-  return 0;
+  return loomrt_finalize();
 }

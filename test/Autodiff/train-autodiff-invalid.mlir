@@ -123,3 +123,19 @@ func.func @already_a_step(%w: tensor<4xf32> {train.param = "w"}, %s: tensor<f32>
   %l = tensor.empty() : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+func.func @expand_shape_disagrees(%w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
+  // expected-error @+1 {{'tensor.expand_shape' op train-autodiff: output_shape[1] is 2 but the result type 'tensor<2x4xf32>' says 4}}
+  %x = tensor.expand_shape %w [[0, 1]] output_shape [2, 2] : tensor<8xf32> into tensor<2x4xf32>
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<f32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<f32>) -> tensor<f32>
+  %s = linalg.reduce ins(%x : tensor<2x4xf32>) outs(%f : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) {
+      %r = arith.addf %in, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %s : tensor<f32>
+}

@@ -95,8 +95,9 @@ def main() -> int:
             continue  # flaky (an OOM or timeout under load): not reproduced
         (loom if isLooms(report, args.fuzzer) else upstream).append((artifact, report))
     for artifact, report in upstream:
-        frame = re.search(r"#\d+ 0x[0-9a-f]+ in (\S+)", report)
-        print(f"upstream: {artifact.name}: {frame.group(1) if frame else 'no frame'}")
+        what = re.search(r"^loom-fuzz: (upstream pass .*)$", report, re.M) or \
+            re.search(r"#\d+ 0x[0-9a-f]+ in (\S+)", report)
+        print(f"upstream: {artifact.name}: {what.group(1) if what else 'no frame'}")
     if loom:
         for artifact, report in loom[:3]:
             print(report[-5000:])
@@ -110,8 +111,11 @@ def main() -> int:
 
 
 def isLooms(report: str, fuzzer: str) -> bool:
-    """Whether a replayed finding is Loom's: the pass checker's own report, or
+    """Whether a replayed finding is Loom's: the pass checker's own report (but
+    for invalid IR an upstream pass made of IR upstream verifiers accepted), or
     a stack frame in Loom's code (linked into the fuzzer) below the signal."""
+    if re.search(r"^loom-fuzz: upstream pass ", report, re.M):
+        return False
     if re.search(r"^loom-fuzz: ", report, re.M):
         return True
     binary = os.path.basename(fuzzer)

@@ -18,6 +18,12 @@
     trainers.py reshard      a 4-rank checkpoint resumes on 2 ranks
     trainers.py torch        step 0's loss and gradients against PyTorch
     trainers.py bad-input    each bad input ends with its message, never a hang
+    trainers.py durable      killed at every point of writing a checkpoint, at
+                             random times, on 2 ranks: `latest` is always
+                             whole and the resumed run is bit-identical; a
+                             full disk is an error that loses nothing;
+                             every rename comes after an fsync (strace);
+                             devices are written in place
 
 Every trainer is the tiny Llama built by loom.models.llama (in f32, or
 bf16 where named), with the same global batch of 4 sequences: 1 rank x 4,
@@ -32,7 +38,10 @@ import concurrent.futures
 import dataclasses
 import json
 import os
+import random
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -375,14 +384,239 @@ def bad_input(work: str) -> None:
             check(False, f"{what}: hung for 60 s")
 
 
+def durable(work: str) -> None:
+    """Checkpoints survive a kill anywhere, a full disk and a power loss."""
+    ref = os.path.join(work, "durable-ref")
+    shutil.rmtree(ref, ignore_errors=True)
+    remove(f"{ref}.jsonl")
+    run(work, "r1", 1, "--steps", "12", "--checkpoint-every", "1", "--checkpoint", ref,
+        "--keep-checkpoints", "0", "--log", f"{ref}.jsonl")
+    want = losses(f"{ref}.jsonl")
+
+    def identical(got_dir: str, step: int) -> bool:
+        """`got_dir` holds the reference's checkpoint of `step`, byte for byte."""
+        want_dir = os.path.join(ref, f"step-{step}")
+        if not os.path.isdir(got_dir):
+            return False
+        names = sorted(os.listdir(want_dir))
+        return sorted(os.listdir(got_dir)) == names and all(
+            open(os.path.join(got_dir, n), "rb").read() ==
+            open(os.path.join(want_dir, n), "rb").read() for n in names)
+
+    def latest_step(d: str) -> int | None:
+        """The step `latest` names, after checking that checkpoint is whole
+        (step-K, or step-K.old when the kill came between two renames)."""
+        latest = os.path.join(d, "latest")
+        if not os.path.exists(latest):
+            return None
+        name = open(latest).read().strip()
+        step = int(name.removeprefix("step-"))
+        path = os.path.join(d, name)
+        if not os.path.isdir(path):
+            path += ".old"
+        return step if identical(path, step) else -1
+
+    def leftovers(d: str) -> list[str]:
+        return [n for n in os.listdir(d) if ".tmp-" in n or n.endswith(".old")]
+
+    def finish(d: str, log: str, total: int, exe="r1", ranks=1) -> bool:
+        """Resumes (or starts) the run in `d` to step `total`: the log then
+        holds the reference's losses and step-`total` is the reference's."""
+        step = latest_step(d)
+        if step == -1:
+            return False
+        args = ["--checkpoint", d, "--checkpoint-every", "1", "--log", log]
+        args += ["--resume", "--steps", str(total - step)] if step else ["--steps", str(total)]
+        run(work, exe, ranks, *args)
+        return (latest_step(d) == total and not leftovers(d) and
+                losses(log) == want[:total])
+
+    # 1. A kill at each point of writing three checkpoints: into an empty
+    # directory, and over a previous run's checkpoints (each step replaced).
+    for variant in ("fresh", "replacing"):
+        d, log = os.path.join(work, f"durable-{variant}"), os.path.join(work, "durable.jsonl")
+        failures, points = [], 0
+        for point in range(1, 80):
+            shutil.rmtree(d, ignore_errors=True)
+            if variant == "replacing":
+                shutil.copytree(ref, d)
+                # The previous run's `latest` is the first step this run
+                # replaces.
+                with open(os.path.join(d, "latest"), "w") as f:
+                    f.write("step-1\n")
+            remove(log)
+            proc = run(work, "r1", 1, "--steps", "3", "--checkpoint-every", "1",
+                       "--checkpoint", d, "--log", log, expect_fail=True,
+                       env={"LOOM_TRAINER_KILL_AT": str(point)})
+            if proc.returncode == 0:
+                break
+            points = point
+            if proc.returncode != -9 or latest_step(d) == -1:
+                failures.append(f"{point}: exit {proc.returncode}")
+            elif variant == "fresh" and not finish(d, log, 3):
+                failures.append(f"{point}: the resumed run differs")
+            elif variant == "replacing" and latest_step(d) is None:
+                failures.append(f"{point}: no latest")
+            elif variant == "replacing":
+                # What `latest` names is whole; a new run into d then
+                # replaces what is left.
+                run(work, "r1", 1, "--steps", "3", "--checkpoint-every", "1",
+                    "--checkpoint", d)
+                if latest_step(d) != 3 or leftovers(d):
+                    failures.append(f"{point}: a rerun leaves {leftovers(d)}")
+        check(points >= 21 and not failures,
+              f"killed at each of the {points} points of writing 3 checkpoints ({variant}): "
+              "`latest` names a whole checkpoint, " +
+              ("the resumed run equals the uninterrupted one bit for bit" if variant == "fresh"
+               else "and a new run replaces what is left") +
+              (f"; failed: {failures}" if failures else ""))
+
+    # 2. SIGKILL at random times in a 12-step run, then resume to the end.
+    rng, d = random.Random(26), os.path.join(work, "durable-random")
+    log = os.path.join(work, "durable-random.jsonl")
+    shutil.rmtree(d, ignore_errors=True)
+    remove(log)
+    cmd = [os.path.join(work, "r1"), "--data", CORPUS, "--checkpoint", d,
+           "--checkpoint-every", "1", "--log", log]
+    start = time.perf_counter()
+    subprocess.run(cmd + ["--steps", "12"], capture_output=True, check=True)
+    span = time.perf_counter() - start
+    shutil.rmtree(d)
+    remove(log)
+    kills = tries = whole = 0
+    while tries < 25 and latest_step(d) != 12:
+        step = latest_step(d)
+        args = ["--resume", "--steps", str(12 - step)] if step else ["--steps", "12"]
+        proc = subprocess.Popen(cmd + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0, span / 2))
+        proc.kill()
+        tries += 1
+        kills += proc.wait() == -9
+        whole += latest_step(d) != -1
+    ok = finish(d, log, 12)
+    check(ok and whole == tries and kills >= 10,
+          f"SIGKILL at {tries} random times ({kills} before the run ended): every `latest` "
+          "whole, and steps 1-12 resumed equal the uninterrupted run bit for bit")
+
+    # 3. Two ranks (ZeRO-3): rank 0 killed while writing; mpirun ends the job.
+    d, log = os.path.join(work, "durable-r2"), os.path.join(work, "durable-r2.jsonl")
+    ref2 = os.path.join(work, "durable-r2-ref")
+    shutil.rmtree(ref2, ignore_errors=True)
+    remove(f"{ref2}.jsonl")
+    run(work, "r2-z3", 2, "--steps", "3", "--checkpoint-every", "1", "--checkpoint", ref2,
+        "--log", f"{ref2}.jsonl")
+    ok = True
+    for point in (2, 7, 12, 18):
+        shutil.rmtree(d, ignore_errors=True)
+        remove(log)
+        proc = run(work, "r2-z3", 2, "--steps", "3", "--checkpoint-every", "1",
+                   "--checkpoint", d, "--log", log, expect_fail=True,
+                   env={"LOOM_TRAINER_KILL_AT": str(point)})
+        step = int(open(os.path.join(d, "latest")).read()[5:]) if os.path.exists(
+            os.path.join(d, "latest")) else 0
+        args = ["--resume", "--steps", str(3 - step)] if step else ["--steps", "3"]
+        run(work, "r2-z3", 2, "--checkpoint", d, "--log", log, *args)
+        ok &= proc.returncode != 0 and losses(log) == losses(f"{ref2}.jsonl") and all(
+            open(os.path.join(d, "step-3", n), "rb").read() ==
+            open(os.path.join(ref2, "step-3", n), "rb").read()
+            for n in os.listdir(os.path.join(ref2, "step-3")))
+    check(ok, "2 ranks, ZeRO-3: rank 0 killed at 4 points of writing; resumed bit for bit")
+
+    # 4. A full disk: a 4 MiB tmpfs holds two of these 1.5 MB checkpoints.
+    full_disk(work, identical)
+
+    # 5. Synced before renamed: every rename's source was fsynced before it,
+    # and its directory after it.
+    if shutil.which("strace"):
+        d = os.path.join(work, "durable-strace")
+        shutil.rmtree(d, ignore_errors=True)
+        trace = os.path.join(work, "durable-strace.txt")
+        subprocess.run(["strace", "-f", "-y", "-o", trace, "-e",
+                        "trace=fsync,fdatasync,rename,renameat,renameat2",
+                        os.path.join(work, "r1"), "--data", CORPUS, "--steps", "2",
+                        "--checkpoint-every", "1", "--checkpoint", d, "--trace",
+                        os.path.join(work, "durable-trace.json")],
+                       capture_output=True, check=True, cwd=work)
+        synced, unsynced, renames, pending = set(), [], 0, {}
+        for line in open(trace):
+            if m := re.search(r"fsync\(\d+<(.*)>\) = 0", line):
+                synced.add(m.group(1))
+                for target in [t for t, parent in pending.items() if parent == m.group(1)]:
+                    del pending[target]
+            elif m := re.search(r'rename\("([^"]*)", "([^"]*)"\) = 0', line):
+                src, dst = (os.path.join(work, p) for p in m.groups())
+                renames += 1
+                if src not in synced:
+                    unsynced.append(src)
+                pending[dst] = os.path.dirname(dst)
+        check(renames >= 2 * 67 and not unsynced and not pending,
+              f"strace: {renames} renames, each of a file or directory fsynced before it and "
+              f"followed by an fsync of its directory (unsynced {unsynced[:2]}, "
+              f"directory not synced after {list(pending)[:2]})")
+    else:
+        print("SKIP: strace not installed: the fsync order is not checked")
+
+    # 6. A device is written in place, never replaced.
+    proc = run(work, "r1", 1, "--steps", "1", "--trace", "/dev/null")
+    check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "--trace /dev/null: /dev/null is "
+          "still a character device")
+    proc = run(work, "r1", 1, "--steps", "1", "--trace", "/dev/full", expect_fail=True)
+    check(proc.returncode != 0 and "cannot write /dev/full: write: No space left on device"
+          in proc.stderr, f"--trace /dev/full: exit {proc.returncode}, says why")
+
+
+def full_disk(work: str, identical) -> None:
+    """Runs the trainer on a 4 MiB tmpfs in a private mount namespace."""
+    d = os.path.join(work, "durable-full")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "disk"))
+    out = os.path.join(d, "step-3")
+    exe = os.path.join(work, "r1")
+    script = f"""
+set -u
+mount -t tmpfs -o size=4m loom-full {d}/disk || exit 77
+cd {d}/disk
+{exe} --data {CORPUS} --steps 3 --checkpoint-every 1 --checkpoint ck > {d}/first.txt 2>&1
+echo "first=$?"
+echo "after=$(ls ck | tr '\n' ' ')"
+rm -r ck/step-1
+{exe} --data {CORPUS} --steps 1 --resume --checkpoint ck > {d}/resume.txt 2>&1
+echo "resume=$?"
+cp -r ck/step-3 {out}
+rm -r ck
+{exe} --data {CORPUS} --steps 6 --checkpoint-every 1 --keep-checkpoints 1 --checkpoint ck \
+  > {d}/keep.txt 2>&1
+echo "keep=$?"
+echo "kept=$(ls ck | tr '\n' ' ')"
+"""
+    launch = (["unshare", "-r", "-m", "sh", "-c", script] if os.geteuid() != 0 or
+              subprocess.run(["unshare", "-r", "-m", "true"]).returncode == 0
+              else ["sh", "-c", script])
+    proc = subprocess.run(launch, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **MPI_ENV})
+    if proc.returncode == 77 or "first=" not in proc.stdout:
+        print(f"SKIP: full disk: cannot mount a tmpfs here ({proc.stderr.strip()[-200:]})")
+        return
+    result = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+    said = open(os.path.join(d, "first.txt")).read()
+    check(result["first"] != "0" and "No space left on device" in said and
+          result["after"].split() == ["latest", "step-1", "step-2"],
+          f"a full disk at step 3: exit {result['first']}, says why, leaves step-1 and step-2 "
+          f"and no temporary ({result['after'].strip()})")
+    check(result["resume"] == "0" and identical(out, 3),
+          "space freed, --resume writes step-3, the uninterrupted run's bytes")
+    check(result["keep"] == "0" and result["kept"].split() == ["latest", "step-6"],
+          f"--keep-checkpoints 1 runs 6 steps on the 4 MiB disk ({result['kept'].strip()})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("test", choices=["build", "equal", "resume", "reshard", "torch",
-                                         "bad-input"])
+                                         "bad-input", "durable"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
     {"build": build, "equal": equal, "resume": resume, "reshard": reshard,
-     "torch": torch_reference, "bad-input": bad_input}[args.test](args.dir)
+     "torch": torch_reference, "bad-input": bad_input, "durable": durable}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
     return 1 if check.failures else 0
 

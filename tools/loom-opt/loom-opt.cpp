@@ -5,15 +5,22 @@
 // scf, gpu, llvm, ...). This is the one translation unit that includes the
 // upstream "register everything" headers, which are slow to compile.
 //
+// `-o FILE` is replaced atomically and durably: mlir-opt's driver writes a
+// temporary beside it, which is fsynced and renamed over FILE only when
+// every pass succeeded (a device such as /dev/null is written in place).
+//
 //===----------------------------------------------------------------------===//
 
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
+#include "loom/Runtime/DurableFile.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 int main(int argc, char **argv) {
   mlir::registerAllPasses();
@@ -24,6 +31,25 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   loom::registerAllDialects(registry);
 
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "Loom optimizer driver\n", registry));
+  auto [input, output] = mlir::registerAndParseCLIOptions(
+      argc, argv, "Loom optimizer driver\n", registry);
+  if (output == "-")
+    return mlir::asMainReturnCode(
+        mlir::MlirOptMain(argc, argv, input, output, registry));
+  loom::runtime::DurableTarget target = loom::runtime::planDurableWrite(output);
+  if (!target.error.empty()) {
+    llvm::errs() << "loom-opt: error: " << target.error << "\n";
+    return EXIT_FAILURE;
+  }
+  if (failed(mlir::MlirOptMain(argc, argv, input, target.write, registry))) {
+    if (!target.inPlace)
+      llvm::sys::fs::remove(target.write);
+    return EXIT_FAILURE;
+  }
+  std::string error = loom::runtime::installFileDurably(target);
+  if (!error.empty()) {
+    llvm::errs() << "loom-opt: error: " << error << "\n";
+    return EXIT_FAILURE;
+  }
+  return EXIT_SUCCESS;
 }

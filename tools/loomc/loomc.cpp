@@ -24,6 +24,7 @@
 
 #include "loom/InitAllDialects.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Runtime/DurableFile.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/MLIRContext.h"
@@ -46,7 +47,6 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
-#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -283,6 +283,9 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
     errs() << ")'\n";
   }
   mlir::PassManager pm(module.getContext());
+  // Every pass's result is verified: a pass that leaves invalid IR is an
+  // error that names it, never a miscompile further on.
+  pm.enableVerifier(true);
   if (failed(applyPassManagerCLOptions(pm)))
     return failure();
   applyDefaultTimingPassManagerCLOptions(pm);
@@ -294,16 +297,22 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
   return success();
 }
 
+/// Writes what `fn` prints to `path` ("-": stdout), replacing a file
+/// atomically and durably.
 LogicalResult writeText(StringRef path,
                         llvm::function_ref<void(raw_ostream &)> fn) {
-  std::string error;
-  auto file = openOutputFile(path, &error);
-  if (!file) {
+  if (path == "-") {
+    fn(outs());
+    return success();
+  }
+  std::string text;
+  raw_string_ostream os(text);
+  fn(os);
+  std::string error = loom::runtime::writeFileDurably(path.str(), text);
+  if (!error.empty()) {
     errs() << "loomc: error: " << error << "\n";
     return failure();
   }
-  fn(file->os());
-  file->keep();
   return success();
 }
 
@@ -355,20 +364,21 @@ LogicalResult emitObject(llvm::Module &module, StringRef path) {
   module.setTargetTriple(triple);
   module.setDataLayout(machine->createDataLayout());
   optimize(module, machine.get());
-  std::error_code ec;
-  ToolOutputFile out(path, ec, sys::fs::OF_None);
-  if (ec) {
-    errs() << "loomc: error: " << path << ": " << ec.message() << "\n";
-    return failure();
-  }
+  SmallString<0> object;
+  raw_svector_ostream os(object);
   legacy::PassManager pm;
-  if (machine->addPassesToEmitFile(pm, out.os(), nullptr,
+  if (machine->addPassesToEmitFile(pm, os, nullptr,
                                    CodeGenFileType::ObjectFile)) {
     errs() << "loomc: error: the target cannot emit object files\n";
     return failure();
   }
   pm.run(module);
-  out.keep();
+  error =
+      loom::runtime::writeFileDurably(path.str(), object.data(), object.size());
+  if (!error.empty()) {
+    errs() << "loomc: error: " << error << "\n";
+    return failure();
+  }
   return success();
 }
 
@@ -651,16 +661,40 @@ int main(int argc, char **argv) {
   }
   if (emit == Emit::Llvm)
     return write([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
-  std::string object = outputFile;
-  if (emit == Emit::Exe)
-    object += ".o";
-  if (failed(emitObject(*llvmModule, object)))
-    return 1;
   if (emit == Emit::Obj)
-    return 0;
+    return failed(emitObject(*llvmModule, outputFile)) ? 1 : 0;
+  // The object is a temporary; the trainer is linked beside its path and
+  // put in place durably (a trainer already there is replaced whole).
+  SmallString<128> object;
+  if (std::error_code ec =
+          sys::fs::createTemporaryFile("loomc-step", "o", object)) {
+    errs() << "loomc: error: cannot create a temporary object file: "
+           << ec.message() << "\n";
+    return 1;
+  }
+  loom::runtime::DurableTarget exe =
+      loom::runtime::planDurableWrite(outputFile);
+  if (exe.error.empty() && exe.inPlace)
+    exe.error = outputFile + " is not a regular file: a trainer cannot be "
+                             "written there";
+  if (!exe.error.empty()) {
+    errs() << "loomc: error: " << exe.error << "\n";
+    sys::fs::remove(object);
+    return 1;
+  }
 
   // 7. Link.
-  LogicalResult linked = link(object, outputFile);
+  LogicalResult linked = success(succeeded(emitObject(*llvmModule, object)) &&
+                                 succeeded(link(object, exe.write)));
   sys::fs::remove(object);
-  return failed(linked) ? 1 : 0;
+  if (failed(linked)) {
+    sys::fs::remove(exe.write);
+    return 1;
+  }
+  error = loom::runtime::installFileDurably(exe);
+  if (!error.empty()) {
+    errs() << "loomc: error: " << error << "\n";
+    return 1;
+  }
+  return 0;
 }

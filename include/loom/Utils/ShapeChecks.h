@@ -30,8 +30,15 @@ std::optional<int64_t> getStaticSizeInBytes(mlir::ShapedType type);
 /// (block arguments and op results, nested regions included) has a static
 /// shape whose bytes fit in int64. Emits at the first that does not:
 /// "<pass>: expected static shapes that fit in 64 bits, got 'tensor<?xf32>'".
+/// Then checkReshapes.
 mlir::LogicalResult checkStaticShapes(mlir::Operation *root,
                                       llvm::StringRef pass);
+
+/// Checks what MLIR's verifiers let through and bufferization would turn
+/// into invalid IR: a tensor.expand_shape whose static output_shape
+/// disagrees with its result type. Emits "<pass>: output_shape[0] is 3 but
+/// the result type 'tensor<4x8xf32>' says 4".
+mlir::LogicalResult checkReshapes(mlir::Operation *root, llvm::StringRef pass);
 
 } // namespace loom
 

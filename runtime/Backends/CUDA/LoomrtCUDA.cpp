@@ -102,7 +102,7 @@ struct Profile {
 class Context : public loom::runtime::Backend {
 public:
   int init(int *argc, char ***argv) override;
-  void finalize() override;
+  int finalize() override;
   [[noreturn]] void abort(const std::string &message) override;
   void check(cudaError_t status, const std::string &what);
   void check(ncclResult_t status, const std::string &what);
@@ -580,18 +580,21 @@ void Context::copy(void *dst, const void *src, int64_t bytes,
   check(cudaStreamSynchronize(compute), what);
 }
 
-void Context::finalize() {
+int Context::finalize() {
   if (!initialised)
-    return;
+    return 0;
   stepSync();
   printProfile();
   if (nccl)
     check(ncclCommDestroy(nccl), "ncclCommDestroy");
   nccl = nullptr;
   cublasDestroy(blas);
-  recorder().finish(rank);
+  std::string error = recorder().finish(rank);
+  if (!error.empty())
+    std::fprintf(stderr, "loomrt: error: rank %d: %s\n", rank, error.c_str());
   initialised = false;
   MPI_Finalize();
+  return error.empty() ? 0 : 1;
 }
 
 /// CBLAS's CblasTrans (112) and CblasConjTrans (113, the same for real

@@ -46,7 +46,7 @@ using loom::runtime::recorder;
 class Context : public loom::runtime::Backend {
 public:
   int init(int *argc, char ***argv) override;
-  void finalize() override;
+  int finalize() override;
   int64_t start(const loom::runtime::CollRequest &request) override;
   void wait(int64_t handle, int64_t in, int64_t out) override;
   /// Runs `fn` on the communication thread and waits for it.
@@ -253,18 +253,21 @@ void Context::abort(const std::string &message) {
   std::_Exit(1);
 }
 
-void Context::finalize() {
+int Context::finalize() {
   if (!initialised)
-    return;
+    return 0;
   {
     std::lock_guard<std::mutex> lock(mutex);
     stopping = true;
   }
   wake.notify_one();
   thread.join();
-  recorder().finish(rank);
+  std::string error = recorder().finish(rank);
+  if (!error.empty())
+    std::fprintf(stderr, "loomrt: error: rank %d: %s\n", rank, error.c_str());
   initialised = false;
   MPI_Finalize();
+  return error.empty() ? 0 : 1;
 }
 
 } // namespace

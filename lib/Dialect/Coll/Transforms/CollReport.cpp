@@ -4,6 +4,7 @@
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Runtime/DurableFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -43,21 +44,16 @@ std::string formatBytes(int64_t bytes) {
   return text;
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes what `write` prints to `path`, replacing it atomically and
+/// durably (a device such as /dev/null is written in place).
 LogicalResult writeFile(Operation *anchor, StringRef path,
                         llvm::function_ref<void(llvm::raw_ostream &)> write) {
-  std::string tmp = (path + ".tmp").str();
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(tmp, ec);
-    if (ec)
-      return anchor->emitError()
-             << "coll-report: cannot write " << path << ": " << ec.message();
-    write(out);
-  }
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, path))
-    return anchor->emitError()
-           << "coll-report: cannot write " << path << ": " << ec.message();
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  write(out);
+  std::string error = loom::runtime::writeFileDurably(path.str(), text);
+  if (!error.empty())
+    return anchor->emitError() << "coll-report: " << error;
   return success();
 }
 

@@ -29,6 +29,9 @@ struct TrainDecomposePass
   }
 
   void runOnOperation() override {
+    // The lowering after it bufferizes what the verifiers let through.
+    if (failed(loom::checkReshapes(getOperation(), "train-decompose")))
+      return signalPassFailure();
     SmallVector<DecomposableOpInterface> ops;
     getOperation()->walk(
         [&](DecomposableOpInterface op) { ops.push_back(op); });

@@ -34,8 +34,10 @@ enum { LOOMRT_F32 = 0, LOOMRT_F64 = 1, LOOMRT_BF16 = 2 };
 /* Process set-up from the launcher's environment (mpirun). Returns 0, or
  * prints why and returns non-zero. */
 int loomrt_init(int *argc, char ***argv);
-/* Drains the stream and shuts the backend down. */
-void loomrt_finalize(void);
+/* Drains the stream, writes the trace (loomrt_trace_to) and shuts the
+ * backend down. Returns 0, or prints why the trace could not be written and
+ * returns non-zero. */
+int loomrt_finalize(void);
 int64_t loomrt_rank(void);
 int64_t loomrt_world_size(void);
 /* Prints `message` prefixed with the rank and ends every rank with exit

@@ -1,0 +1,96 @@
+//===- DurableFile.h - files replaced atomically and durably ----*- C++ -*-===//
+//
+// Every file Loom writes for the user (checkpoints, their `latest` pointer,
+// traces, reports, .npy results) goes through DurableFile, so that a crash,
+// a killed process, a full disk or a power loss leaves the old file or the
+// new one, never a mix:
+//
+//   - a regular file (or a missing one) is written as a temporary beside
+//     it, fsynced, renamed over it, and its directory fsynced;
+//   - a symbolic link stays a link: the file it names is replaced;
+//   - anything else (a device such as /dev/null, a FIFO, a terminal) is
+//     written in place and never replaced; a directory is an error;
+//   - every call is checked, and an error names the path and the call.
+//
+// Plain C++ and POSIX: the runtime and the compiler both use it (loomc's
+// outputs, loom-opt -o, coll-report's files, loom-run's .npy results).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_DURABLEFILE_H
+#define LOOM_RUNTIME_DURABLEFILE_H
+
+#include <cstddef>
+#include <string>
+
+namespace loom::runtime {
+
+/// Where a file for `path` is written and how it is put in place.
+struct DurableTarget {
+  /// The file replaced: `path`, or the file a symbolic link names.
+  std::string path;
+  /// Where to write: a temporary beside `path`, or `path` itself when it
+  /// is a device or FIFO (`inPlace`).
+  std::string write;
+  /// Why `path` cannot be written (a directory, a dangling link), or "".
+  std::string error;
+  bool inPlace = false;
+  /// The permissions of the regular file replaced, or -1.
+  int mode = -1;
+};
+
+/// Plans writing `path` (see the file comment).
+DurableTarget planDurableWrite(const std::string &path);
+/// Puts the file written at `target.write` (by another program, e.g. a
+/// linker) in place: fsync, rename over `target.path`, fsync of its
+/// directory. Nothing to do in place. Returns "" or the error (and removes
+/// the temporary).
+std::string installFileDurably(const DurableTarget &target);
+
+class DurableFile {
+public:
+  /// Starts writing `path`; error() says why if it cannot.
+  explicit DurableFile(const std::string &path);
+  /// Removes the temporary of a file not committed.
+  ~DurableFile();
+  DurableFile(const DurableFile &) = delete;
+  DurableFile &operator=(const DurableFile &) = delete;
+
+  /// Appends `size` bytes; false after an error.
+  bool write(const void *data, size_t size);
+  bool write(const std::string &text) {
+    return write(text.data(), text.size());
+  }
+  /// Puts the file in place (see the file comment). Returns "" or the error.
+  std::string commit();
+  /// The first error, or "".
+  const std::string &error() const { return failure; }
+
+private:
+  void fail(const std::string &call, int code);
+
+  DurableTarget target;
+  std::string failure;
+  int fd = -1;
+  bool committed = false;
+};
+
+/// Writes `size` bytes at `data` as `path` through a DurableFile. Returns ""
+/// or the error.
+std::string writeFileDurably(const std::string &path, const void *data,
+                             size_t size);
+inline std::string writeFileDurably(const std::string &path,
+                                    const std::string &text) {
+  return writeFileDurably(path, text.data(), text.size());
+}
+
+/// fsyncs the directory `dir`, so that the entries made or renamed in it
+/// persist. Returns "" or the error.
+std::string syncDirectory(const std::string &dir);
+
+/// The directory holding `path` ("." for a bare name).
+std::string parentDirectory(const std::string &path);
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_DURABLEFILE_H
