@@ -156,14 +156,20 @@ LogicalResult StepRewriter::run() {
                    }));
     newStates.push_back(next);
     newStateNames.push_back(StringAttr::get(ctx, "step"));
+    // 1 - beta^t in f64 (beta exactly as given, not rounded to f32 first),
+    // rounded once to f32, as torch.optim.AdamW's Python-float corrections.
     auto correction = [&](double beta) {
-      Value betaValue = lb.floatConstant(f32, beta);
-      return markUpdate(lb.generic(
-          lb.empty({}, f32), next, {lb.map(0, {}), lb.map(0, {})},
-          [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-            Value power = math::PowFOp::create(b, l, betaValue, args[0]);
-            return arith::SubFOp::create(b, l, one, power);
-          }));
+      Type f64 = builder.getF64Type();
+      Value betaValue = lb.floatConstant(f64, beta);
+      Value oneF64 = lb.floatConstant(f64, 1.0);
+      return markUpdate(
+          lb.generic(lb.empty({}, f32), next, {lb.map(0, {}), lb.map(0, {})},
+                     [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+                       Value t = arith::ExtFOp::create(b, l, f64, args[0]);
+                       Value power = math::PowFOp::create(b, l, betaValue, t);
+                       Value kept = arith::SubFOp::create(b, l, oneF64, power);
+                       return arith::TruncFOp::create(b, l, f32, kept);
+                     }));
     };
     correction1 = correction(config.beta1);
     correction2 = correction(config.beta2);

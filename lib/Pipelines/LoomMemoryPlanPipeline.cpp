@@ -37,11 +37,17 @@ void loom::buildMemoryPlanPipeline(OpPassManager &pm,
   auto onForCuda = [&](TargetDefault value) {
     return value == TargetDefault::Auto ? cuda : value == TargetDefault::On;
   };
-  if (options.fuseAttention)
-    pm.addNestedPass<func::FuncOp>(train::createTrainFuseAttentionPass());
+  // On the CUDA target, calls are checked against the kernels' domain.
+  if (options.fuseAttention) {
+    train::TrainFuseAttentionPassOptions attention;
+    attention.cuda = cuda;
+    pm.addNestedPass<func::FuncOp>(
+        train::createTrainFuseAttentionPass(attention));
+  }
   train::TrainDecomposePassOptions decompose;
   decompose.lossKernels = onForCuda(options.lossKernels);
   decompose.embeddingKernel = onForCuda(options.embeddingKernel);
+  decompose.cuda = cuda;
   pm.addPass(train::createTrainDecomposePass(decompose));
   if (options.widenCompute)
     pm.addNestedPass<func::FuncOp>(codegen::createCodegenWidenComputePass());

@@ -65,6 +65,10 @@ def TrainOptimizerPass : Pass<"train-optimizer", "::mlir::ModuleOp"> {
       SGD:
         p' = p - lr (g + wd p)
     ```
+
+    The bias corrections `1 - b^t'` are computed in f64 from the betas as
+    given and rounded once to f32, as PyTorch's Python-float corrections
+    are; the rest is in the parameter's type.
   }];
   let options = [
     Option<"kind", "kind", "std::string", /*default=*/"\"adamw\"",

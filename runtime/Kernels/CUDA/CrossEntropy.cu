@@ -24,6 +24,7 @@
 
 #include "Bf16Pack.cuh"
 #include "CrossEntropy.h"
+#include "loom/Runtime/KernelDomains.h"
 
 #include <cmath>
 #include <cstdint>
@@ -133,8 +134,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 bool takes(int64_t rows, int64_t vocab) {
-  return rows >= 0 && rows <= INT32_MAX && vocab > 0 &&
-         (vocab + kColumns - 1) / kColumns <= 65535;
+  static_assert(kColumns == loom::runtime::kCudaCrossEntropyColumns);
+  return loom::runtime::cudaCrossEntropyTakes(rows, vocab);
 }
 
 template <typename Out>

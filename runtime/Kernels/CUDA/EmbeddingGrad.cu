@@ -21,6 +21,7 @@
 
 #include "Bf16Pack.cuh"
 #include "EmbeddingGrad.h"
+#include "loom/Runtime/KernelDomains.h"
 
 #include <cstdint>
 
@@ -162,7 +163,7 @@ template <typename T>
 cudaError_t launch(cudaStream_t stream, const int32_t *ids, const T *grad,
                    T *table, float *partial, int64_t tokens, int64_t rows,
                    int64_t width) {
-  if (tokens < 0 || tokens > INT32_MAX || rows < 0 || width <= 0)
+  if (!loom::runtime::cudaEmbeddingGradTakes(tokens, rows, width))
     return cudaErrorInvalidValue;
   cudaError_t status = cudaMemsetAsync(
       table, 0, size_t(rows) * size_t(width) * sizeof(T), stream);

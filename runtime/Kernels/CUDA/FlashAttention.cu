@@ -561,7 +561,9 @@ cudaError_t launchBackward(cudaStream_t stream, const float *q, const float *k,
 
 } // namespace
 
-bool supports(int64_t dim) { return dim > 0 && dim <= 128 && dim % 4 == 0; }
+bool supports(int64_t dim) {
+  return loom::runtime::cudaAttentionTakesHeadDim(dim, /*bf16=*/false);
+}
 
 cudaError_t forward(cudaStream_t stream, const float *q, const float *k,
                     const float *v, float *out, float *lse, int64_t batch,

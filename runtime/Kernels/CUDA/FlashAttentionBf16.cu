@@ -652,7 +652,9 @@ cudaError_t launchBackward(cudaStream_t stream, const bf16 *q, const bf16 *k,
 
 } // namespace
 
-bool supportsBf16(int64_t dim) { return dim > 0 && dim <= 128 && dim % 8 == 0; }
+bool supportsBf16(int64_t dim) {
+  return loom::runtime::cudaAttentionTakesHeadDim(dim, /*bf16=*/true);
+}
 
 cudaError_t forwardBf16(cudaStream_t stream, const uint16_t *q,
                         const uint16_t *k, const uint16_t *v, uint16_t *out,

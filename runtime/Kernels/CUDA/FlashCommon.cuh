@@ -11,6 +11,8 @@
 #ifndef LOOM_RUNTIME_FLASHCOMMON_CUH
 #define LOOM_RUNTIME_FLASHCOMMON_CUH
 
+#include "loom/Runtime/KernelDomains.h"
+
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -108,9 +110,9 @@ struct Sizes {
 inline bool checkSizes(int64_t batch, int64_t seq, int64_t heads,
                        int64_t kvHeads, int64_t dim, bool dimSupported,
                        Sizes &sizes) {
-  if (batch < 0 || seq < 0 || seq > INT32_MAX - kBlock || heads <= 0 ||
-      kvHeads <= 0 || heads % kvHeads != 0 || !dimSupported || heads > 65535 ||
-      batch > 65535 / heads)
+  static_assert(kBlock == loom::runtime::kCudaAttentionBlock);
+  if (!loom::runtime::cudaAttentionTakesGrid(batch, seq, heads) ||
+      kvHeads <= 0 || heads % kvHeads != 0 || !dimSupported)
     return false;
   sizes = {static_cast<int>(batch), static_cast<int>(seq),
            static_cast<int>(heads), static_cast<int>(kvHeads),

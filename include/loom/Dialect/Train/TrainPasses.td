@@ -54,7 +54,9 @@ def TrainDecomposePass : Pass<"train-decompose"> {
     Option<"lossKernels", "loss-kernels", "bool", /*default=*/"false",
            "the fused loss's per-chunk row work as runtime kernels">,
     Option<"embeddingKernel", "embedding-kernel", "bool", /*default=*/"false",
-           "the embedding gradient's scatter-add as a runtime kernel">
+           "the embedding gradient's scatter-add as a runtime kernel">,
+    Option<"cuda", "cuda", "bool", /*default=*/"false",
+           "check the kernels' calls against the CUDA kernels' domain">
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
@@ -140,6 +142,19 @@ def TrainFuseAttentionPass
     log-sum-exp is f32 either way.
     Run after `train-autodiff`, before `train-decompose`.
 
+    With `cuda`, each attention is checked against what the CUDA kernels
+    take (`loom/Runtime/KernelDomains.h`: head dims up to 128, multiples of
+    4 in f32 and of 8 in bf16; batch x heads at most 65535). Attention
+    outside it is left to `train-decompose`, and every fallback (to the
+    decomposition, or a bf16 attention widened to f32) is a remark:
+
+    ```mlir
+    // remark: train-fuse-attention: head dim 132 is outside the CUDA
+    // kernels' (at most 128, a multiple of 4 in f32); left to train-decompose
+    %o = train.attention %q, %k, %v causal scale = 0.087
+        : tensor<1x16x2x132xf32>, tensor<1x16x2x132xf32>
+    ```
+
     ```mlir
     %o = train.attention %q, %k, %v causal scale = 0.25
         : tensor<4x32x8x16xf32>, tensor<4x32x2x16xf32>
@@ -149,6 +164,10 @@ def TrainFuseAttentionPass
         ins(%q, %k, %v : ...) outs(%e0, %e1 : ...) -> ...
     ```
   }];
+  let options = [
+    Option<"cuda", "cuda", "bool", /*default=*/"false",
+           "check each attention against the CUDA kernels' domain">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::tensor::TensorDialect"];

@@ -1,6 +1,7 @@
 //===- EmbeddingDecomposition.cpp - embedding and its gradient in linalg --===//
 
 #include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Runtime/KernelDomains.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -127,14 +128,31 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
   return SmallVector<Value>{table};
 }
 
+std::string loom::train::getEmbeddingKernelRefusal(EmbeddingGradOp op,
+                                                   bool cuda) {
+  RankedTensorType resultType = op.getResult().getType();
+  Type elementType = resultType.getElementType();
+  if (!hasStaticShapes(op))
+    return "the kernel takes static shapes";
+  if (!op.getIds().getType().getElementType().isInteger(32))
+    return "the kernel takes i32 ids";
+  if (!(elementType.isF32() || elementType.isBF16()))
+    return "the kernel takes an f32 or bf16 table";
+  int64_t tokens = op.getIds().getType().getNumElements();
+  if (cuda && !loom::runtime::cudaEmbeddingGradTakes(
+                  tokens, resultType.getDimSize(0), resultType.getDimSize(1)))
+    return std::to_string(tokens) +
+           " tokens or a table this shape is outside the CUDA kernel's "
+           "domain (at most 2^31 - 1 tokens, rows of at least 1 element)";
+  return "";
+}
+
 std::optional<SmallVector<Value>>
 loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
                                           OpBuilder &builder) {
   RankedTensorType resultType = op.getResult().getType();
   Type elementType = resultType.getElementType();
-  if (!hasStaticShapes(op) ||
-      !op.getIds().getType().getElementType().isInteger(32) ||
-      !(elementType.isF32() || elementType.isBF16()))
+  if (!getEmbeddingKernelRefusal(op, /*cuda=*/false).empty())
     return std::nullopt;
   Location loc = op.getLoc();
   LinalgBuilder lb(builder, loc);

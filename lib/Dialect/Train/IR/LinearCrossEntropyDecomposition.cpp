@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CrossEntropyParts.h"
+#include "loom/Runtime/KernelDomains.h"
 #include "loom/Runtime/Symbols.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -612,4 +613,42 @@ loom::train::decomposeWithLossKernels(Operation *op, OpBuilder &builder) {
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
     return decomposeGrad(grad, builder, /*lossKernels=*/true);
   return cast<DecomposableOpInterface>(op).decompose(builder);
+}
+
+namespace {
+
+template <typename OpTy> std::string lossKernelsRefusal(OpTy op, bool cuda) {
+  // What the decomposition itself rejects, it reports.
+  auto hiddenType = op.getHidden().getType();
+  auto weightType = op.getWeight().getType();
+  if (!hiddenType.hasStaticShape() || !weightType.hasStaticShape() ||
+      hiddenType.getDimSize(0) == 0 || weightType.getDimSize(0) == 0)
+    return "";
+  FailureOr<FusedLoss> f = FusedLoss::get(op);
+  if (failed(f))
+    return "";
+  if (!f->kernelsApply()) {
+    std::string type;
+    llvm::raw_string_ostream os(type);
+    os << f->type;
+    return "the loss computes in " + type + ", the kernels in f32";
+  }
+  if (std::is_same_v<OpTy, LinearCrossEntropyOp> && f->block < f->vocab)
+    return "the forward runs in vocabulary blocks of " +
+           std::to_string(f->block) + ", which the kernels do not take";
+  if (cuda && !loom::runtime::cudaCrossEntropyTakes(f->chunk, f->vocab))
+    return "chunks of " + std::to_string(f->chunk) + " rows by " +
+           std::to_string(f->vocab) +
+           " columns are outside the CUDA kernels' domain";
+  return "";
+}
+
+} // namespace
+
+std::string loom::train::getLossKernelsRefusal(Operation *op, bool cuda) {
+  if (auto forward = dyn_cast<LinearCrossEntropyOp>(op))
+    return lossKernelsRefusal(forward, cuda);
+  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    return lossKernelsRefusal(grad, cuda);
+  return "";
 }

@@ -13,6 +13,7 @@
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Runtime/KernelDomains.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -65,13 +66,34 @@ SmallVector<Value> scalars(OpBuilder &b, Location loc, RankedTensorType query,
   return values;
 }
 
-/// Whether the kernels take this attention: f32, bf16 or f16 (see
-/// kernelType), equal query and key lengths (the kernels' one `seq`).
-bool fusible(RankedTensorType query, RankedTensorType key) {
+/// Why the kernels do not take this attention, or "": they take f32, bf16
+/// or f16 (see kernelType) with equal query and key lengths (their one
+/// `seq`), and on the CUDA target only the sizes of KernelDomains.h.
+std::string refusal(RankedTensorType query, RankedTensorType key, bool cuda) {
   Type element = query.getElementType();
-  return (element.isF32() || element.isBF16() || element.isF16()) &&
-         key.getElementType() == element &&
-         query.getDimSize(1) == key.getDimSize(1);
+  if (!(element.isF32() || element.isBF16() || element.isF16()) ||
+      key.getElementType() != element)
+    return "the kernels take f32, bf16 or f16 attention";
+  if (query.getDimSize(1) != key.getDimSize(1))
+    return "the kernels take equal query and key lengths";
+  if (!cuda)
+    return "";
+  int64_t dim = query.getDimSize(3);
+  Type type = kernelType(element, dim);
+  if (!loom::runtime::cudaAttentionTakesHeadDim(dim, type.isBF16()))
+    return "head dim " + std::to_string(dim) +
+           " is outside the CUDA kernels' (at most " +
+           std::to_string(loom::runtime::kCudaAttentionMaxHeadDim) +
+           ", a multiple of " +
+           std::to_string(
+               loom::runtime::cudaAttentionHeadDimMultiple(type.isBF16())) +
+           (type.isBF16() ? " in bf16)" : " in f32)");
+  if (!loom::runtime::cudaAttentionTakesGrid(
+          query.getDimSize(0), query.getDimSize(1), query.getDimSize(2)))
+    return "batch " + std::to_string(query.getDimSize(0)) + " x " +
+           std::to_string(query.getDimSize(2)) +
+           " heads exceeds the CUDA kernels' grid (65535)";
+  return "";
 }
 
 /// `values` as tensors of `type` (elementwise arith.extf where narrower;
@@ -85,20 +107,36 @@ SmallVector<Value> converted(OpBuilder &b, Location loc, ValueRange values,
 
 struct FuseAttention
     : loom::train::impl::TrainFuseAttentionPassBase<FuseAttention> {
+  using TrainFuseAttentionPassBase::TrainFuseAttentionPassBase;
+
   void runOnOperation() override {
     SmallVector<AttentionOp> forwards;
     getOperation().walk([&](AttentionOp op) { forwards.push_back(op); });
     for (AttentionOp forward : forwards) {
       auto query = cast<RankedTensorType>(forward.getQuery().getType());
       auto key = cast<RankedTensorType>(forward.getKey().getType());
-      if (!fusible(query, key))
+      if (std::string why = refusal(query, key, cuda); !why.empty()) {
+        forward.emitRemark()
+            << "train-fuse-attention: " << why << "; left to train-decompose";
         continue;
+      }
       OpBuilder b(forward);
       Location loc = forward.getLoc();
       // Attention the kernels do not take in its own type is widened to
       // f32 around them (each call's copies live only across it).
       Type element = query.getElementType(), f32 = b.getF32Type();
       Type type = kernelType(element, query.getDimSize(3));
+      if (type != element) {
+        InFlightDiagnostic remark = forward.emitRemark()
+                                    << "train-fuse-attention: ";
+        if (element.isBF16())
+          remark << "the bf16 kernels take head dims that are multiples of "
+                    "8, not "
+                 << query.getDimSize(3);
+        else
+          remark << "the kernels have no " << element << " variant";
+        remark << "; widened to f32 around the calls";
+      }
       RankedTensorType queryK = query.clone(type), keyK = key.clone(type);
       auto lseType = RankedTensorType::get(
           {query.getDimSize(0), query.getDimSize(2), query.getDimSize(1)}, f32);
