@@ -40,10 +40,11 @@ std::string readManifest(const std::string &path, CheckpointManifest &m);
 
 // The checkpoint directory ROOT (docs/Runtime.md, "Checkpoints"):
 // ROOT/step-K holds a complete checkpoint, ROOT/latest names the one to
-// resume. A checkpoint is written into ROOT/step-K.tmp-PID and renamed into
-// place; replacing an existing step-K moves it aside to step-K.old first.
-// A process killed at any point leaves ROOT resumable from the previous
-// `latest` or the new one. Each function returns "" or an error.
+// resume. A checkpoint is written into ROOT/step-K.tmp-PID-RANDOM and
+// renamed into place; replacing an existing step-K moves it aside to
+// step-K.old first. A process killed at any point leaves ROOT resumable
+// from the previous `latest` or the new one. One trainer writes a ROOT at a
+// time. Each function returns "" or an error.
 
 /// Removes what a killed trainer left in ROOT (step-*.tmp-*, latest.tmp-*)
 /// and settles a replacement it interrupted (step-K.old).
@@ -56,7 +57,8 @@ std::string beginCheckpoint(const std::string &root, int64_t step,
 std::string commitCheckpoint(const std::string &root, int64_t step,
                              const std::string &tmp);
 /// Keeps the checkpoint `latest` names and the `keep - 1` before it (by
-/// step) and removes the other step-K directories; keep = 0 keeps all.
+/// step), and removes the step-K directories before those; keep = 0 keeps
+/// all. Steps after `latest` (an earlier run's) are left alone.
 std::string pruneCheckpoints(const std::string &root, int64_t keep);
 /// The directory `latest` names, as `dir`.
 std::string findLatestCheckpoint(const std::string &root, std::string &dir);

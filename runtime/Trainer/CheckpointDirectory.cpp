@@ -4,8 +4,9 @@
 // makes of them (cleanCheckpointRoot at start, findLatestCheckpoint at
 // --resume):
 //
-//   step-K.tmp-PID            an unfinished checkpoint: removed
-//   latest.tmp-PID            an unfinished `latest`: removed
+//   step-K.tmp-PID-RANDOM     an unfinished checkpoint, or one being
+//                             pruned: removed
+//   latest.tmp-PID-RANDOM     an unfinished `latest`: removed
 //   step-K.old and no step-K  killed between the two renames of a
 //                             replacement: step-K.old is step-K again
 //   step-K.old and step-K     killed before the old one was removed:
@@ -49,9 +50,9 @@ static std::string stepName(int64_t step) {
   return "step-" + std::to_string(step);
 }
 
-/// K for a name "step-K" (digits only), or -1.
+/// K for a name "step-K" (1 to 18 digits), or -1.
 static int64_t stepOf(const std::string &name) {
-  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 24)
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 23)
     return -1;
   for (size_t i = 5; i < name.size(); ++i)
     if (name[i] < '0' || name[i] > '9')
@@ -67,6 +68,24 @@ static std::string renameDurably(const std::string &root,
   return syncDirectory(root);
 }
 
+/// Creates `dir` and the directories above it that are missing, syncing
+/// the parent of each so that they persist.
+static std::string createDirectoriesDurably(const std::string &dir) {
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  for (fs::path level = dir; !level.empty() && !fs::exists(level, ec);
+       level = level.parent_path())
+    missing.push_back(level);
+  fs::create_directories(dir, ec);
+  if (ec)
+    return "cannot create " + dir + ": " + ec.message();
+  for (auto level = missing.rbegin(); level != missing.rend(); ++level)
+    if (std::string error = syncDirectory(parentDirectory(level->string()));
+        !error.empty())
+      return error;
+  return "";
+}
+
 static std::string removeAll(const fs::path &path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -77,6 +96,11 @@ std::string loom::runtime::cleanCheckpointRoot(const std::string &root) {
   std::error_code ec;
   if (!fs::exists(root, ec))
     return "";
+  // `latest` is replaced, not written through: it must be a regular file.
+  struct stat info;
+  std::string latest = root + "/latest";
+  if (::lstat(latest.c_str(), &info) == 0 && !S_ISREG(info.st_mode))
+    return latest + " is not a regular file; move it away to checkpoint here";
   std::vector<fs::path> entries;
   for (const fs::directory_entry &entry : fs::directory_iterator(root, ec))
     entries.push_back(entry.path());
@@ -106,16 +130,18 @@ std::string loom::runtime::cleanCheckpointRoot(const std::string &root) {
 
 std::string loom::runtime::beginCheckpoint(const std::string &root,
                                            int64_t step, std::string &tmp) {
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec)
-    return "cannot create " + root + ": " + ec.message();
-  tmp = root + "/" + stepName(step) + ".tmp-" + std::to_string(::getpid());
-  if (std::string error = removeAll(tmp); !error.empty())
+  if (std::string error = createDirectoriesDurably(root); !error.empty())
     return error;
-  if (!fs::create_directory(tmp, ec) || ec)
-    return "cannot create " + tmp + ": " + ec.message();
-  return "";
+  std::error_code ec;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    tmp = temporarySibling(root + "/" + stepName(step));
+    if (fs::create_directory(tmp, ec))
+      return "";
+    if (ec)
+      break;
+  }
+  return "cannot create " + tmp + ": " +
+         (ec ? ec.message() : std::string("it exists"));
 }
 
 std::string loom::runtime::commitCheckpoint(const std::string &root,
@@ -178,31 +204,32 @@ std::string loom::runtime::pruneCheckpoints(const std::string &root,
       latestName.compare(latestName.size() - 4, 4, ".old") == 0)
     latestName.resize(latestName.size() - 4);
   int64_t latest = stepOf(latestName);
+  // Only what a trainer wrote (a step-K with a manifest) before `latest`;
+  // steps after it are an earlier run's, which this run replaces as it
+  // reaches them.
   std::vector<int64_t> before;
-  std::vector<fs::path> remove;
   std::error_code ec;
   for (const fs::directory_entry &entry : fs::directory_iterator(root, ec)) {
     int64_t step = stepOf(entry.path().filename().string());
-    if (step < 0 || step == latest || !entry.is_directory(ec))
-      continue;
-    // Only what a trainer wrote: a step-K with a manifest.
-    if (!fs::exists(entry.path() / "manifest.json", ec))
-      continue;
-    if (step < latest)
+    if (step >= 0 && step < latest && entry.is_directory(ec) &&
+        fs::exists(entry.path() / "manifest.json", ec))
       before.push_back(step);
-    else
-      remove.push_back(entry.path());
   }
   if (ec)
     return "cannot list " + root + ": " + ec.message();
   std::sort(before.begin(), before.end());
   int64_t drop = int64_t(before.size()) - (keep - 1);
-  for (int64_t i = 0; i < drop; ++i)
-    remove.push_back(fs::path(root) / stepName(before[i]));
-  for (const fs::path &path : remove) {
-    if (std::string error = removeAll(path); !error.empty())
+  for (int64_t i = 0; i < drop; ++i) {
+    // Renamed to a temporary first, so that a removal cut short is
+    // finished by the next start (cleanCheckpointRoot), never half a
+    // checkpoint left under its name.
+    std::string dir = root + "/" + stepName(before[i]);
+    std::string doomed = temporarySibling(dir);
+    if (std::string error = renameDurably(root, dir, doomed); !error.empty())
       return error;
     checkpointCrashPoint();
+    if (std::string error = removeAll(doomed); !error.empty())
+      return error;
   }
-  return remove.empty() ? "" : syncDirectory(root);
+  return "";
 }

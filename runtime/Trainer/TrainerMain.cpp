@@ -14,6 +14,7 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -385,8 +386,14 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
     checkpointCrashPoint();
     if (error.empty())
       error = commitCheckpoint(o.checkpoint, step, tmp);
+    // The checkpoint is in place: a checkpoint that could not be pruned is
+    // a warning, not the end of the run.
     if (error.empty())
-      error = pruneCheckpoints(o.checkpoint, o.keepCheckpoints);
+      if (std::string pruning =
+              pruneCheckpoints(o.checkpoint, o.keepCheckpoints);
+          !pruning.empty())
+        std::fprintf(stderr, "trainer: warning: --keep-checkpoints: %s\n",
+                     pruning.c_str());
     if (!error.empty()) {
       std::error_code ec;
       if (!tmp.empty())
@@ -560,6 +567,15 @@ int main(int argc, char **argv) {
   for (Tensor &t : m.tensors)
     buffers.push_back(pointerOf(t));
   auto saveState = [&](int64_t done) {
+    // The log's lines up to this step persist before the checkpoint that
+    // --resume would trim them against.
+    if (log) {
+      struct stat info;
+      if (std::fflush(log) != 0 ||
+          (::fstat(fileno(log), &info) == 0 && S_ISREG(info.st_mode) &&
+           ::fsync(fileno(log)) != 0))
+        fail("cannot write --log " + o.log + ": " + std::strerror(errno));
+    }
     for (Tensor *t : saved)
       t->download();
     saveCheckpoint(o, m, saved, done);

@@ -386,16 +386,19 @@ def bad_input(work: str) -> None:
 
 def durable(work: str) -> None:
     """Checkpoints survive a kill anywhere, a full disk and a power loss."""
-    ref = os.path.join(work, "durable-ref")
-    shutil.rmtree(ref, ignore_errors=True)
-    remove(f"{ref}.jsonl")
-    run(work, "r1", 1, "--steps", "12", "--checkpoint-every", "1", "--checkpoint", ref,
-        "--keep-checkpoints", "0", "--log", f"{ref}.jsonl")
+    # The reference, and an earlier run (another seed) whose checkpoints a
+    # new run into the same directory replaces.
+    ref, old = os.path.join(work, "durable-ref"), os.path.join(work, "durable-old")
+    for d, seed in ((ref, "0"), (old, "1")):
+        shutil.rmtree(d, ignore_errors=True)
+        remove(f"{d}.jsonl")
+        run(work, "r1", 1, "--steps", "12", "--checkpoint-every", "1", "--checkpoint", d,
+            "--keep-checkpoints", "0", "--seed", seed, "--log", f"{d}.jsonl")
     want = losses(f"{ref}.jsonl")
 
-    def identical(got_dir: str, step: int) -> bool:
-        """`got_dir` holds the reference's checkpoint of `step`, byte for byte."""
-        want_dir = os.path.join(ref, f"step-{step}")
+    def identical(got_dir: str, step: int, reference: str = ref) -> bool:
+        """`got_dir` holds `reference`'s checkpoint of `step`, byte for byte."""
+        want_dir = os.path.join(reference, f"step-{step}")
         if not os.path.isdir(got_dir):
             return False
         names = sorted(os.listdir(want_dir))
@@ -403,9 +406,10 @@ def durable(work: str) -> None:
             open(os.path.join(got_dir, n), "rb").read() ==
             open(os.path.join(want_dir, n), "rb").read() for n in names)
 
-    def latest_step(d: str) -> int | None:
-        """The step `latest` names, after checking that checkpoint is whole
-        (step-K, or step-K.old when the kill came between two renames)."""
+    def latest_step(d: str, references=(ref,)) -> int | None:
+        """The step `latest` names, after checking that checkpoint is whole:
+        one of `references`' byte for byte, not a mix (step-K, or step-K.old
+        when the kill came between two renames); -1 if it is not."""
         latest = os.path.join(d, "latest")
         if not os.path.exists(latest):
             return None
@@ -414,61 +418,60 @@ def durable(work: str) -> None:
         path = os.path.join(d, name)
         if not os.path.isdir(path):
             path += ".old"
-        return step if identical(path, step) else -1
+        return step if any(identical(path, step, r) for r in references) else -1
 
     def leftovers(d: str) -> list[str]:
         return [n for n in os.listdir(d) if ".tmp-" in n or n.endswith(".old")]
 
-    def finish(d: str, log: str, total: int, exe="r1", ranks=1) -> bool:
+    def finish(d: str, log: str, total: int, keep: str = "3") -> bool:
         """Resumes (or starts) the run in `d` to step `total`: the log then
         holds the reference's losses and step-`total` is the reference's."""
         step = latest_step(d)
         if step == -1:
             return False
-        args = ["--checkpoint", d, "--checkpoint-every", "1", "--log", log]
+        args = ["--checkpoint", d, "--checkpoint-every", "1", "--log", log,
+                "--keep-checkpoints", keep]
         args += ["--resume", "--steps", str(total - step)] if step else ["--steps", str(total)]
-        run(work, exe, ranks, *args)
+        run(work, "r1", 1, *args)
         return (latest_step(d) == total and not leftovers(d) and
                 losses(log) == want[:total])
 
-    # 1. A kill at each point of writing three checkpoints: into an empty
-    # directory, and over a previous run's checkpoints (each step replaced).
+    # 1. A kill at each point of writing three checkpoints, keeping two (so
+    # the third prunes the first): into an empty directory, and over the
+    # earlier run's checkpoints (each step replaced; `latest` names step-1,
+    # the first one replaced).
     for variant in ("fresh", "replacing"):
         d, log = os.path.join(work, f"durable-{variant}"), os.path.join(work, "durable.jsonl")
         failures, points = [], 0
         for point in range(1, 80):
             shutil.rmtree(d, ignore_errors=True)
             if variant == "replacing":
-                shutil.copytree(ref, d)
-                # The previous run's `latest` is the first step this run
-                # replaces.
+                shutil.copytree(old, d)
                 with open(os.path.join(d, "latest"), "w") as f:
                     f.write("step-1\n")
             remove(log)
             proc = run(work, "r1", 1, "--steps", "3", "--checkpoint-every", "1",
-                       "--checkpoint", d, "--log", log, expect_fail=True,
-                       env={"LOOM_TRAINER_KILL_AT": str(point)})
+                       "--keep-checkpoints", "2", "--checkpoint", d, "--log", log,
+                       expect_fail=True, env={"LOOM_TRAINER_KILL_AT": str(point)})
             if proc.returncode == 0:
                 break
             points = point
-            if proc.returncode != -9 or latest_step(d) == -1:
+            if proc.returncode != -9 or latest_step(d, (ref, old)) == -1:
                 failures.append(f"{point}: exit {proc.returncode}")
-            elif variant == "fresh" and not finish(d, log, 3):
+            elif variant == "fresh" and not finish(d, log, 3, keep="2"):
                 failures.append(f"{point}: the resumed run differs")
-            elif variant == "replacing" and latest_step(d) is None:
-                failures.append(f"{point}: no latest")
             elif variant == "replacing":
-                # What `latest` names is whole; a new run into d then
-                # replaces what is left.
+                # What `latest` names is the earlier run's or the new one's,
+                # whole; a new run into d then replaces what is left.
                 run(work, "r1", 1, "--steps", "3", "--checkpoint-every", "1",
-                    "--checkpoint", d)
+                    "--keep-checkpoints", "2", "--checkpoint", d)
                 if latest_step(d) != 3 or leftovers(d):
                     failures.append(f"{point}: a rerun leaves {leftovers(d)}")
-        check(points >= 21 and not failures,
+        check(points >= 22 and not failures,
               f"killed at each of the {points} points of writing 3 checkpoints ({variant}): "
               "`latest` names a whole checkpoint, " +
               ("the resumed run equals the uninterrupted one bit for bit" if variant == "fresh"
-               else "and a new run replaces what is left") +
+               else "the earlier run's or the new one's, and a new run replaces what is left") +
               (f"; failed: {failures}" if failures else ""))
 
     # 2. SIGKILL at random times in a 12-step run, then resume to the end.
@@ -525,17 +528,17 @@ def durable(work: str) -> None:
     # 4. A full disk: a 4 MiB tmpfs holds two of these 1.5 MB checkpoints.
     full_disk(work, identical)
 
-    # 5. Synced before renamed: every rename's source was fsynced before it,
-    # and its directory after it.
+    # 5. Synced before renamed: every rename's source was fsynced since its
+    # last rename, and its directory after it.
     if shutil.which("strace"):
         d = os.path.join(work, "durable-strace")
         shutil.rmtree(d, ignore_errors=True)
         trace = os.path.join(work, "durable-strace.txt")
         subprocess.run(["strace", "-f", "-y", "-o", trace, "-e",
                         "trace=fsync,fdatasync,rename,renameat,renameat2",
-                        os.path.join(work, "r1"), "--data", CORPUS, "--steps", "2",
-                        "--checkpoint-every", "1", "--checkpoint", d, "--trace",
-                        os.path.join(work, "durable-trace.json")],
+                        os.path.join(work, "r1"), "--data", CORPUS, "--steps", "3",
+                        "--checkpoint-every", "1", "--keep-checkpoints", "2",
+                        "--checkpoint", d, "--trace", os.path.join(work, "durable-trace.json")],
                        capture_output=True, check=True, cwd=work)
         synced, unsynced, renames, pending = set(), [], 0, {}
         for line in open(trace):
@@ -546,18 +549,33 @@ def durable(work: str) -> None:
             elif m := re.search(r'rename\("([^"]*)", "([^"]*)"\) = 0', line):
                 src, dst = (os.path.join(work, p) for p in m.groups())
                 renames += 1
-                if src not in synced:
+                # (Moving a checkpoint aside or out to be pruned is not a
+                # commit: nothing new is in it.)
+                if src not in synced and ".tmp-" not in os.path.basename(dst) \
+                        and not dst.endswith(".old"):
                     unsynced.append(src)
+                synced.discard(src)
                 pending[dst] = os.path.dirname(dst)
-        check(renames >= 2 * 67 and not unsynced and not pending,
+        check(renames >= 3 * 67 and not unsynced and not pending,
               f"strace: {renames} renames, each of a file or directory fsynced before it and "
               f"followed by an fsync of its directory (unsynced {unsynced[:2]}, "
               f"directory not synced after {list(pending)[:2]})")
     else:
         print("SKIP: strace not installed: the fsync order is not checked")
 
-    # 6. A device is written in place, never replaced.
-    proc = run(work, "r1", 1, "--steps", "1", "--trace", "/dev/null")
+    # 6. A FIFO (and so a device) is written in place, never replaced; only
+    # then the machine's devices.
+    fifo = os.path.join(work, "durable-fifo")
+    remove(fifo)
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", fifo], stdout=subprocess.PIPE)
+    run(work, "r1", 1, "--steps", "1", "--trace", fifo)
+    got = reader.communicate(timeout=60)[0]
+    in_place = stat.S_ISFIFO(os.stat(fifo).st_mode) and b"traceEvents" in got
+    check(in_place, "--trace to a FIFO: the trace goes through it, and it stays a FIFO")
+    if not in_place:
+        return
+    run(work, "r1", 1, "--steps", "1", "--trace", "/dev/null")
     check(stat.S_ISCHR(os.stat("/dev/null").st_mode), "--trace /dev/null: /dev/null is "
           "still a character device")
     proc = run(work, "r1", 1, "--steps", "1", "--trace", "/dev/full", expect_fail=True)

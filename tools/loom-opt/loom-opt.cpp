@@ -5,9 +5,10 @@
 // scf, gpu, llvm, ...). This is the one translation unit that includes the
 // upstream "register everything" headers, which are slow to compile.
 //
-// `-o FILE` is replaced atomically and durably: mlir-opt's driver writes a
-// temporary beside it, which is fsynced and renamed over FILE only when
-// every pass succeeded (a device such as /dev/null is written in place).
+// `-o FILE` is replaced atomically and durably (loom/Runtime/DurableFile.h):
+// mlir-opt's driver writes a temporary beside it, which is fsynced and
+// renamed over FILE only when every pass succeeded; a device or stream such
+// as /dev/null is written by the driver itself.
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,20 +34,37 @@ int main(int argc, char **argv) {
 
   auto [input, output] = mlir::registerAndParseCLIOptions(
       argc, argv, "Loom optimizer driver\n", registry);
-  if (output == "-")
+  loom::runtime::DurableTarget target =
+      loom::runtime::planDurableWrite(output == "-" ? "/dev/stdout" : output);
+  // Streams and devices are written by the driver itself.
+  if (output == "-" || target.append)
     return mlir::asMainReturnCode(
         mlir::MlirOptMain(argc, argv, input, output, registry));
-  loom::runtime::DurableTarget target = loom::runtime::planDurableWrite(output);
   if (!target.error.empty()) {
     llvm::errs() << "loom-opt: error: " << target.error << "\n";
     return EXIT_FAILURE;
   }
+  // A file rewritten where it is (other hard links) is written to a
+  // temporary first, and copied over it only on success.
+  llvm::SmallString<128> scratch;
+  if (target.inPlace) {
+    if (std::error_code ec =
+            llvm::sys::fs::createTemporaryFile("loom-opt", "mlir", scratch)) {
+      llvm::errs() << "loom-opt: error: cannot create a temporary file: "
+                   << ec.message() << "\n";
+      return EXIT_FAILURE;
+    }
+    target.write = scratch.str().str();
+  }
   if (failed(mlir::MlirOptMain(argc, argv, input, target.write, registry))) {
-    if (!target.inPlace)
-      llvm::sys::fs::remove(target.write);
+    llvm::sys::fs::remove(target.write);
     return EXIT_FAILURE;
   }
-  std::string error = loom::runtime::installFileDurably(target);
+  std::string error =
+      target.inPlace ? loom::runtime::copyFileInPlace(target.write, target.path)
+                     : loom::runtime::installFileDurably(target);
+  if (target.inPlace)
+    llvm::sys::fs::remove(target.write);
   if (!error.empty()) {
     llvm::errs() << "loom-opt: error: " << error << "\n";
     return EXIT_FAILURE;

@@ -45,6 +45,7 @@
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
@@ -664,7 +665,8 @@ int main(int argc, char **argv) {
   if (emit == Emit::Obj)
     return failed(emitObject(*llvmModule, outputFile)) ? 1 : 0;
   // The object is a temporary; the trainer is linked beside its path and
-  // put in place durably (a trainer already there is replaced whole).
+  // put in place durably (a trainer already there is replaced whole), or
+  // where it is for a file with other hard links.
   SmallString<128> object;
   if (std::error_code ec =
           sys::fs::createTemporaryFile("loomc-step", "o", object)) {
@@ -674,7 +676,7 @@ int main(int argc, char **argv) {
   }
   loom::runtime::DurableTarget exe =
       loom::runtime::planDurableWrite(outputFile);
-  if (exe.error.empty() && exe.inPlace)
+  if (exe.error.empty() && exe.append)
     exe.error = outputFile + " is not a regular file: a trainer cannot be "
                              "written there";
   if (!exe.error.empty()) {
@@ -683,15 +685,35 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  // A trainer rewritten where it is (other hard links) is linked to a
+  // temporary first, and copied over it only once linked.
+  SmallString<128> scratch;
+  if (exe.inPlace) {
+    if (std::error_code ec =
+            sys::fs::createTemporaryFile("loomc-trainer", "", scratch)) {
+      errs() << "loomc: error: cannot create a temporary file: " << ec.message()
+             << "\n";
+      sys::fs::remove(object);
+      return 1;
+    }
+    exe.write = scratch.str().str();
+  }
+  // Neither temporary outlives an interrupt.
+  sys::RemoveFileOnSignal(object);
+  sys::RemoveFileOnSignal(exe.write);
+
   // 7. Link.
   LogicalResult linked = success(succeeded(emitObject(*llvmModule, object)) &&
                                  succeeded(link(object, exe.write)));
   sys::fs::remove(object);
-  if (failed(linked)) {
+  if (succeeded(linked))
+    error = exe.inPlace ? loom::runtime::copyFileInPlace(exe.write, exe.path)
+                        : loom::runtime::installFileDurably(exe);
+  if (failed(linked) || exe.inPlace || !error.empty())
     sys::fs::remove(exe.write);
+  sys::DontRemoveFileOnSignal(exe.write);
+  if (failed(linked))
     return 1;
-  }
-  error = loom::runtime::installFileDurably(exe);
   if (!error.empty()) {
     errs() << "loomc: error: " << error << "\n";
     return 1;

@@ -119,18 +119,47 @@ TEST_F(CheckpointDirectoryTest, CleaningLeavesWhatTheUserPutThere) {
 }
 
 TEST_F(CheckpointDirectoryTest, PruneKeepsLatestAndTheOnesBeforeIt) {
-  for (int64_t step : {1, 2, 3, 4, 5})
+  for (int64_t step : {1, 2, 3, 4, 5, 6})
     save(step, "s" + std::to_string(step));
-  // A fresh run into the same root: `latest` is now step-2.
-  save(2, "rerun");
-  fs::create_directory(root + "/step-9"); // no manifest: not the trainer's
-  ASSERT_EQ(pruneCheckpoints(root, 2), "");
-  EXPECT_EQ(entries(), (Names{"latest", "step-1", "step-2", "step-9"}));
-  ASSERT_EQ(pruneCheckpoints(root, 1), "");
-  EXPECT_EQ(entries(), (Names{"latest", "step-2", "step-9"}));
-  EXPECT_EQ(latest(), "rerun");
+  // A fresh run into the same root: `latest` is now step-4; step-5 and
+  // step-6 are the earlier run's, left for this run to replace.
+  save(4, "rerun");
+  fs::create_directory(root + "/step-0"); // no manifest: not the trainer's
   ASSERT_EQ(pruneCheckpoints(root, 0), "");
-  EXPECT_EQ(entries(), (Names{"latest", "step-2", "step-9"}));
+  ASSERT_EQ(pruneCheckpoints(root, 2), "");
+  EXPECT_EQ(entries(), (Names{"latest", "step-0", "step-3", "step-4", "step-5",
+                              "step-6"}));
+  ASSERT_EQ(pruneCheckpoints(root, 1), "");
+  EXPECT_EQ(entries(),
+            (Names{"latest", "step-0", "step-4", "step-5", "step-6"}));
+  EXPECT_EQ(latest(), "rerun");
+}
+
+TEST_F(CheckpointDirectoryTest, APruneCutShortIsFinishedAtStart) {
+  save(1, "one");
+  save(2, "two");
+  // Killed inside remove_all: what is left is under a temporary name.
+  fs::rename(root + "/step-1", temporarySibling(root + "/step-1"));
+  ASSERT_EQ(cleanCheckpointRoot(root), "");
+  EXPECT_EQ(entries(), (Names{"latest", "step-2"}));
+}
+
+TEST_F(CheckpointDirectoryTest, CreatesTheRootAndItsParents) {
+  std::string base = root;
+  root += "/a/b";
+  save(1, "one");
+  EXPECT_EQ(latest(), "one");
+  root = base;
+}
+
+TEST_F(CheckpointDirectoryTest, ANameTooLongForAStepIsNotOne) {
+  save(1, "one");
+  fs::create_directory(root + "/step-99999999999999999999");
+  std::ofstream(root + "/step-99999999999999999999/manifest.json") << "x";
+  ASSERT_EQ(pruneCheckpoints(root, 1), "");
+  ASSERT_EQ(cleanCheckpointRoot(root), "");
+  std::ofstream(root + "/latest") << "step-99999999999999999999\n";
+  EXPECT_NE(latest().find("not a step-K directory"), std::string::npos);
 }
 
 TEST_F(CheckpointDirectoryTest, LatestMustBeARegularFileNamingAStep) {
@@ -140,6 +169,8 @@ TEST_F(CheckpointDirectoryTest, LatestMustBeARegularFileNamingAStep) {
   fs::remove(root + "/latest");
   EXPECT_NE(latest().find("'latest' file is missing"), std::string::npos);
   fs::create_directory(root + "/latest");
+  EXPECT_NE(cleanCheckpointRoot(root).find("is not a regular file"),
+            std::string::npos);
   std::string tmp;
   ASSERT_EQ(beginCheckpoint(root, 2, tmp), "");
   EXPECT_NE(commitCheckpoint(root, 2, tmp).find("is not a regular file"),

@@ -69,8 +69,11 @@ func.func @huge_vocab(%h: tensor<4x2xf32>, %w: tensor<268431361x2xf32>, %labels:
 
 // Inside every domain: both kernels, no remark.
 // CHECK-LABEL: func.func @taken
+// CHECK: train.call_kernel @loomrt_cross_entropy_f32
 // CHECK: train.call_kernel @loomrt_embedding_grad_f32
-func.func @taken(%g: tensor<8x6xf32>, %ids: tensor<8xi32>) -> tensor<16x6xf32> {
+func.func @taken(%h: tensor<64x16xf32>, %w: tensor<32x16xf32>, %labels: tensor<64xi32>,
+                 %g: tensor<8x6xf32>, %ids: tensor<8xi32>) -> (tensor<f32>, tensor<16x6xf32>) {
+  %loss, %lse = train.linear_cross_entropy %h, %w, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 16 : tensor<64x16xf32>, tensor<32x16xf32>, tensor<64xi32> -> tensor<f32>, tensor<64xf32>
   %t = train.embedding_grad %g[%ids] : tensor<8x6xf32>, tensor<8xi32> -> tensor<16x6xf32>
-  return %t : tensor<16x6xf32>
+  return %loss, %t : tensor<f32>, tensor<16x6xf32>
 }

@@ -1,15 +1,21 @@
 //===- DurableFile.h - files replaced atomically and durably ----*- C++ -*-===//
 //
 // Every file Loom writes for the user (checkpoints, their `latest` pointer,
-// traces, reports, .npy results) goes through DurableFile, so that a crash,
-// a killed process, a full disk or a power loss leaves the old file or the
-// new one, never a mix:
+// traces, reports, .npy results, loomc's and loom-opt's outputs) goes
+// through DurableFile, so that a crash, a killed process, a full disk or a
+// power loss leaves the old file or the new one, never a mix:
 //
-//   - a regular file (or a missing one) is written as a temporary beside
-//     it, fsynced, renamed over it, and its directory fsynced;
-//   - a symbolic link stays a link: the file it names is replaced;
-//   - anything else (a device such as /dev/null, a FIFO, a terminal) is
-//     written in place and never replaced; a directory is an error;
+//   - a regular file (or a new one) is written as a temporary beside it
+//     (PATH.tmp-PID-RANDOM, created exclusively), fsynced, given the old
+//     file's permissions and owner, renamed over it, and its directory
+//     fsynced; where a rename cannot replace it (a bind-mounted file), it
+//     is copied in place and fsynced;
+//   - a symbolic link stays a link: the regular file it names is replaced;
+//   - a device, FIFO or stream (anything under /dev or /proc: /dev/null,
+//     /dev/stdout, /dev/fd/N) is written in place, appended to;
+//   - a regular file with other hard links, or in a directory this process
+//     cannot write, is rewritten in place (the links kept; not atomic);
+//   - a directory or a dangling link is an error;
 //   - every call is checked, and an error names the path and the call.
 //
 // Plain C++ and POSIX: the runtime and the compiler both use it (loomc's
@@ -21,6 +27,7 @@
 #define LOOM_RUNTIME_DURABLEFILE_H
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace loom::runtime {
@@ -34,18 +41,31 @@ struct DurableTarget {
   std::string write;
   /// Why `path` cannot be written (a directory, a dangling link), or "".
   std::string error;
-  bool inPlace = false;
-  /// The permissions of the regular file replaced, or -1.
+  /// Written where it is (see the file comment); after what it holds
+  /// (`append`, a device or stream) or from its start.
+  bool inPlace = false, append = false;
+  /// The permissions, owner and group of the regular file replaced, or -1.
   int mode = -1;
+  int64_t owner = -1, group = -1;
 };
 
 /// Plans writing `path` (see the file comment).
 DurableTarget planDurableWrite(const std::string &path);
 /// Puts the file written at `target.write` (by another program, e.g. a
-/// linker) in place: fsync, rename over `target.path`, fsync of its
-/// directory. Nothing to do in place. Returns "" or the error (and removes
-/// the temporary).
+/// linker) in place: the replaced file's permissions (plus the written
+/// file's execute bits) and owner, fsync, rename over `target.path`, fsync
+/// of its directory; in place, only the fsync. Returns "" or the error (and
+/// removes the temporary).
 std::string installFileDurably(const DurableTarget &target);
+
+/// Copies the file `from` over the existing file `to` where it is (its
+/// inode, links and permissions kept, plus `from`'s execute bits) and
+/// fsyncs it: for a target written in place, or a rename that cannot
+/// replace it. Returns "" or the error.
+std::string copyFileInPlace(const std::string &from, const std::string &to);
+
+/// A fresh name beside `path` for a temporary: PATH.tmp-PID-RANDOM.
+std::string temporarySibling(const std::string &path);
 
 class DurableFile {
 public:
@@ -72,7 +92,7 @@ private:
   DurableTarget target;
   std::string failure;
   int fd = -1;
-  bool committed = false;
+  bool created = false, committed = false;
 };
 
 /// Writes `size` bytes at `data` as `path` through a DurableFile. Returns ""
