@@ -15,6 +15,7 @@
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Support/CrashGuard.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -32,14 +33,23 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   loom::registerAllDialects(registry);
 
-  auto [input, output] = mlir::registerAndParseCLIOptions(
+  auto [parsedInput, parsedOutput] = mlir::registerAndParseCLIOptions(
       argc, argv, "Loom optimizer driver\n", registry);
+  std::string input = parsedInput, output = parsedOutput;
+  // A crash on the main thread (an upstream parser's, say) is a diagnostic.
+  auto optMain = [&](llvm::StringRef outputPath) {
+    mlir::LogicalResult result = mlir::failure();
+    if (!loom::runGuarded("loom-opt", "processing " + input, [&] {
+          result = mlir::MlirOptMain(argc, argv, input, outputPath, registry);
+        }))
+      return mlir::failure();
+    return result;
+  };
   loom::runtime::DurableTarget target =
       loom::runtime::planDurableWrite(output == "-" ? "/dev/stdout" : output);
   // Streams and devices are written by the driver itself.
   if (output == "-" || target.append)
-    return mlir::asMainReturnCode(
-        mlir::MlirOptMain(argc, argv, input, output, registry));
+    return mlir::asMainReturnCode(optMain(output));
   if (!target.error.empty()) {
     llvm::errs() << "loom-opt: error: " << target.error << "\n";
     return EXIT_FAILURE;
@@ -56,7 +66,7 @@ int main(int argc, char **argv) {
     }
     target.write = scratch.str().str();
   }
-  if (failed(mlir::MlirOptMain(argc, argv, input, target.write, registry))) {
+  if (failed(optMain(target.write))) {
     llvm::sys::fs::remove(target.write);
     return EXIT_FAILURE;
   }

@@ -25,6 +25,7 @@
 #include "loom/InitAllDialects.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Support/CrashGuard.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/MLIRContext.h"
@@ -545,7 +546,12 @@ int main(int argc, char **argv) {
   SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(file), SMLoc());
   SourceMgrDiagnosticHandler handler(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  // An upstream parser's crash on malformed input is a diagnostic.
+  OwningOpRef<ModuleOp> module;
+  if (!loom::runGuarded("loomc", "parsing " + inputFile, [&] {
+        module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+      }))
+    return 1;
   if (!module) {
     errs() << "loomc: error: the parse phase failed (see above)\n";
     return 1;
