@@ -8,9 +8,9 @@
 //   coll-bucket             merges the collectives that remain, in ready
 //                           order (its overlap check simulates the order it
 //                           is given, which is still the partitioner's);
-//   coll-prefetch           moves gathers into the original peak's headroom;
-//   coll-overlap-schedule   retimes waits, prefetches again into the memory
-//                           that frees, and checks the limit and makespan.
+//   coll-overlap-schedule   retimes every collective from the synchronous
+//                           order within the memory limit and keeps the
+//                           fastest order the simulation finds.
 //
 // The device, memory limit and prefetch distance are shared options.
 //
@@ -37,16 +37,10 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
     bucket.device = options.device;
     pm.addNestedPass<func::FuncOp>(coll::createCollBucketPass(bucket));
   }
-  coll::CollPrefetchPassOptions prefetch;
-  prefetch.distance = options.distance;
-  prefetch.budgetMb = options.memoryHeadroomMb;
-  prefetch.overtake = true;
-  prefetch.device = options.device;
-  pm.addNestedPass<func::FuncOp>(coll::createCollPrefetchPass(prefetch));
   coll::CollOverlapSchedulePassOptions schedule;
   schedule.device = options.device;
   schedule.memoryLimitMb = options.memoryLimitMb;
-  schedule.memoryHeadroomMb = options.memoryHeadroomMb;
+  schedule.memoryHeadroom = options.memoryHeadroom;
   schedule.distance = options.distance;
   pm.addNestedPass<func::FuncOp>(coll::createCollOverlapSchedulePass(schedule));
 }

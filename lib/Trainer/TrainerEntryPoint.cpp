@@ -27,6 +27,14 @@ using loom::runtime::StepManifest;
 using loom::runtime::StepTensor;
 using train::TrainDialect;
 
+int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
+  if (auto timeline =
+          step->getAttrOfType<IntegerAttr>(attrs::kTimelinePeakBytes))
+    return timeline.getInt();
+  return MemoryTimeline(step.getBody().front(), {/*callerOwnedResults=*/true})
+      .getPeakBytes();
+}
+
 func::FuncOp loom::trainer::findStep(ModuleOp module) {
   for (auto func : module.getOps<func::FuncOp>())
     if (!func.isExternal() && train::getLossResultIndex(func))
@@ -160,14 +168,8 @@ describeProperties(func::FuncOp step, StringRef source) {
   properties["source"] = sourceOf(step->getParentOfType<ModuleOp>(), source);
   if (auto peak = step->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes))
     properties["scheduled_peak_bytes"] = std::to_string(peak.getInt());
-  // With a memory plan, the timeline it placed; without, the same timeline
-  // of the step as it will be lowered.
-  auto timeline = step->getAttrOfType<IntegerAttr>(attrs::kTimelinePeakBytes);
   properties["predicted_peak_bytes"] =
-      std::to_string(timeline ? timeline.getInt()
-                              : MemoryTimeline(step.getBody().front(),
-                                               {/*callerOwnedResults=*/true})
-                                    .getPeakBytes());
+      std::to_string(trainer::getPredictedPeakBytes(step));
   return properties;
 }
 

@@ -25,6 +25,7 @@
 #include "loom/InitAllDialects.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Support/AttrNames.h"
 #include "loom/Support/CrashGuard.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -43,6 +44,7 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -56,6 +58,8 @@ using namespace mlir;
 using namespace llvm;
 
 namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
 
 /// Where loomc stops: after a phase, or at a file format, in the order it
 /// reaches them.
@@ -152,12 +156,14 @@ static cl::opt<loom::ZeroStage> zeroStage(
     cl::init(loom::ZeroStage::None), cl::cat(loomcCategory));
 static cl::opt<double> memoryLimitMb(
     "memory-limit-mb",
-    cl::desc("scheduler memory limit, MiB (0: the partitioned step's peak)"),
+    cl::desc("the step's peak may not exceed this, MiB (0: 5% above the "
+             "synchronous order's peak)"),
     cl::init(0), cl::cat(loomcCategory));
-static cl::opt<std::string> device("device",
-                                   cl::desc("device description for the "
-                                            "scheduler's cost model"),
-                                   cl::init("cpu"), cl::cat(loomcCategory));
+static cl::opt<std::string>
+    device("device",
+           cl::desc("device description for the scheduler's cost model "
+                    "(default: cpu, or h100-nvlink with --target=cuda)"),
+           cl::cat(loomcCategory));
 
 // The memory plan.
 static cl::opt<bool> fuseAttention(
@@ -585,21 +591,24 @@ int main(int argc, char **argv) {
   if (emit == Emit::TrainingStep)
     return writeModule();
 
-  // 2. ZeRO and the communication schedule.
+  // 2. ZeRO and the communication schedule, and 3. the static memory plan,
+  // on the decomposed step: its memory timeline (results in the trainer's
+  // buffers) is the prediction, and every buffer it allocates is pinned to
+  // an arena offset.
+  //
+  // --memory-limit-mb bounds what the trainer allocates for the step: the
+  // plan's peak. The scheduler sees the step before decomposition, which
+  // needs less, so where the plan comes out over the limit the schedule is
+  // redone with the scheduler's limit lowered (a remark says so), down to
+  // the synchronous order at worst; a limit even that schedule's plan does
+  // not meet is an error that says what it needs.
   loom::ShardingOptions sharding;
   sharding.zeroStage = zeroStage;
   sharding.worldSize = worldSize;
-  sharding.device = device;
-  sharding.memoryLimitMb = memoryLimitMb;
-  if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
-                      loom::buildShardingPipeline)))
-    return 1;
-  if (emit == Emit::Step)
-    return writeModule();
-
-  // 3. The static memory plan, on the decomposed step: its memory timeline
-  // (results in the trainer's buffers) is the prediction, and every buffer
-  // it allocates is pinned to an arena offset.
+  sharding.device =
+      device.getNumOccurrences()
+          ? device.getValue()
+          : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
   loom::MemoryPlanOptions plan;
   plan.target = target;
   plan.emulateGpu = emulateGpu;
@@ -612,9 +621,64 @@ int main(int argc, char **argv) {
   plan.splitMinRows = gpuSplitMinRows;
   plan.gpuThreads = gpuThreads;
   plan.memoryPlan = memoryPlan;
-  if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline", plan,
-                      loom::buildMemoryPlanPipeline)))
-    return 1;
+  OwningOpRef<ModuleOp> unsharded;
+  if (memoryLimitMb > 0 && emit != Emit::Step)
+    unsharded = module->clone();
+  double scheduleLimitMb = memoryLimitMb;
+  for (int attempt = 0;; ++attempt) {
+    sharding.memoryLimitMb = scheduleLimitMb;
+    if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
+                        loom::buildShardingPipeline)))
+      return 1;
+    if (emit == Emit::Step)
+      return writeModule();
+    if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline",
+                        plan, loom::buildMemoryPlanPipeline)))
+      return 1;
+    if (!unsharded)
+      break;
+    func::FuncOp stepFunc = loom::trainer::findStep(*module);
+    int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
+    int64_t limit = int64_t(memoryLimitMb * kMiB);
+    if (planned <= limit)
+      break;
+    auto scheduled =
+        stepFunc->getAttrOfType<IntegerAttr>(loom::attrs::kScheduledPeakBytes);
+    auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
+        loom::attrs::kSynchronousPeakBytes);
+    // The least the scheduler accepts: the synchronous order's peak.
+    double floorMb =
+        synchronous ? double(synchronous.getInt() + 1) / kMiB : memoryLimitMb;
+    bool atFloor = scheduleLimitMb <= floorMb;
+    if (!scheduled || !synchronous || atFloor || attempt == 4) {
+      errs() << formatv("loomc: error: --memory-limit-mb {0:F3} cannot be "
+                        "met: ",
+                        double(memoryLimitMb));
+      if (atFloor)
+        errs() << formatv("with every collective synchronous (the least "
+                          "memory retiming collectives reaches) the step's "
+                          "memory plan needs {0:F3} MiB\n",
+                          planned / kMiB);
+      else
+        errs() << formatv("the step's memory plan needs {0:F3} MiB\n",
+                          planned / kMiB);
+      return 1;
+    }
+    // Lower the scheduler's limit by the excess, or by what decomposition
+    // added, whichever is more, down to the synchronous order.
+    double next = std::max(
+        floorMb,
+        std::min(scheduleLimitMb - double(planned - limit) / kMiB,
+                 memoryLimitMb - double(planned - scheduled.getInt()) / kMiB));
+    errs() << formatv("loomc: remark: the memory plan needs {0:F3} MiB, over "
+                      "--memory-limit-mb {1:F3} (the scheduler saw {2:F3} "
+                      "MiB before decomposition); scheduling again with "
+                      "memory-limit-mb={3:F3}\n",
+                      planned / kMiB, double(memoryLimitMb),
+                      scheduled.getInt() / kMiB, next);
+    module = unsharded->clone();
+    scheduleLimitMb = next;
+  }
   if (emit == Emit::MemoryPlan)
     return writeModule();
 

@@ -98,8 +98,8 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::init("cpu")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
-      llvm::cl::desc("scheduler memory limit, MiB (0: the partitioned "
-                     "step's peak)"),
+      llvm::cl::desc("scheduler memory limit, MiB (0: 5% above the "
+                     "synchronous order's peak)"),
       llvm::cl::init(0)};
 };
 
@@ -110,12 +110,14 @@ struct SchedulePipelineOptions
                              llvm::cl::init("h100-nvlink")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
-      llvm::cl::desc("absolute limit in MiB (0: the original peak plus "
-                     "the headroom)"),
+      llvm::cl::desc("the step's peak may not exceed this, MiB (0: the "
+                     "synchronous peak plus the headroom)"),
       llvm::cl::init(0)};
-  Option<double> memoryHeadroomMb{*this, "memory-headroom-mb",
-                                  llvm::cl::desc("MiB above the original peak"),
-                                  llvm::cl::init(0)};
+  Option<double> memoryHeadroom{
+      *this, "memory-headroom",
+      llvm::cl::desc("without a limit: the fraction above the synchronous "
+                     "order's peak overlap may use"),
+      llvm::cl::init(0.05)};
   Option<double> gatherBudgetMb{
       *this, "gather-budget-mb",
       llvm::cl::desc("memory for parameters kept gathered from the forward "

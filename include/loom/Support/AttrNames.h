@@ -26,6 +26,12 @@ inline constexpr llvm::StringLiteral kOptimizer = "loom.optimizer";
 /// Its learning rate (f64); the trainer's default.
 inline constexpr llvm::StringLiteral kLearningRate = "loom.lr";
 
+// On a scheduled step (coll-overlap-schedule).
+/// The memory timeline's peak of the synchronous order, the least memory
+/// retiming collectives reaches (i64).
+inline constexpr llvm::StringLiteral kSynchronousPeakBytes =
+    "loom.synchronous_peak_bytes";
+
 // On a scheduled step (trainer-record-scheduled-peak).
 /// The memory timeline's peak of the step the scheduler bounded (i64).
 inline constexpr llvm::StringLiteral kScheduledPeakBytes =

@@ -20,6 +20,12 @@ namespace loom::trainer {
 /// result (null if there is none).
 mlir::func::FuncOp findStep(mlir::ModuleOp module);
 
+/// The step's predicted peak, what the trainer allocates for it: the memory
+/// plan's timeline (loom.timeline_peak_bytes) or, without a plan, the same
+/// timeline of the step as it will be lowered (results in the trainer's
+/// buffers).
+int64_t getPredictedPeakBytes(mlir::func::FuncOp step);
+
 } // namespace loom::trainer
 
 #endif // LOOM_TRAINER_PASSES_H

@@ -1,14 +1,24 @@
 // Tests coll-overlap-schedule on the cpu device (2 GB/s-class links, so
 // megabyte collectives take hundreds of microseconds). Each case pins one
-// rule; compute order never changes.
+// rule; compute order never changes. The limit's own tests are in
+// coll-overlap-schedule-limit.mlir.
 // RUN: loom-opt %s -split-input-file -coll-overlap-schedule="device=cpu" | FileCheck %s
-// RUN: loom-opt %s -split-input-file -coll-overlap-schedule="device=cpu memory-headroom-mb=8" | FileCheck %s --check-prefix=HEADROOM
+// RUN: loom-opt %s -split-input-file -coll-overlap-schedule="device=cpu memory-headroom=0" | FileCheck %s --check-prefix=SYNC
 // RUN: not loom-opt %s -split-input-file -coll-overlap-schedule="device=none" 2>&1 | FileCheck %s --check-prefix=DEVICE
 // DEVICE: error: coll-overlap-schedule: none: no device description found
 
-// A reduce-scatter's wait moves up to where the collective is done (freeing
-// its input early), and a gather starts under the preceding compute.
+// A reduce-scatter's wait moves to where the collective is done, and a
+// gather starts under the preceding compute. Without headroom the gather
+// stays synchronous (its 16 KiB would sit on the peak), the wait still
+// moves (the peak is elsewhere).
 // CHECK-LABEL: func.func @step
+// SYNC-LABEL: func.func @step
+// SYNC: %[[RS:.+]] = coll.reduce_scatter_start
+// SYNC-NEXT: tensor.empty
+// SYNC-NEXT: linalg.exp
+// SYNC-NEXT: coll.wait %[[RS]]
+// SYNC: %[[AG:.+]] = coll.all_gather_start
+// SYNC-NEXT: coll.wait %[[AG]]
 func.func @step(%g0: tensor<4096xf32>, %s: tensor<1024xf32>, %a: tensor<1048576xf32>)
     -> (tensor<1024xf32>, tensor<1048576xf32>, tensor<4096xf32>) {
   %c = coll.comm_world : !coll.comm<4>
@@ -44,7 +54,8 @@ func.func @gather_under_matmul(%a: tensor<256x256xf32>, %b: tensor<256x256xf32>,
   // CHECK: coll.comm_world
   // CHECK-NEXT: %[[F:.+]] = coll.all_gather_start
   // CHECK: linalg.matmul
-  // CHECK-NEXT: coll.wait %[[F]]
+  // CHECK: coll.wait %[[F]]
+  // CHECK-NEXT: linalg.exp
   %c = coll.comm_world : !coll.comm<4>
   %zero = arith.constant 0.0 : f32
   %em = tensor.empty() : tensor<256x256xf32>
@@ -89,27 +100,22 @@ func.func @reduce_scatter_at_gradient(%g0: tensor<262144xf32>, %a: tensor<256x25
 
 // The wait stalls, and deferring it past the exp would hide the
 // reduce-scatter, but the 4 MiB gradient would then be live beside the
-// exp's 4 MiB output: over the limit (the original peak), so it stays. With
-// 8 MiB of headroom it is deferred.
+// exp's 4 MiB output: 17 MiB, over the limit (13 MiB synchronous, +5%), so
+// it stays, though the input order had it deferred.
 // CHECK-LABEL: func.func @wait_not_deferred_over_the_limit
-// HEADROOM-LABEL: func.func @wait_not_deferred_over_the_limit
 func.func @wait_not_deferred_over_the_limit(%g0: tensor<1048576xf32>, %big: tensor<1048576xf32>)
     -> (tensor<262144xf32>, tensor<1048576xf32>) {
   // CHECK: %[[R:.+]] = coll.reduce_scatter_start
   // CHECK-NEXT: coll.wait %[[R]]
   // CHECK-NEXT: tensor.empty
   // CHECK-NEXT: linalg.exp
-  // HEADROOM: %[[R:.+]] = coll.reduce_scatter_start
-  // HEADROOM-NEXT: tensor.empty
-  // HEADROOM-NEXT: linalg.exp
-  // HEADROOM-NEXT: coll.wait %[[R]]
   %c = coll.comm_world : !coll.comm<4>
   %eg = tensor.empty() : tensor<1048576xf32>
   %g = linalg.exp ins(%g0 : tensor<1048576xf32>) outs(%eg : tensor<1048576xf32>) -> tensor<1048576xf32>
   %r = coll.reduce_scatter_start %g on %c scatter_axis = 0 reduction = <avg> : (tensor<1048576xf32>, !coll.comm<4>) -> !coll.future<tensor<262144xf32>>
-  %rw = coll.wait %r : !coll.future<tensor<262144xf32>>
   %eb = tensor.empty() : tensor<1048576xf32>
   %t = linalg.exp ins(%big : tensor<1048576xf32>) outs(%eb : tensor<1048576xf32>) -> tensor<1048576xf32>
+  %rw = coll.wait %r : !coll.future<tensor<262144xf32>>
   return %rw, %t : tensor<262144xf32>, tensor<1048576xf32>
 }
 
@@ -117,15 +123,17 @@ func.func @wait_not_deferred_over_the_limit(%g0: tensor<1048576xf32>, %big: tens
 
 // The gather's wait comes soon, the reduce-scatter's only at the end: the
 // gather overtakes the reduce-scatter on the stream (it moves above it, to
-// the top), and the reduce-scatter then runs under the long exp.
+// the top). The reduce-scatter's wait does not pass the long exp: its 4 MiB
+// gradient beside the exp's 16 MiB output is over the limit.
 // CHECK-LABEL: func.func @gather_overtakes_reduce_scatter
 func.func @gather_overtakes_reduce_scatter(%g0: tensor<1048576xf32>, %s: tensor<1024xf32>, %big: tensor<4194304xf32>)
     -> (tensor<262144xf32>, tensor<4096xf32>, tensor<4194304xf32>) {
   // CHECK: coll.comm_world
   // CHECK-NEXT: %[[F:.+]] = coll.all_gather_start
   // CHECK: %[[R:.+]] = coll.reduce_scatter_start
-  // CHECK-NEXT: coll.wait %[[F]]
+  // CHECK: coll.wait %[[F]]
   // CHECK: coll.wait %[[R]]
+  // CHECK-NEXT: linalg.exp ins(%arg2
   %c = coll.comm_world : !coll.comm<4>
   %eg = tensor.empty() : tensor<1048576xf32>
   %g = linalg.exp ins(%g0 : tensor<1048576xf32>) outs(%eg : tensor<1048576xf32>) -> tensor<1048576xf32>

@@ -91,50 +91,53 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
 }
 
 def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncOp"> {
-  let summary = "Retimes collectives for overlap under a hard memory limit";
+  let summary = "Overlaps collectives with compute under a hard memory limit";
   let description = [{
-    Keeps the order of compute and schedules the collectives around it,
-    within the limit (the original peak plus `memory-headroom-mb`, or
-    `memory-limit-mb` when given), simulating on `device`:
+    Keeps the order of compute and retimes the collectives around it. It
+    starts from the synchronous order (every collective waited right after
+    its start, gathers at their first use, reductions at their inputs: the
+    least memory retiming collectives reaches) and spends at most the limit
+    on overlap: `memory-limit-mb` when given, else the synchronous peak
+    times `1 + memory-headroom`. A limit below the synchronous peak is an
+    error that names that peak. Two orders are built, simulated on `device`:
 
-    1. All-gather starts move earlier (`coll-prefetch` with `overtake`)
-       into the original order's headroom.
-    2. Every reduce-scatter and all-reduce wait moves up to the first op the
-       compute stream reaches after the collective has finished. Waiting
-       there never stalls, and it frees the collective's input (a full
-       gradient) as early as that is free; moving a wait up never raises
-       memory. A moved wait that stalls goes back.
-    3. Gathers move again, into the memory step 2 freed. They may now pass
-       more reduce-scatters and delay them, so waits that stall sink to
-       where their collective is done (never past a use). This order is
-       kept only if the simulation finds it faster than step 2's (or as
-       fast with a smaller peak): a gather that overtakes too much leaves
-       the stream a backlog of reduce-scatters at the end of the step.
+    * gathers first: all-gather starts move up (`coll-prefetch` with
+      overtaking, where faster) while every op they pass stays within the
+      limit, then reductions;
+    * reductions first: each reduce-scatter and all-reduce wait that stalls
+      sinks towards where its collective is done (never past a use of its
+      result), while every op it passes, holding the gradient longer,
+      stays within the limit; then gathers, then waits again.
 
-    Finally the result is checked: if it is slower than the original order
-    or over max(limit, original peak), the original order stands. So the
-    limit is hard and the simulated makespan never grows. The pass is
-    deterministic, so every rank derives the same order. Its cost is a
-    fixed number of linear sweeps and simulations, plus `distance` per
-    all-gather.
+    Each is checked on the full memory timeline; one over the limit is
+    dropped with a remark. The faster order within the limit wins (on a tie
+    the smaller peak), against the synchronous order and the input order
+    too. So the peak never exceeds the limit and the simulated makespan is
+    never longer than the synchronous order's, nor than the input order's
+    when that is within the limit. The pass is deterministic, so every rank
+    derives the same order. Its cost is a fixed number of linear sweeps and
+    simulations (at most 8 rounds of wait sinking per order), plus
+    `distance` per all-gather.
 
     ```mlir
-    // before                                 // after
+    // synchronous                            // after
     %r = coll.reduce_scatter_start %dw ...     %r = coll.reduce_scatter_start %dw ...
-    %y = linalg.matmul ...                     %f = coll.all_gather_start %w0 ...
-    %s = coll.wait %r ...                      %y = linalg.matmul ...
+    %s = coll.wait %r ...                      %f = coll.all_gather_start %w0 ...
+    %y = linalg.matmul ...                     %y = linalg.matmul ...
     %f = coll.all_gather_start %w0 ...         %s = coll.wait %r ...   // done by now
-    %x = linalg.matmul ...                     %x = linalg.matmul ...
     %g = coll.wait %f ...                      %g = coll.wait %f ...
+    %x = linalg.matmul ins(%g ...)             %x = linalg.matmul ins(%g ...)
     ```
   }];
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description for the simulation">,
     Option<"memoryLimitMb", "memory-limit-mb", "double", /*default=*/"0",
-           "absolute limit in MiB (0: the original peak plus the headroom)">,
-    Option<"memoryHeadroomMb", "memory-headroom-mb", "double",
-           /*default=*/"0", "MiB above the original peak">,
+           "the step's peak may not exceed this, MiB (0: the synchronous "
+           "peak plus the headroom)">,
+    Option<"memoryHeadroom", "memory-headroom", "double",
+           /*default=*/"0.05", "without a limit: the fraction above the "
+           "synchronous order's peak overlap may use">,
     Option<"distance", "distance", "unsigned", /*default=*/"200",
            "furthest an all-gather start moves, in ops">,
   ];
@@ -179,21 +182,46 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
 }
 
 def CollReorderBaselinePass : Pass<"coll-reorder-baseline", "::mlir::func::FuncOp"> {
-  let summary = "Reorders collectives by a simple policy, for comparison";
+  let summary = "Reorders collectives as the orders users run, for comparison";
   let description = [{
-    The baselines the overlap scheduler is measured against:
+    The orders the overlap scheduler is measured against. Only collective
+    starts and waits move; compute keeps its order.
 
-    * `original`: no change.
-    * `sink-waits`: every `coll.wait` moves down to just before the first
-      use of its result.
+    * `synchronous`: every `coll.wait` right after its start. Nothing is in
+      flight while compute runs, so no buffer lives longer than the step
+      needs it: the memory-minimal order, and the reference for peaks.
+    * `fsdp`: PyTorch FSDP's policy (FSDP2's defaults with each transformer
+      block wrapped). A parameter's unit is its `train.param` name up to the
+      first numeric component (`layers.3.attn.wq` is in `layers.3`; names
+      without one are the root unit); a run of consecutive gathers of one
+      unit is one use of it (the forward's, then the backward's). A use's
+      gathers start when the previous use's compute starts and are all
+      waited before its own compute, so at most two gathered units are
+      alive. A reduce-scatter (or all-reduce) starts when its gradient
+      exists and is waited when the next unit's backward ends (before the
+      compute of the use after next).
+    * `original`: no change (`zero-partition`'s order: gathers synchronous,
+      reduce-scatters waited at the optimizer update).
+    * `sink-waits`: every wait moves down to just before the first use of
+      its result.
     * `eager-prefetch`: every all-gather start moves up as far as its
       operands allow, in original order, and waits sink. This is the
       aggressive policy that raised peak memory by 60% in Inductor's overlap
       scheduler: every gathered parameter is live from the top of the step.
+
+    ```mlir
+    // fsdp: the second block's gather starts as the first block computes
+    %f0 = coll.all_gather_start %w0 ...   // layers.0.wq
+    %g0 = coll.wait %f0 ...
+    %f1 = coll.all_gather_start %w1 ...   // layers.1.wq, moved up
+    %y0 = linalg.matmul ins(%x, %g0 ...)
+    %g1 = coll.wait %f1 ...
+    %y1 = linalg.matmul ins(%y0, %g1 ...)
+    ```
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"original\"",
-           "original, sink-waits or eager-prefetch">,
+           "synchronous, fsdp, original, sink-waits or eager-prefetch">,
   ];
 }
 

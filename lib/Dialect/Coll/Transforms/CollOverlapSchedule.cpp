@@ -1,10 +1,12 @@
-//===- CollOverlapSchedule.cpp - retime collectives under a memory limit --===//
+//===- CollOverlapSchedule.cpp - overlap collectives under a hard limit ---===//
 
-#include "Prefetch.h"
+#include "Retime.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Support/AttrNames.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace loom::coll {
 #define GEN_PASS_DEF_COLLOVERLAPSCHEDULEPASS
@@ -20,94 +22,80 @@ namespace {
 constexpr SimulationOptions kTimesOnly{/*events=*/false, /*memory=*/false};
 constexpr SimulationOptions kNoEvents{/*events=*/false, /*memory=*/true};
 
-/// The waits whose collective frees memory when done (reduce-scatters and
-/// all-reduces: their input, typically a full gradient), with their starts.
-/// Gather and broadcast waits free nothing, so retiming them does not pay.
-SmallVector<std::pair<WaitOp, CollectiveOpInterface>>
-getFreeingWaits(Block &block) {
-  SmallVector<std::pair<WaitOp, CollectiveOpInterface>> waits;
-  for (WaitOp wait : block.getOps<WaitOp>()) {
-    CollectiveOpInterface start = wait.getStart();
-    if (start && start.getKind() != CollectiveKind::AllGather &&
-        start.getKind() != CollectiveKind::Broadcast)
-      waits.push_back({wait, start});
-  }
-  return waits;
+bool isReduction(CollectiveOpInterface start) {
+  return start.getKind() == CollectiveKind::ReduceScatter ||
+         start.getKind() == CollectiveKind::AllReduce;
 }
 
-/// Moves each reduce-scatter and all-reduce wait up to the first op the
-/// compute stream reaches after the collective is done (never past the
-/// wait's first use, never before its start). Waits are not candidate
-/// targets: one moved already sits where its old time no longer holds. A
-/// moved wait that still stalls in the new order goes back where it was;
-/// this repeats until none does.
-void waitWhenDone(Block &block, const CostModel &model) {
-  SimulationResult sim = simulate(block, model, kTimesOnly);
-  // Each moved wait and the op it used to precede.
-  SmallVector<std::pair<WaitOp, Operation *>> moved;
-  for (auto [wait, start] : getFreeingWaits(block)) {
-    double done = sim.times.lookup(start).second;
-    for (Operation *op = start->getNextNode(); op && op != wait;
-         op = op->getNextNode())
-      if (!isa<WaitOp>(op) && sim.reached.lookup(op) >= done) {
-        moved.push_back({wait, wait->getNextNode()});
-        wait->moveBefore(op);
-        break;
-      }
-  }
-  while (!moved.empty()) {
-    SimulationResult now = simulate(block, model, kTimesOnly);
-    SmallVector<std::pair<WaitOp, Operation *>> kept;
-    bool restored = false;
-    for (auto [wait, next] : moved) {
-      CollectiveOpInterface start = wait.getStart();
-      if (now.times.lookup(start).second > now.reached.lookup(wait)) {
-        wait->moveBefore(next);
-        restored = true;
-      } else {
-        kept.push_back({wait, next});
-      }
-    }
-    if (!restored)
-      break;
-    moved = std::move(kept);
-  }
+std::string formatMiB(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", double(bytes) / (1024.0 * 1024.0));
 }
 
-/// Moves each reduce-scatter or all-reduce wait that stalls the compute
-/// stream down to the first op reached once its collective is done, but not
-/// past the wait's first use. A later prefetch can delay a collective on its
-/// in-order stream; this gives its wait the time back. Repeats while a wait
-/// moves, as each move shifts later times earlier.
-void sinkStalledWaits(Block &block, const CostModel &model) {
+/// Moves each reduce-scatter and all-reduce wait that stalls the compute
+/// stream down towards the first op the stream reaches once its collective
+/// is done, never past a use of its result, and only while every op it
+/// passes, now holding the collective's input too, stays within `limit`.
+/// Waits are not targets: one moved already sits where its old time no
+/// longer holds. Each move shifts later times, so this repeats while a
+/// wait moves (at most 8 rounds, each a simulation and a timeline).
+void sinkWaitsWithinLimit(Block &block, const CostModel &model, int64_t limit) {
   for (int round = 0; round < 8; ++round) {
     SimulationResult sim = simulate(block, model, kTimesOnly);
+    SmallVector<Operation *> order = getBlockOrder(block);
+    MemoryTimeline timeline(block, order);
+    std::vector<int64_t> live(timeline.getLiveBytes().begin(),
+                              timeline.getLiveBytes().end());
     bool changed = false;
-    for (auto [wait, start] : getFreeingWaits(block)) {
+    // Latest first: a move rotates only positions at and after the wait's.
+    for (unsigned position = order.size(); position-- > 0;) {
+      auto wait = dyn_cast<WaitOp>(order[position]);
+      auto start = wait ? dyn_cast_or_null<CollectiveOpInterface>(
+                              wait.getFuture().getDefiningOp())
+                        : nullptr;
+      if (!start || !isReduction(start))
+        continue;
       double done = sim.times.lookup(start).second;
-      // The ops after the wait were reached `stall` later than they would
+      // The ops after the wait are reached `stall` later than they would
       // be without it.
       double stall = done - sim.reached.lookup(wait);
       if (stall <= 0)
         continue;
+      // Charged to every op passed, whether or not something else keeps the
+      // input alive too; an unused result also lives until the wait.
+      int64_t held = start.getInputBytes().value_or(0);
+      if (wait->use_empty())
+        held += start.getResultBytes().value_or(0);
       llvm::SmallPtrSet<Operation *, 4> users;
       for (Operation *user : wait->getUsers())
         if (Operation *inBlock = block.findAncestorOpInBlock(*user))
           users.insert(inBlock);
-      Operation *target = nullptr;
-      for (Operation *op = wait->getNextNode(); op; op = op->getNextNode()) {
-        target = op;
+      unsigned target = position;
+      int64_t spanMax = 0;
+      for (unsigned i = position + 1; i < order.size(); ++i) {
+        Operation *op = order[i];
         if (users.contains(op) || op->hasTrait<OpTrait::IsTerminator>() ||
             (!isa<WaitOp>(op) && sim.reached.lookup(op) - stall >= done))
           break;
+        spanMax = std::max(spanMax, live[i]);
+        if (spanMax + held > limit)
+          break;
+        target = i;
       }
-      if (target && target != wait->getNextNode()) {
-        wait->moveBefore(target);
-        changed = true;
-      }
+      if (target == position)
+        continue;
+      for (unsigned i = position + 1; i <= target; ++i)
+        live[i] += held;
+      int64_t atWait = live[target];
+      std::rotate(order.begin() + position, order.begin() + position + 1,
+                  order.begin() + target + 1);
+      std::rotate(live.begin() + position, live.begin() + position + 1,
+                  live.begin() + target + 1);
+      live[target] = atWait;
+      changed = true;
     }
     if (!changed)
       return;
+    setBlockOrder(block, order);
   }
 }
 
@@ -127,57 +115,88 @@ struct CollOverlapSchedulePass
     func::FuncOp func = getOperation();
     if (func.isExternal())
       return;
-    if (memoryLimitMb < 0 || memoryHeadroomMb < 0) {
+    if (memoryLimitMb < 0 || memoryHeadroom < 0) {
       func.emitError("coll-overlap-schedule: expected non-negative "
-                     "memory-limit-mb and memory-headroom-mb");
+                     "memory-limit-mb and memory-headroom");
       return signalPassFailure();
     }
     std::optional<CostModel> loaded =
         loadCostModel(func, "coll-overlap-schedule", device);
     if (!loaded)
       return signalPassFailure();
-    CostModel &model = *loaded;
-    for (Block &block : func.getBody()) {
-      SmallVector<Operation *> original = getBlockOrder(block);
-      SimulationResult before = simulate(block, model, kNoEvents);
-      int64_t originalPeak = before.peakBytes;
-      int64_t limit =
-          memoryLimitMb > 0
-              ? int64_t(memoryLimitMb * 1024.0 * 1024.0)
-              : originalPeak + int64_t(memoryHeadroomMb * 1024.0 * 1024.0);
-      // A limit below the original peak cannot be reached by retiming
-      // collectives alone; the result then stays within the original peak.
-      limit = std::max(limit, int64_t(0));
-      // Reduce-scatters and all-reduces start as soon as their inputs
-      // exist (and their stream allows). Gathers then move into the
-      // original order's headroom; then each reduce-scatter wait goes to
-      // where its collective is done in that order, which frees gradients.
-      // The memory that frees buys more prefetch, but gathers that overtake
-      // more reduce-scatters can leave the stream a backlog at the end of
-      // the step, so both orders are simulated and the faster kept (on a
-      // tie, the smaller peak).
-      hoistStarts(block, CollectiveKind::ReduceScatter, ~0u, limit,
-                  /*overtake=*/false);
-      hoistStarts(block, CollectiveKind::AllReduce, ~0u, limit,
-                  /*overtake=*/false);
-      prefetchAllGathersWhereFaster(block, distance, limit, model);
-      waitWhenDone(block, model);
-      SmallVector<Operation *> retimed = getBlockOrder(block);
-      SimulationResult retimedSim = simulate(block, model, kNoEvents);
-      prefetchAllGathersWhereFaster(block, distance, limit, model);
-      sinkStalledWaits(block, model);
-      SimulationResult after = simulate(block, model, kNoEvents);
-      int64_t hardLimit = std::max(limit, originalPeak);
-      if (after.peakBytes > hardLimit || !isBetter(after, retimedSim)) {
-        setBlockOrder(block, retimed);
-        after = retimedSim;
-      }
-      // The guarantees are checked, not assumed: if the simulation disagrees,
-      // the original order stands.
-      if (after.makespan > before.makespan * (1 + 1e-12) ||
-          after.peakBytes > hardLimit)
-        setBlockOrder(block, original);
+    const CostModel &model = *loaded;
+    for (Block &block : func.getBody())
+      if (failed(schedule(block, model)))
+        return signalPassFailure();
+  }
+
+  LogicalResult schedule(Block &block, const CostModel &model) {
+    struct Candidate {
+      const char *name;
+      SmallVector<Operation *> order;
+      SimulationResult sim;
+    };
+    Candidate input{"the input order", getBlockOrder(block),
+                    simulate(block, model, kNoEvents)};
+    synchronize(block);
+    Candidate base{"the synchronous order", getBlockOrder(block),
+                   simulate(block, model, kNoEvents)};
+    // For the tools: what the least-memory schedule needs.
+    Operation *owner = block.getParentOp();
+    if (owner->getNumRegions() == 1 && owner->getRegion(0).hasOneBlock())
+      owner->setAttr(
+          attrs::kSynchronousPeakBytes,
+          Builder(owner->getContext()).getI64IntegerAttr(base.sim.peakBytes));
+    int64_t limit =
+        memoryLimitMb > 0
+            ? int64_t(memoryLimitMb * 1024.0 * 1024.0)
+            : int64_t(double(base.sim.peakBytes) * (1.0 + memoryHeadroom));
+    if (limit < base.sim.peakBytes) {
+      setBlockOrder(block, input.order);
+      return emitError(block.getParentOp()->getLoc())
+             << "coll-overlap-schedule: memory-limit-mb="
+             << llvm::formatv("{0:F2}", double(memoryLimitMb))
+             << " is below the smallest peak retiming collectives reaches, "
+             << formatMiB(base.sim.peakBytes)
+             << " (the synchronous order: every collective waited right "
+                "after its start)";
     }
+    // Two ways into the memory above the synchronous peak, each simulated:
+    // prefetching gathers first, or holding gradients in flight first
+    // (both then take what the other left).
+    SmallVector<Candidate, 2> retimed;
+    for (bool gathersFirst : {true, false}) {
+      setBlockOrder(block, base.order);
+      if (!gathersFirst)
+        sinkWaitsWithinLimit(block, model, limit);
+      prefetchAllGathersWhereFaster(block, distance, limit, model);
+      sinkWaitsWithinLimit(block, model, limit);
+      retimed.push_back({gathersFirst ? "gathers prefetched first"
+                                      : "reductions deferred first",
+                         getBlockOrder(block),
+                         simulate(block, model, kNoEvents)});
+    }
+    // The limit is checked on the full timeline, not on the moves' own
+    // accounting; an order over it is dropped, and the user told.
+    const Candidate *best = &base;
+    auto consider = [&](const Candidate &candidate, bool retimedOrder) {
+      if (candidate.sim.peakBytes > limit) {
+        if (retimedOrder)
+          emitRemark(block.getParentOp()->getLoc())
+              << "coll-overlap-schedule: dropped the order with "
+              << candidate.name << ": its peak "
+              << formatMiB(candidate.sim.peakBytes) << " is over the limit "
+              << formatMiB(limit);
+        return;
+      }
+      if (isBetter(candidate.sim, best->sim))
+        best = &candidate;
+    };
+    for (const Candidate &candidate : retimed)
+      consider(candidate, /*retimedOrder=*/true);
+    consider(input, /*retimedOrder=*/false);
+    setBlockOrder(block, best->order);
+    return success();
   }
 };
 

@@ -1,14 +1,15 @@
-//===- Prefetch.h - move all-gather starts earlier within a limit -*- C++ -*-===//
+//===- Retime.h - moves of collective starts and waits ----------*- C++ -*-===//
 //
-// Shared by coll-prefetch and coll-overlap-schedule.
+// Shared by coll-prefetch, coll-overlap-schedule and coll-reorder-baseline.
+// Every move keeps compute in its order and each op after its operands.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_LIB_DIALECT_COLL_TRANSFORMS_PREFETCH_H
-#define LOOM_LIB_DIALECT_COLL_TRANSFORMS_PREFETCH_H
+#ifndef LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
+#define LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
 
 #include "loom/Analysis/CostModel.h"
-#include "loom/Dialect/Coll/CollInterfaces.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "mlir/IR/Block.h"
 
 namespace loom::coll {
@@ -17,6 +18,20 @@ namespace loom::coll {
 llvm::SmallVector<mlir::Operation *> getBlockOrder(mlir::Block &block);
 /// Reorders `block` to `order` (all its ops, terminator last).
 void setBlockOrder(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> order);
+
+/// The last op of the block that defines one of `op`'s operands, or null.
+mlir::Operation *getLastOperandDef(mlir::Operation *op);
+
+/// Moves `wait` down to just before the first op that uses its result (the
+/// terminator if none).
+void sinkWait(WaitOp wait);
+
+/// The synchronous order, the memory-minimal one reordering collectives
+/// reaches: each all-gather and broadcast starts right before the first use
+/// of its result, each reduce-scatter and all-reduce right after its input
+/// exists, and every wait follows its start directly. On `zero-partition`'s
+/// output this only moves each wait up to its start.
+void synchronize(mlir::Block &block);
 
 /// Moves each start of collective `kind` in `block` up, by at most
 /// `distance` ops, but not above its operands' definitions or the previous
@@ -37,4 +52,4 @@ void prefetchAllGathersWhereFaster(mlir::Block &block, unsigned distance,
 
 } // namespace loom::coll
 
-#endif // LOOM_LIB_DIALECT_COLL_TRANSFORMS_PREFETCH_H
+#endif // LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
