@@ -34,10 +34,16 @@ void Recorder::span(const char *name, double begin, double end) {
     events.push_back({name, "compute", begin, end});
 }
 
+void Recorder::scratch(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (bytes > stats.scratch_bytes)
+    stats.scratch_bytes = bytes;
+}
+
 loomrt_stats Recorder::take() {
   std::lock_guard<std::mutex> lock(mutex);
   loomrt_stats taken = stats;
-  stats = {0, 0, 0};
+  stats = {0, 0, 0, 0};
   return taken;
 }
 

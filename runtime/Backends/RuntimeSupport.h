@@ -38,6 +38,8 @@ public:
   void stall(double begin, double end);
   /// A named interval on the compute track (loomrt_trace_span).
   void span(const char *name, double begin, double end);
+  /// Heap one collective took on the communication thread.
+  void scratch(int64_t bytes);
   loomrt_stats take();
   void traceTo(const char *path);
   /// Writes the Chrome trace, if one was asked for (at loomrt_finalize),
@@ -50,7 +52,7 @@ private:
     double begin, end;
   };
   std::mutex mutex;
-  loomrt_stats stats{0, 0, 0};
+  loomrt_stats stats{0, 0, 0, 0};
   bool tracing = false;
   std::string path;
   std::vector<Event> events;

@@ -436,6 +436,17 @@ int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
   return cm.step;
 }
 
+/// The resident set now (/proc/self/statm), or -1.
+int64_t residentBytes() {
+  FILE *statm = std::fopen("/proc/self/statm", "r");
+  if (!statm)
+    return -1;
+  long long pages = -1, resident = -1;
+  int read = std::fscanf(statm, "%lld %lld", &pages, &resident);
+  std::fclose(statm);
+  return read == 2 ? resident * int64_t(sysconf(_SC_PAGESIZE)) : -1;
+}
+
 int64_t peakResidentBytes() {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
@@ -553,6 +564,7 @@ int main(int argc, char **argv) {
   // bytes; the step touches only `bytes`.
   std::vector<void *> buffers;
   int64_t bufferBytes = 0;
+  bool onDevice = loomrt_device_used_bytes() >= 0;
   for (Tensor &t : m.tensors) {
     if (t.inPlace)
       continue;
@@ -580,6 +592,12 @@ int main(int argc, char **argv) {
       t->download();
     saveCheckpoint(o, m, saved, done);
   };
+  // A named line beside the plan: the heap OpenBLAS takes in each
+  // multi-threaded GEMM call (probed once, before anything is measured).
+  int64_t blasScratch = onDevice ? 0 : loomrt_blas_scratch_bytes();
+  // The heap the process holds for itself: what a step allocates is
+  // measured above this.
+  int64_t heapBase = loomrt_heap_bytes() - bufferBytes;
   for (int64_t step = first; step < first + o.steps; ++step) {
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
     // or stop answering (LOOM_TRAINER_STALL) at that step.
@@ -601,14 +619,23 @@ int main(int argc, char **argv) {
       labels->upload();
     loomrt_take_stats();
     loomrt_host_reset_peak();
+    loomrt_heap_reset_peak();
     double begin = loomrt_now_us();
     loom_step_packed(buffers.data());
     loomrt_step_sync();
     double end = loomrt_now_us();
     loomrt_trace_span("step", begin, end);
     loomrt_stats stats = loomrt_take_stats();
-    // Measured: the most the step itself had allocated, plus its buffers.
-    int64_t peakBytes = loomrt_host_peak_bytes() + bufferBytes;
+    // Counted: the most the step's own allocations reached, plus its
+    // buffers (on the GPU, the device memory it allocated).
+    int64_t stepAllocBytes = loomrt_host_peak_bytes() + bufferBytes;
+    // Measured on the CPU: the process heap's high-water during the step
+    // above what the process held before its first step without the
+    // step's buffers. That counts every allocation made for the step since
+    // (the arena kept across steps, the runtime kernels' scratch, BLAS's
+    // and MPI's), not only the plan's.
+    int64_t peakBytes =
+        onDevice ? stepAllocBytes : loomrt_heap_peak_bytes() - heapBase;
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
     for (auto &[arg, result] : replaces) {
@@ -631,22 +658,28 @@ int main(int argc, char **argv) {
                   worst[1] / 1e3);
       std::fflush(stdout);
       if (log) {
-        std::fprintf(log,
-                     "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
-                     "\"peak_bytes\": %lld, \"predicted_peak_bytes\": %s, "
-                     "\"planned_peak_bytes\": %s, "
-                     "\"planned_arena_bytes\": %s, "
-                     "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
-                     "\"rss_bytes\": %lld, \"device_bytes\": %lld, "
-                     "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
-                     (long long)step, lossValue, tokensPerS,
-                     (long long)peakBytes,
-                     property(m, "predicted_peak_bytes"),
-                     property(m, "planned_peak_bytes"),
-                     property(m, "planned_arena_bytes"),
-                     property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
-                     (long long)peakResidentBytes(),
-                     (long long)loomrt_device_used_bytes(), worst[0], worst[1]);
+        std::fprintf(
+            log,
+            "{\"step\": %lld, \"loss\": %.9g, \"tokens_per_s\": %.1f, "
+            "\"peak_bytes\": %lld, \"step_alloc_peak_bytes\": %lld, "
+            "\"predicted_peak_bytes\": %s, "
+            "\"planned_peak_bytes\": %s, "
+            "\"planned_arena_bytes\": %s, "
+            "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
+            "\"blas_scratch_bytes\": %lld, "
+            "\"gemm_scratch_bytes\": %lld, \"comm_scratch_bytes\": %lld, "
+            "\"rss_bytes\": %lld, \"max_rss_bytes\": %lld, "
+            "\"device_bytes\": %lld, "
+            "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
+            (long long)step, lossValue, tokensPerS, (long long)peakBytes,
+            (long long)stepAllocBytes, property(m, "predicted_peak_bytes"),
+            property(m, "planned_peak_bytes"),
+            property(m, "planned_arena_bytes"),
+            property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
+            (long long)blasScratch, (long long)loomrt_gemm_scratch_bytes(),
+            (long long)stats.scratch_bytes, (long long)residentBytes(),
+            (long long)peakResidentBytes(),
+            (long long)loomrt_device_used_bytes(), worst[0], worst[1]);
         std::fflush(log);
       }
     }

@@ -719,6 +719,9 @@ void fusedAttention(const char *function, const char *what, int64_t dim,
 extern "C" {
 
 void loomrt_step_sync(void) { context().stepSync(); }
+int64_t loomrt_blas_scratch_bytes(void) { return 0; }
+int64_t loomrt_gemm_scratch_bytes(void) { return 0; }
+
 int64_t loomrt_device_used_bytes(void) {
   Context &c = context();
   return c.usedBytes() - c.contextBytes;

@@ -186,7 +186,11 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
   collectives.push_back(std::move(owned));
   queue.push_back([this, collective] {
     collective->beginUs = nowUs();
+    // What MPI's algorithm (and bf16 widening) allocates on this thread.
+    int64_t heapBase = loomrt_heap_thread_bytes();
+    loomrt_heap_thread_reset_peak();
     run(*collective);
+    recorder().scratch(loomrt_heap_thread_peak_bytes() - heapBase);
     std::lock_guard<std::mutex> lock(mutex);
     collective->endUs = nowUs();
     collective->done = true;

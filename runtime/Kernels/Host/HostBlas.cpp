@@ -23,6 +23,13 @@ using loom::floatToBf16;
 
 namespace {
 
+/// The bf16 GEMMs' f32 copies of A, B and C, per calling thread (kept
+/// across calls: they grow to the largest GEMM).
+struct WideningScratch {
+  std::vector<float> a, b, c;
+};
+thread_local WideningScratch scratch;
+
 /// `rows` x `cols` of a bf16 matrix with leading dimension `ld`, as a
 /// packed f32 matrix in `out`.
 const float *widen(const uint16_t *x, int32_t rows, int32_t cols, int32_t ld,
@@ -45,7 +52,7 @@ void bf16Gemm(int32_t order, int32_t transA, int32_t transB, int32_t m,
               int32_t ldc, bool widenA = true, bool widenB = true) {
   if (order != CblasRowMajor)
     loomrt_abort("loomrt_cblas_bgemm: only row-major (CblasRowMajor)");
-  thread_local std::vector<float> wa, wb, wc;
+  std::vector<float> &wa = scratch.a, &wb = scratch.b, &wc = scratch.c;
   bool ta = transA != CblasNoTrans, tb = transB != CblasNoTrans;
   // op(A) is m x k: stored k x m when transposed.
   const float *fa = widenA ? widen(a, ta ? k : m, ta ? m : k, lda, wa)
@@ -157,3 +164,23 @@ void loomrt_cblas_sbgemm_batched(int32_t order, int32_t transA,
 }
 
 } // extern "C"
+
+extern "C" int64_t loomrt_blas_scratch_bytes(void) {
+  static const int64_t bytes = [] {
+    const int n = 512;
+    std::vector<float> a(size_t(n) * n, 1.0f), b(size_t(n) * n, 1.0f),
+        c(size_t(n) * n);
+    int64_t base = loomrt_heap_bytes();
+    loomrt_heap_reset_peak();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f,
+                a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    return loomrt_heap_peak_bytes() - base;
+  }();
+  return bytes;
+}
+
+extern "C" int64_t loomrt_gemm_scratch_bytes(void) {
+  return int64_t(sizeof(float)) *
+         int64_t(scratch.a.capacity() + scratch.b.capacity() +
+                 scratch.c.capacity());
+}

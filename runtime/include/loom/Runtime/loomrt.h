@@ -69,11 +69,14 @@ void loomrt_gather_f32(const float *in, int64_t count, float *out,
 double loomrt_now_us(void);
 
 /* Communication statistics since the last call: busy time of the stream,
- * time the caller spent blocked in waits, and the number of collectives. */
+ * time the caller spent blocked in waits, the number of collectives, and
+ * the most heap one collective took on the communication thread (MPI's
+ * temporaries, bf16 widening; 0 on the CUDA backend). */
 typedef struct {
   double comm_us;
   double exposed_us;
   int64_t collectives;
+  int64_t scratch_bytes;
 } loomrt_stats;
 loomrt_stats loomrt_take_stats(void);
 
@@ -263,6 +266,30 @@ void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
 int64_t loomrt_host_bytes(void);
 int64_t loomrt_host_peak_bytes(void);
 void loomrt_host_reset_peak(void);
+/* Freed step blocks libloomtrainer keeps for the next step (the arena is
+ * allocated once per process, not once per step), in bytes. */
+int64_t loomrt_host_cached_bytes(void);
+
+/* Every heap allocation of the trainer process (libloomtrainer defines
+ * malloc and its relatives over glibc's): the step's, the runtime's scratch,
+ * BLAS's and MPI's. Bytes in use now (malloc_usable_size), and the most
+ * since the last loomrt_heap_reset_peak. */
+int64_t loomrt_heap_bytes(void);
+int64_t loomrt_heap_peak_bytes(void);
+void loomrt_heap_reset_peak(void);
+/* The same for the calling thread's allocations less its frees. */
+int64_t loomrt_heap_thread_bytes(void);
+int64_t loomrt_heap_thread_peak_bytes(void);
+void loomrt_heap_thread_reset_peak(void);
+
+/* The heap one multi-threaded BLAS call takes beyond its operands (OpenBLAS
+ * allocates a job array per threaded GEMM, sized by its build's thread
+ * limit), measured once on a 512^3 sgemm; 0 on the CUDA backend. The
+ * trainer reports it beside the plan, which cannot know it. */
+int64_t loomrt_blas_scratch_bytes(void);
+/* The calling thread's bf16 GEMM widening buffers (kept across calls), in
+ * bytes; 0 on the CUDA backend. */
+int64_t loomrt_gemm_scratch_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,135 @@
+//===- ProcessHeap.cpp - every heap allocation of the trainer, counted ----===//
+//
+// The trainer defines malloc and its relatives, so that every heap
+// allocation in the process goes through here: the compiled step's, the
+// runtime kernels' scratch (std::vector and friends), OpenBLAS's, Open MPI's
+// and the trainer's own. Each forwards to glibc's implementation
+// (__libc_malloc, ...) and adds malloc_usable_size of the block to an atomic
+// count; free subtracts it. The count is independent of the plan: it is what
+// glibc handed out, so "measured" beside "planned" is a measurement.
+//
+// Not counted: memory mapped without malloc (OpenBLAS's buffer pool, MPI's
+// shared-memory segments), which the resident set size (also reported)
+// includes.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Runtime/loomrt.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <malloc.h>
+
+extern "C" {
+void *__libc_malloc(size_t);
+void __libc_free(void *);
+void *__libc_calloc(size_t, size_t);
+void *__libc_realloc(void *, size_t);
+void *__libc_memalign(size_t, size_t);
+void *__libc_valloc(size_t);
+void *__libc_pvalloc(size_t);
+}
+
+namespace {
+
+std::atomic<int64_t> heapBytes{0}, heapPeak{0};
+// The calling thread's allocations less its frees (the executable's static
+// TLS: reading it allocates nothing).
+thread_local int64_t threadBytes = 0, threadPeak = 0;
+
+void add(int64_t bytes) {
+  int64_t now = heapBytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = heapPeak.load(std::memory_order_relaxed);
+  while (now > peak &&
+         !heapPeak.compare_exchange_weak(peak, now, std::memory_order_relaxed))
+    ;
+  threadBytes += bytes;
+  if (threadBytes > threadPeak)
+    threadPeak = threadBytes;
+}
+
+void *counted(void *pointer) {
+  if (pointer)
+    add(int64_t(malloc_usable_size(pointer)));
+  return pointer;
+}
+
+void uncount(void *pointer) {
+  if (pointer)
+    add(-int64_t(malloc_usable_size(pointer)));
+}
+
+} // namespace
+
+extern "C" {
+
+void *malloc(size_t bytes) { return counted(__libc_malloc(bytes)); }
+
+void free(void *pointer) {
+  uncount(pointer);
+  __libc_free(pointer);
+}
+
+void *calloc(size_t count, size_t bytes) {
+  return counted(__libc_calloc(count, bytes));
+}
+
+void *realloc(void *pointer, size_t bytes) {
+  // The old block is gone once realloc succeeds (or bytes is 0).
+  int64_t old = pointer ? int64_t(malloc_usable_size(pointer)) : 0;
+  void *moved = __libc_realloc(pointer, bytes);
+  if (moved || bytes == 0)
+    add(-old);
+  return counted(moved);
+}
+
+void *reallocarray(void *pointer, size_t count, size_t bytes) {
+  size_t total;
+  if (__builtin_mul_overflow(count, bytes, &total)) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  return realloc(pointer, total);
+}
+
+void *memalign(size_t alignment, size_t bytes) {
+  return counted(__libc_memalign(alignment, bytes));
+}
+
+void *aligned_alloc(size_t alignment, size_t bytes) {
+  return counted(__libc_memalign(alignment, bytes));
+}
+
+int posix_memalign(void **out, size_t alignment, size_t bytes) {
+  if (alignment % sizeof(void *) || (alignment & (alignment - 1)))
+    return EINVAL;
+  void *pointer = counted(__libc_memalign(alignment, bytes));
+  if (!pointer)
+    return ENOMEM;
+  *out = pointer;
+  return 0;
+}
+
+void *valloc(size_t bytes) { return counted(__libc_valloc(bytes)); }
+void *pvalloc(size_t bytes) { return counted(__libc_pvalloc(bytes)); }
+
+int64_t loomrt_heap_bytes(void) {
+  return heapBytes.load(std::memory_order_relaxed);
+}
+
+int64_t loomrt_heap_peak_bytes(void) {
+  return heapPeak.load(std::memory_order_relaxed);
+}
+
+void loomrt_heap_reset_peak(void) {
+  heapPeak.store(heapBytes.load(std::memory_order_relaxed),
+                 std::memory_order_relaxed);
+}
+
+int64_t loomrt_heap_thread_bytes(void) { return threadBytes; }
+int64_t loomrt_heap_thread_peak_bytes(void) { return threadPeak; }
+void loomrt_heap_thread_reset_peak(void) { threadPeak = threadBytes; }
+
+} // extern "C"
