@@ -1,11 +1,13 @@
 //===- LoomShardingPipeline.cpp - loom-sharding-pipeline ------------------===//
 //
 // The training step sharded ZeRO-style over the world (nothing with stage
-// 0) and its communication scheduled under the memory limit, then the peak
-// of the scheduled step recorded for the trainer's manifest.
+// 0) and its communication scheduled under the memory limit (or put in a
+// baseline order, for comparison), then the peak of the scheduled step
+// recorded for the trainer's manifest.
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Trainer/Passes.h"
@@ -19,10 +21,20 @@ void loom::buildShardingPipeline(OpPassManager &pm,
     partition.stage = unsigned(options.zeroStage.getValue());
     partition.worldSize = options.worldSize;
     pm.addPass(sharding::createZeroPartitionPass(partition));
-    SchedulePipelineOptions schedule;
-    schedule.device = options.device;
-    schedule.memoryLimitMb = options.memoryLimitMb;
-    buildSchedulePipeline(pm, schedule);
+    if (options.schedule == Schedule::Loom) {
+      SchedulePipelineOptions schedule;
+      schedule.device = options.device;
+      schedule.memoryLimitMb = options.memoryLimitMb;
+      buildSchedulePipeline(pm, schedule);
+    } else {
+      coll::CollReorderBaselinePassOptions baseline;
+      baseline.policy = options.schedule == Schedule::Synchronous
+                            ? "synchronous"
+                        : options.schedule == Schedule::Fsdp ? "fsdp"
+                                                             : "original";
+      pm.addNestedPass<func::FuncOp>(
+          coll::createCollReorderBaselinePass(baseline));
+    }
   }
   pm.addPass(trainer::createTrainerRecordScheduledPeakPass());
 }

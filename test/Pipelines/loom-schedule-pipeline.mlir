@@ -1,9 +1,10 @@
 // Tests loom-schedule-pipeline: the passes it runs, in order, with the shared
 // options forwarded; the passes it leaves out when their option turns them
 // off; and a run on a step where every stage has work.
-// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu gather-budget-mb=1 memory-headroom=0.1 distance=50" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
-// RUN: loom-opt %s --loom-schedule-pipeline="bucket-mb=0" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEAN
-// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu" | FileCheck %s
+// Bucketing is off by default (bucket-mb=0).
+// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu gather-budget-mb=1 bucket-mb=25 memory-headroom=0.1 distance=50" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
+// RUN: loom-opt %s --loom-schedule-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEAN
+// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu bucket-mb=25" | FileCheck %s
 
 // PIPE: zero-selective-gather{budget-mb=1.000000e+00 device=cpu}
 // PIPE: coll-bucket{bucket-mb=2.500000e+01 device=cpu first-bucket-mb=1.000000e+00}

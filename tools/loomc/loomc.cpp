@@ -159,6 +159,17 @@ static cl::opt<double> memoryLimitMb(
     cl::desc("the step's peak may not exceed this, MiB (0: 5% above the "
              "synchronous order's peak)"),
     cl::init(0), cl::cat(loomcCategory));
+static cl::opt<loom::Schedule>
+    schedule("schedule", cl::desc("the collectives' order after ZeRO"),
+             cl::values(clEnumValN(loom::Schedule::Loom, "loom",
+                                   "overlap under the memory limit (default)"),
+                        clEnumValN(loom::Schedule::Synchronous, "synchronous",
+                                   "every collective waited at its start"),
+                        clEnumValN(loom::Schedule::Fsdp, "fsdp",
+                                   "PyTorch FSDP's policy"),
+                        clEnumValN(loom::Schedule::Original, "original",
+                                   "zero-partition's order")),
+             cl::init(loom::Schedule::Loom), cl::cat(loomcCategory));
 static cl::opt<std::string>
     device("device",
            cl::desc("device description for the scheduler's cost model "
@@ -524,6 +535,11 @@ int main(int argc, char **argv) {
            << " needs --zero-stage 1, 2 or 3 (stage 0 is single-rank)\n";
     return 1;
   }
+  if (memoryLimitMb > 0 && schedule != loom::Schedule::Loom) {
+    errs() << "loomc: error: --memory-limit-mb bounds Loom's schedule; a "
+              "baseline --schedule keeps its own order\n";
+    return 1;
+  }
   if (fuseChunk < 0 || fuseVocab < 0) {
     errs() << "loomc: error: --fuse-cross-entropy and "
               "--fuse-cross-entropy-vocab must not be negative\n";
@@ -601,10 +617,13 @@ int main(int argc, char **argv) {
   // needs less, so where the plan comes out over the limit the schedule is
   // redone with the scheduler's limit lowered (a remark says so), down to
   // the synchronous order at worst; a limit even that schedule's plan does
-  // not meet is an error that says what it needs.
+  // not meet is an error that says what it needs. The scheduler's figure
+  // can be above or below the plan's, so the first schedule is the default
+  // one, which tells loomc the difference to translate the limit by.
   loom::ShardingOptions sharding;
   sharding.zeroStage = zeroStage;
   sharding.worldSize = worldSize;
+  sharding.schedule = schedule;
   sharding.device =
       device.getNumOccurrences()
           ? device.getValue()
@@ -624,7 +643,9 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> unsharded;
   if (memoryLimitMb > 0 && emit != Emit::Step)
     unsharded = module->clone();
-  double scheduleLimitMb = memoryLimitMb;
+  // The first schedule is the default one: it shows how the plan compares
+  // with the scheduler's view, which then gets the limit translated.
+  double scheduleLimitMb = unsharded ? 0 : memoryLimitMb;
   for (int attempt = 0;; ++attempt) {
     sharding.memoryLimitMb = scheduleLimitMb;
     if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
@@ -640,8 +661,6 @@ int main(int argc, char **argv) {
     func::FuncOp stepFunc = loom::trainer::findStep(*module);
     int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
     int64_t limit = int64_t(memoryLimitMb * kMiB);
-    if (planned <= limit)
-      break;
     auto scheduled =
         stepFunc->getAttrOfType<IntegerAttr>(loom::attrs::kScheduledPeakBytes);
     auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
@@ -649,8 +668,18 @@ int main(int argc, char **argv) {
     // The least the scheduler accepts: the synchronous order's peak.
     double floorMb =
         synchronous ? double(synchronous.getInt() + 1) / kMiB : memoryLimitMb;
+    if (attempt == 0 && scheduled && synchronous) {
+      // The limit at the scheduler's level: the user's, less what the plan
+      // adds to (or plus what it takes from) the scheduler's figure.
+      scheduleLimitMb = std::max(
+          floorMb, memoryLimitMb - double(planned - scheduled.getInt()) / kMiB);
+      module = unsharded->clone();
+      continue;
+    }
+    if (planned <= limit)
+      break;
     bool atFloor = scheduleLimitMb <= floorMb;
-    if (!scheduled || !synchronous || atFloor || attempt == 4) {
+    if (!scheduled || !synchronous || atFloor || attempt == 5) {
       errs() << formatv("loomc: error: --memory-limit-mb {0:F3} cannot be "
                         "met: ",
                         double(memoryLimitMb));

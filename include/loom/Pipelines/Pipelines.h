@@ -48,6 +48,10 @@ enum class TargetDefault { Auto, On, Off };
 /// PTX (the driver compiles them at the first launch).
 enum class GpuFormat { Cubin, Ptx };
 
+/// The collectives' order after ZeRO: Loom's scheduler, or a baseline users
+/// run (coll-reorder-baseline's policies).
+enum class Schedule { Loom, Synchronous, Fsdp, Original };
+
 /// The name of `optimizer` as train-optimizer spells it.
 llvm::StringRef stringifyOptimizer(Optimizer optimizer);
 
@@ -101,6 +105,17 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::desc("scheduler memory limit, MiB (0: 5% above the "
                      "synchronous order's peak)"),
       llvm::cl::init(0)};
+  Option<Schedule> schedule{
+      *this, "schedule", llvm::cl::desc("the collectives' order"),
+      llvm::cl::init(Schedule::Loom),
+      llvm::cl::values(
+          clEnumValN(Schedule::Loom, "loom",
+                     "loom-schedule-pipeline under the memory limit"),
+          clEnumValN(Schedule::Synchronous, "synchronous",
+                     "every collective waited at its start"),
+          clEnumValN(Schedule::Fsdp, "fsdp", "PyTorch FSDP's policy"),
+          clEnumValN(Schedule::Original, "original",
+                     "zero-partition's order"))};
 };
 
 struct SchedulePipelineOptions
@@ -123,10 +138,14 @@ struct SchedulePipelineOptions
       llvm::cl::desc("memory for parameters kept gathered from the forward "
                      "into the backward, MiB (0: none)"),
       llvm::cl::init(0)};
+  // Off by default: coll-bucket judges a merge against the order it is
+  // given (zero-partition's, every reduce-scatter waited at the update),
+  // where any merge looks free; on a real slow link its 25 MiB buckets
+  // made the scheduled step 11% slower (docs/benchmarks.md, overlap_link).
   Option<double> bucketMb{*this, "bucket-mb",
                           llvm::cl::desc("largest bucket, MiB (0: no "
                                          "bucketing)"),
-                          llvm::cl::init(25)};
+                          llvm::cl::init(0)};
   Option<double> firstBucketMb{*this, "first-bucket-mb",
                                llvm::cl::desc("largest first bucket, MiB"),
                                llvm::cl::init(1)};
