@@ -11,8 +11,8 @@
 // same arena every step, so the arena is allocated once per process and the
 // resident set does not grow step by step (glibc raises its mmap threshold
 // after the first free of a large block, and later arenas then come from a
-// heap that fragments). The kept bytes are reported (loomrt_host_cached_bytes)
-// and counted by the process heap (ProcessHeap.cpp) as held.
+// heap that fragments). The kept blocks stay in the process heap
+// (ProcessHeap.cpp), which counts them as held.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,7 +41,7 @@ struct HostMemory {
   std::unordered_map<void *, Block> blocks;
   /// Freed blocks kept, by (bytes, alignment).
   std::map<std::pair<int64_t, size_t>, std::vector<void *>> kept;
-  int64_t current = 0, peak = 0, keptBytes = 0;
+  int64_t current = 0, peak = 0;
 
   void *record(void *pointer, size_t bytes, size_t alignment = 0) {
     if (!pointer)
@@ -77,7 +77,6 @@ struct HostMemory {
       return nullptr;
     void *pointer = it->second.back();
     it->second.pop_back();
-    keptBytes -= int64_t(bytes);
     return pointer;
   }
   /// Frees `pointer`, or keeps it for reuse if it is a large step block.
@@ -93,7 +92,6 @@ struct HostMemory {
     }
     std::lock_guard<std::mutex> lock(mutex);
     kept[{block.bytes, block.alignment}].push_back(pointer);
-    keptBytes += block.bytes;
   }
 };
 
@@ -121,11 +119,6 @@ void *_mlir_memref_to_llvm_aligned_alloc(size_t alignment, size_t bytes) {
 }
 
 void _mlir_memref_to_llvm_free(void *pointer) { hostMemory().dispose(pointer); }
-
-int64_t loomrt_host_cached_bytes(void) {
-  std::lock_guard<std::mutex> lock(hostMemory().mutex);
-  return hostMemory().keptBytes;
-}
 
 int64_t loomrt_host_bytes(void) {
   std::lock_guard<std::mutex> lock(hostMemory().mutex);

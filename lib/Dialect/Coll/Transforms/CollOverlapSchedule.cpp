@@ -49,9 +49,7 @@ void sinkWaitsWithinLimit(Block &block, const CostModel &model, int64_t limit) {
     // Latest first: a move rotates only positions at and after the wait's.
     for (unsigned position = order.size(); position-- > 0;) {
       auto wait = dyn_cast<WaitOp>(order[position]);
-      auto start = wait ? dyn_cast_or_null<CollectiveOpInterface>(
-                              wait.getFuture().getDefiningOp())
-                        : nullptr;
+      CollectiveOpInterface start = wait ? wait.getStart() : nullptr;
       if (!start || !isReduction(start))
         continue;
       double done = sim.times.lookup(start).second;

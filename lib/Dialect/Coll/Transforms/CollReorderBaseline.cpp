@@ -24,14 +24,6 @@ namespace {
 
 enum class Policy { Original, Synchronous, Fsdp, SinkWaits, EagerPrefetch };
 
-/// The wait of a collective start (its future's one user), or null.
-WaitOp getWait(Operation *start) {
-  for (Operation *user : start->getResult(0).getUsers())
-    if (auto wait = dyn_cast<WaitOp>(user))
-      return wait;
-  return nullptr;
-}
-
 /// Moves `start` up to just after the last definition of its operands.
 void hoistStart(Operation *start, Operation *&previousHoisted) {
   Block *block = start->getBlock();
@@ -129,7 +121,7 @@ void fsdpOrder(Block &block) {
       if (!start || (start.getKind() != CollectiveKind::ReduceScatter &&
                      start.getKind() != CollectiveKind::AllReduce))
         continue;
-      if (WaitOp wait = getWait(&op))
+      if (auto wait = dyn_cast_or_null<WaitOp>(start.getWait()))
         reductionWaits.push_back({wait, index + 2 < occurrences.size()
                                             ? occurrences[index + 2].marker
                                             : nullptr});
@@ -143,7 +135,8 @@ void fsdpOrder(Block &block) {
     for (AllGatherStartOp start : occurrence.starts) {
       if (index == 0 && marker->isBeforeInBlock(start))
         start->moveBefore(marker);
-      if (WaitOp wait = getWait(start))
+      if (auto wait = dyn_cast_or_null<WaitOp>(
+              cast<CollectiveOpInterface>(start.getOperation()).getWait()))
         if (start->isBeforeInBlock(marker) && marker->isBeforeInBlock(wait))
           wait->moveBefore(marker);
     }
@@ -160,7 +153,7 @@ void fsdpOrder(Block &block) {
   // last units' are waited at the end of the backward, before the update).
   for (auto [wait, marker] : reductionWaits) {
     sinkWait(wait);
-    Operation *start = wait.getFuture().getDefiningOp();
+    Operation *start = wait.getStart();
     if (marker && start->isBeforeInBlock(marker) &&
         marker->isBeforeInBlock(wait))
       wait->moveBefore(marker);

@@ -266,9 +266,6 @@ void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
 int64_t loomrt_host_bytes(void);
 int64_t loomrt_host_peak_bytes(void);
 void loomrt_host_reset_peak(void);
-/* Freed step blocks libloomtrainer keeps for the next step (the arena is
- * allocated once per process, not once per step), in bytes. */
-int64_t loomrt_host_cached_bytes(void);
 
 /* Every heap allocation of the trainer process (libloomtrainer defines
  * malloc and its relatives over glibc's): the step's, the runtime's scratch,
