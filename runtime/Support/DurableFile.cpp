@@ -166,9 +166,28 @@ static std::string takeOver(int fd, const DurableTarget &target,
   return "";
 }
 
+std::string loom::runtime::writeToScratch(DurableTarget &target) {
+  if (!target.error.empty() || !target.inPlace || target.append)
+    return target.error;
+  const char *dir = std::getenv("TMPDIR");
+  std::string scratch =
+      std::string(dir && *dir ? dir : "/tmp") + "/loom-durable-XXXXXX";
+  int fd = ::mkstemp(scratch.data());
+  if (fd < 0)
+    return callFailed(target.path, "mkstemp " + scratch, errno);
+  ::close(fd);
+  target.write = scratch;
+  return "";
+}
+
 std::string loom::runtime::installFileDurably(const DurableTarget &target) {
   if (!target.error.empty())
     return target.error;
+  if (target.inPlace && target.write != target.path) {
+    std::string error = copyFileInPlace(target.write, target.path);
+    ::unlink(target.write.c_str());
+    return error;
+  }
   if (target.inPlace) {
     // Only a regular file is synced (opening a FIFO would wait for a
     // writer).
@@ -218,16 +237,13 @@ DurableFile::DurableFile(const std::string &path)
   if (target.inPlace) {
     // A file rewritten where it is gets the bytes only once they are all
     // written (commit() copies them over it): a scratch file elsewhere.
-    const char *dir = std::getenv("TMPDIR");
-    std::string scratch =
-        std::string(dir && *dir ? dir : "/tmp") + "/loom-durable-XXXXXX";
-    fd = ::mkstemp(scratch.data());
-    if (fd < 0) {
-      fail("mkstemp " + scratch, errno);
+    failure = writeToScratch(target);
+    if (!failure.empty())
       return;
-    }
-    target.write = scratch;
     created = true;
+    fd = ::open(target.write.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      fail("open " + target.write, errno);
     return;
   }
   // O_EXCL: a name another writer holds is never taken over.

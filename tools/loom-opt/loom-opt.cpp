@@ -55,27 +55,18 @@ int main(int argc, char **argv) {
     return EXIT_FAILURE;
   }
   // A file rewritten where it is (other hard links) is written to a
-  // temporary first, and copied over it only on success.
-  llvm::SmallString<128> scratch;
-  if (target.inPlace) {
-    if (std::error_code ec =
-            llvm::sys::fs::createTemporaryFile("loom-opt", "mlir", scratch)) {
-      llvm::errs() << "loom-opt: error: cannot create a temporary file: "
-                   << ec.message() << "\n";
-      return EXIT_FAILURE;
-    }
-    target.write = scratch.str().str();
+  // scratch file first, and copied over it only on success.
+  if (std::string error = loom::runtime::writeToScratch(target);
+      !error.empty()) {
+    llvm::errs() << "loom-opt: error: " << error << "\n";
+    return EXIT_FAILURE;
   }
   if (failed(optMain(target.write))) {
     llvm::sys::fs::remove(target.write);
     return EXIT_FAILURE;
   }
-  std::string error =
-      target.inPlace ? loom::runtime::copyFileInPlace(target.write, target.path)
-                     : loom::runtime::installFileDurably(target);
-  if (target.inPlace)
-    llvm::sys::fs::remove(target.write);
-  if (!error.empty()) {
+  if (std::string error = loom::runtime::installFileDurably(target);
+      !error.empty()) {
     llvm::errs() << "loom-opt: error: " << error << "\n";
     return EXIT_FAILURE;
   }

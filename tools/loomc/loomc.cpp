@@ -785,17 +785,11 @@ int main(int argc, char **argv) {
   }
 
   // A trainer rewritten where it is (other hard links) is linked to a
-  // temporary first, and copied over it only once linked.
-  SmallString<128> scratch;
-  if (exe.inPlace) {
-    if (std::error_code ec =
-            sys::fs::createTemporaryFile("loomc-trainer", "", scratch)) {
-      errs() << "loomc: error: cannot create a temporary file: " << ec.message()
-             << "\n";
-      sys::fs::remove(object);
-      return 1;
-    }
-    exe.write = scratch.str().str();
+  // scratch file first, and copied over it only once linked.
+  if (std::string error = loom::runtime::writeToScratch(exe); !error.empty()) {
+    errs() << "loomc: error: " << error << "\n";
+    sys::fs::remove(object);
+    return 1;
   }
   // Neither temporary outlives an interrupt.
   sys::RemoveFileOnSignal(object);
@@ -806,9 +800,8 @@ int main(int argc, char **argv) {
                                  succeeded(link(object, exe.write)));
   sys::fs::remove(object);
   if (succeeded(linked))
-    error = exe.inPlace ? loom::runtime::copyFileInPlace(exe.write, exe.path)
-                        : loom::runtime::installFileDurably(exe);
-  if (failed(linked) || exe.inPlace || !error.empty())
+    error = loom::runtime::installFileDurably(exe);
+  else
     sys::fs::remove(exe.write);
   sys::DontRemoveFileOnSignal(exe.write);
   if (failed(linked))

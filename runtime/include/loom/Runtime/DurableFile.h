@@ -51,11 +51,18 @@ struct DurableTarget {
 
 /// Plans writing `path` (see the file comment).
 DurableTarget planDurableWrite(const std::string &path);
+/// For a file another program writes whole (a linker, MLIR's driver): a
+/// target rewritten where it is (`inPlace`, not `append`) is written to a
+/// scratch file in TMPDIR instead, so that a failed write leaves it as it
+/// was; installFileDurably copies the scratch over it. Returns "" or the
+/// error.
+std::string writeToScratch(DurableTarget &target);
 /// Puts the file written at `target.write` (by another program, e.g. a
 /// linker) in place: the replaced file's permissions (plus the written
 /// file's execute bits) and owner, fsync, rename over `target.path`, fsync
-/// of its directory; in place, only the fsync. Returns "" or the error (and
-/// removes the temporary).
+/// of its directory; from a scratch file (writeToScratch), copied over it;
+/// written in place, only the fsync. Returns "" or the error, and leaves
+/// no temporary or scratch file behind either way.
 std::string installFileDurably(const DurableTarget &target);
 
 /// Copies the file `from` over the existing file `to` where it is (its
