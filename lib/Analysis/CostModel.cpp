@@ -1,15 +1,18 @@
 //===- CostModel.cpp - op and collective time estimates -------------------===//
 
 #include "loom/Analysis/CostModel.h"
+#include "loom/Analysis/OpIds.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/CastInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace loom;
@@ -217,60 +220,192 @@ OpWork CostModel::getWork(Operation *op) {
   return work;
 }
 
-std::string CostModel::getOpId(Operation *op) {
-  auto func = op->getParentOfType<FunctionOpInterface>();
-  if (!func)
-    return "?";
-  Block &block = func.getFunctionBody().front();
-  Operation *top = block.findAncestorOpInBlock(*op);
-  unsigned index = 0;
-  for (Operation &candidate : block) {
-    if (&candidate == top)
-      break;
-    ++index;
-  }
-  return formatOpId(func.getName(), index);
-}
-
-std::string CostModel::formatOpId(llvm::StringRef function, unsigned index) {
-  return (function + ":" + llvm::Twine(index)).str();
-}
-
-llvm::Error CostModel::loadProfile(llvm::StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(path);
-  if (!buffer)
-    return fieldError(path, "cannot open: " + buffer.getError().message());
-  llvm::Expected<llvm::json::Value> parsed =
-      llvm::json::parse((*buffer)->getBuffer());
-  if (!parsed)
-    return fieldError(path, "invalid JSON: " + toString(parsed.takeError()));
-  const llvm::json::Object *root = parsed->getAsObject();
-  const llvm::json::Object *ops = root ? root->getObject("ops") : nullptr;
-  if (!ops)
-    return fieldError(path, "expected {\"ops\": {\"<op id>\": microseconds}}");
-  for (const auto &[key, value] : *ops) {
-    std::optional<double> us = value.getAsNumber();
-    if (!us || *us < 0)
-      return fieldError(path, "expected a non-negative time for op '" +
-                                  llvm::StringRef(key) + "'");
-    profile[key] = *us * 1e-6;
+/// Reads the object `name` of `root` as id -> T with `read`; absent is empty.
+template <typename T, typename Read>
+static llvm::Error readIds(const llvm::json::Object &root, llvm::StringRef name,
+                           llvm::StringRef source,
+                           llvm::DenseMap<int64_t, T> &into, Read read) {
+  const llvm::json::Value *value = root.get(name);
+  if (!value)
+    return llvm::Error::success();
+  const llvm::json::Object *object = value->getAsObject();
+  if (!object)
+    return fieldError(source, "expected an object '" + name + "'");
+  for (const auto &[key, entry] : *object) {
+    int64_t id;
+    if (llvm::StringRef(key).getAsInteger(10, id) || id < 0)
+      return fieldError(source, "expected op ids as keys of '" + name +
+                                    "', found '" + llvm::StringRef(key) + "'");
+    std::optional<T> parsed = read(entry);
+    if (!parsed)
+      return fieldError(source, "bad entry for op " + llvm::Twine(id) +
+                                    " in '" + name + "'");
+    into[id] = *parsed;
   }
   return llvm::Error::success();
 }
 
+static std::optional<double> readMicros(const llvm::json::Value &value) {
+  std::optional<double> us = value.getAsNumber();
+  if (!us || !(*us >= 0) || !std::isfinite(*us))
+    return std::nullopt;
+  return *us * 1e-6;
+}
+
+llvm::Expected<Profile> Profile::parse(llvm::StringRef text,
+                                       llvm::StringRef source) {
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return fieldError(source, "invalid JSON: " + toString(parsed.takeError()));
+  const llvm::json::Object *root = parsed->getAsObject();
+  if (!root || !root->getObject("ops"))
+    return fieldError(source, "expected a trainer's --profile, an object "
+                              "with \"ops\": {\"<op id>\": microseconds}");
+  Profile profile;
+  profile.source = source.str();
+  if (std::optional<llvm::StringRef> target = root->getString("target"))
+    profile.target = target->str();
+  profile.worldSize = root->getInteger("world_size").value_or(0);
+  profile.steps = root->getInteger("steps").value_or(0);
+  profile.stepSeconds = root->getNumber("step_us").value_or(0) * 1e-6;
+  profile.waitSeconds = root->getNumber("waits_us").value_or(0) * 1e-6;
+  if (llvm::Error error =
+          readIds(*root, "ops", source, profile.runSeconds, readMicros))
+    return std::move(error);
+  if (llvm::Error error =
+          readIds(*root, "fused", source, profile.fusedInto,
+                  [](const llvm::json::Value &value) -> std::optional<int64_t> {
+                    std::optional<int64_t> id = value.getAsInteger();
+                    return id && *id >= 0 ? id : std::nullopt;
+                  }))
+    return std::move(error);
+  if (llvm::Error error =
+          readIds(*root, "collectives", source, profile.collectiveSeconds,
+                  [](const llvm::json::Value &value) -> std::optional<double> {
+                    const llvm::json::Object *entry = value.getAsObject();
+                    const llvm::json::Value *us =
+                        entry ? entry->get("us") : nullptr;
+                    return us ? readMicros(*us) : std::nullopt;
+                  }))
+    return std::move(error);
+  return profile;
+}
+
+llvm::Expected<Profile> Profile::load(llvm::StringRef path) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return fieldError(path, "cannot open: " + buffer.getError().message());
+  return parse((*buffer)->getBuffer(), path);
+}
+
+llvm::Error CostModel::loadProfile(llvm::StringRef path, Operation *root) {
+  llvm::Expected<Profile> loaded = Profile::load(path);
+  if (!loaded)
+    return loaded.takeError();
+  return bindProfile(std::move(*loaded), root);
+}
+
+llvm::Error CostModel::bindProfile(Profile loaded, Operation *root) {
+  profile.reset();
+  measured.clear();
+  issue.clear();
+  // The ops the profile can speak of: those with one id each.
+  llvm::DenseMap<int64_t, Operation *> opOf;
+  int64_t worldOfCollectives = 0;
+  // Outermost first: an op's id is its own, not a nested op's copy.
+  root->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (std::optional<int64_t> id = getOpId(op))
+      opOf.try_emplace(*id, op);
+    if (auto collective = dyn_cast<coll::CollectiveOpInterface>(op))
+      if (std::optional<int64_t> ranks = collective.getNumRanks())
+        worldOfCollectives = std::max(worldOfCollectives, *ranks);
+  });
+  if (opOf.empty())
+    return fieldError(loaded.source,
+                      "the IR has no op ids to match the profile against "
+                      "(trainer-stamp-op-ids numbers them; print the IR "
+                      "with -mlir-print-debuginfo to keep them in a file)");
+  if (!loaded.collectiveSeconds.empty() && worldOfCollectives &&
+      loaded.worldSize && loaded.worldSize != worldOfCollectives)
+    return fieldError(loaded.source,
+                      "measured on " + llvm::Twine(loaded.worldSize) +
+                          " ranks; this step's collectives run on " +
+                          llvm::Twine(worldOfCollectives));
+  // A run's time goes to its ops in proportion to their estimates.
+  llvm::DenseMap<int64_t, SmallVector<int64_t>> members;
+  for (auto [id, seconds] : loaded.runSeconds)
+    members[id].push_back(id);
+  for (auto [member, first] : loaded.fusedInto)
+    if (member != first && loaded.runSeconds.count(first))
+      members[first].push_back(member);
+  for (auto &[first, ids] : members) {
+    double total = 0;
+    SmallVector<std::pair<int64_t, double>> shares;
+    for (int64_t id : ids)
+      if (Operation *op = opOf.lookup(id)) {
+        double estimate = getEstimatedComputeTime(op);
+        shares.push_back({id, estimate});
+        total += estimate;
+      }
+    for (auto [id, estimate] : shares)
+      measured[id] = loaded.runSeconds.lookup(first) *
+                     (total > 0 ? estimate / total : 1.0 / shares.size());
+  }
+  // A start's or wait's own run is its call's cost to the host; the
+  // collective's time is under "collectives".
+  for (auto [id, op] : opOf)
+    if (isa<coll::CollectiveOpInterface, coll::WaitOp>(op)) {
+      auto it = measured.find(id);
+      if (it == measured.end())
+        continue;
+      issue[id] = it->second;
+      measured.erase(it);
+    }
+  for (auto [id, seconds] : loaded.collectiveSeconds)
+    if (opOf.count(id))
+      measured[id] = seconds;
+  if (measured.empty())
+    return fieldError(loaded.source,
+                      "matches none of the " + llvm::Twine(opOf.size()) +
+                          " op ids here (a profile of another model, or of "
+                          "a step numbered differently?)");
+  profile = std::move(loaded);
+  return llvm::Error::success();
+}
+
 std::optional<double> CostModel::getProfiled(Operation *op) const {
-  if (profile.empty())
+  if (measured.empty())
     return std::nullopt;
-  auto it = profile.find(getOpId(op));
-  if (it == profile.end())
+  SmallVector<int64_t> ids = getOpIds(op->getLoc());
+  if (ids.empty())
     return std::nullopt;
-  return it->second;
+  double total = 0;
+  for (int64_t id : ids) {
+    auto it = measured.find(id);
+    if (it == measured.end())
+      return std::nullopt;
+    total += it->second;
+  }
+  return total;
+}
+
+double CostModel::getIssueTime(Operation *op) const {
+  if (issue.empty())
+    return 0;
+  double total = 0;
+  for (int64_t id : getOpIds(op->getLoc()))
+    total += issue.lookup(id);
+  return total;
 }
 
 double CostModel::getComputeTime(Operation *op) const {
-  if (std::optional<double> measured = getProfiled(op))
-    return *measured;
+  if (std::optional<double> seconds = getProfiled(op))
+    return *seconds;
+  return getEstimatedComputeTime(op);
+}
+
+double CostModel::getEstimatedComputeTime(Operation *op) const {
   OpWork work = getWork(op);
   if (work.flops == 0 && work.bytes == 0)
     return 0;
@@ -289,8 +424,12 @@ double CostModel::getComputeTime(Operation *op) const {
 }
 
 double CostModel::getCollectiveTime(Operation *start) const {
-  if (std::optional<double> measured = getProfiled(start))
-    return *measured;
+  if (std::optional<double> seconds = getProfiled(start))
+    return *seconds;
+  return getEstimatedCollectiveTime(start);
+}
+
+double CostModel::getEstimatedCollectiveTime(Operation *start) const {
   auto collective = cast<coll::CollectiveOpInterface>(start);
   std::optional<coll::CollectiveTraffic> traffic = collective.getTraffic();
   std::optional<int64_t> ranks = collective.getNumRanks();
@@ -310,12 +449,27 @@ double CostModel::getCollectiveTime(const coll::CollectiveTraffic &traffic,
 
 std::optional<CostModel> loom::loadCostModel(Operation *anchor,
                                              llvm::StringRef pass,
-                                             llvm::StringRef device) {
+                                             llvm::StringRef device,
+                                             llvm::StringRef profile) {
   llvm::Expected<DeviceDescription> description =
       DeviceDescription::load(device);
   if (!description) {
     anchor->emitError() << pass << ": " << toString(description.takeError());
     return std::nullopt;
   }
-  return CostModel(std::move(*description));
+  CostModel model(std::move(*description));
+  // A function without collectives has nothing a profile could change (and
+  // may be a helper with no ids).
+  bool scheduled =
+      isa<ModuleOp>(anchor) || anchor
+                                   ->walk([](coll::CollectiveOpInterface) {
+                                     return WalkResult::interrupt();
+                                   })
+                                   .wasInterrupted();
+  if (!profile.empty() && scheduled)
+    if (llvm::Error error = model.loadProfile(profile, anchor)) {
+      anchor->emitError() << pass << ": " << toString(std::move(error));
+      return std::nullopt;
+    }
+  return model;
 }

@@ -69,6 +69,10 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
         result.commTimePerCommunicator.push_back(0);
       }
       unsigned stream = it->second;
+      // The call that starts it runs on the compute side first.
+      double issue = model.getIssueTime(op);
+      clock += issue;
+      result.computeTime += issue;
       double duration = model.getCollectiveTime(op);
       double begin = std::max(clock, streamFree[stream]);
       double end = begin + duration;
@@ -98,7 +102,10 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
               {"wait (stalled)", "compute", clock, done - clock, op});
         clock = done;
       }
-      result.times[op] = {clock, clock};
+      double issue = model.getIssueTime(op);
+      result.times[op] = {clock, clock + issue};
+      clock += issue;
+      result.computeTime += issue;
       double duration = start ? model.getCollectiveTime(start) : 0;
       finish[wait.getResult()] =
           (start ? startReady.lookup(start) : ready) + duration;

@@ -2,7 +2,8 @@
 //
 // Bufferisation (results straight into the caller's buffers where the plan
 // says so), runtime kernel calls, matmuls to BLAS, the other linalg ops as
-// vector loops (or as the CUDA target maps them, with emulate-gpu), then
+// vector loops (or as the CUDA target maps them, with emulate-gpu), each
+// op's run bracketed by profile probes, then
 // the LLVM dialect, where memref.alloc and dealloc become the allocation
 // functions libloomtrainer counts, and the trainer's manifest.
 //
@@ -38,6 +39,7 @@ void loom::buildLowerToCpuPipeline(OpPassManager &pm,
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   }
+  pm.addPass(trainer::createTrainerProfileProbesPass());
   pipelines::addHostScalarLowering(pm);
   pm.addPass(createConvertVectorToLLVMPass());
   pipelines::addToLLVM(pm, /*countedAllocations=*/true);

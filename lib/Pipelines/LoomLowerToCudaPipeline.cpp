@@ -40,6 +40,9 @@ void loom::buildLowerToCudaPipeline(OpPassManager &pm,
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(codegen::createGpuNameKernelsPass());
   pm.addPass(codegen::createGpuMergeModulesPass());
+  trainer::TrainerProfileProbesPassOptions probes;
+  probes.collectiveCalls = false;
+  pm.addPass(trainer::createTrainerProfileProbesPass(probes));
   // gpu-lower-to-nvvm-pipeline's default PTX ISA (+ptx60) aborts for sm_90.
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;

@@ -28,6 +28,7 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
     sharding::ZeroSelectiveGatherPassOptions gather;
     gather.budgetMb = options.gatherBudgetMb;
     gather.device = options.device;
+    gather.profile = options.profile;
     pm.addPass(sharding::createZeroSelectiveGatherPass(gather));
   }
   if (options.bucketMb > 0) {
@@ -35,10 +36,12 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
     bucket.bucketMb = options.bucketMb;
     bucket.firstBucketMb = options.firstBucketMb;
     bucket.device = options.device;
+    bucket.profile = options.profile;
     pm.addNestedPass<func::FuncOp>(coll::createCollBucketPass(bucket));
   }
   coll::CollOverlapSchedulePassOptions schedule;
   schedule.device = options.device;
+  schedule.profile = options.profile;
   schedule.memoryLimitMb = options.memoryLimitMb;
   schedule.memoryHeadroom = options.memoryHeadroom;
   schedule.distance = options.distance;

@@ -2,7 +2,8 @@
 //
 // The training step sharded ZeRO-style over the world (nothing with stage
 // 0) and its communication scheduled under the memory limit (or put in a
-// baseline order, for comparison), then the peak of the scheduled step
+// baseline order, for comparison; the ops numbered for profiles before
+// either), then the peak of the scheduled step
 // recorded for the trainer's manifest.
 //
 //===----------------------------------------------------------------------===//
@@ -21,9 +22,14 @@ void loom::buildShardingPipeline(OpPassManager &pm,
     partition.stage = unsigned(options.zeroStage.getValue());
     partition.worldSize = options.worldSize;
     pm.addPass(sharding::createZeroPartitionPass(partition));
+  }
+  // Numbered before any reordering: a profile's ids hold for every order.
+  pm.addPass(trainer::createTrainerStampOpIdsPass());
+  if (options.zeroStage != ZeroStage::None) {
     if (options.schedule == Schedule::Loom) {
       SchedulePipelineOptions schedule;
       schedule.device = options.device;
+      schedule.profile = options.profile;
       schedule.memoryLimitMb = options.memoryLimitMb;
       buildSchedulePipeline(pm, schedule);
     } else {

@@ -71,7 +71,7 @@ struct ZeroSelectiveGatherPass
       return signalPassFailure();
     }
     std::optional<CostModel> loaded =
-        loadCostModel(getOperation(), "zero-selective-gather", device);
+        loadCostModel(getOperation(), "zero-selective-gather", device, profile);
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;

@@ -21,6 +21,11 @@ namespace loom::runtime {
 struct CollRequest {
   int64_t kind, reduction, dtype, arg;
   int64_t in, inCount, out, outCount;
+  /// The start's op id (trainer-stamp-op-ids), -1 for none.
+  int64_t opId;
+
+  /// The larger of the input and the output, in bytes.
+  int64_t getBytes() const;
 };
 
 /// A backend: the process's communicator, its collectives and its clock.
@@ -39,6 +44,14 @@ public:
   /// done.
   virtual void wait(int64_t handle, int64_t in, int64_t out) = 0;
 
+  /// Brackets op `opId`'s work in a profiled step (loomrt_op_begin and
+  /// loomrt_op_end). By default the host clock times it, less any time
+  /// blocked in a wait inside it: on the CPU the step's calls are its work.
+  virtual void opBegin(int64_t opId);
+  virtual void opEnd(int64_t opId);
+  /// "cpu" or "cuda": the --target whose trainers this backend runs.
+  virtual const char *target() const = 0;
+
   /// Microseconds since the backend was made.
   double nowUs() const {
     return std::chrono::duration<double, std::micro>(
@@ -49,6 +62,10 @@ public:
   int rank = 0, size = 1;
 
 private:
+  /// The bracket opBegin opened: its op and start.
+  int64_t openOp = -1;
+  double openSinceUs = 0, waitedBeforeUs = 0;
+
   std::chrono::steady_clock::time_point epoch =
       std::chrono::steady_clock::now();
 };

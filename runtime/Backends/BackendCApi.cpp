@@ -6,12 +6,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backends/Backend.h"
+#include "Backends/RuntimeSupport.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Runtime/loomrt.h"
 
+#include <cstdio>
+#include <string>
 #include <string_view>
 
 using loom::runtime::backend;
+using loom::runtime::recorder;
 
 // Each name the compiler calls is a function loomrt.h declares.
 #define LOOMRT_CHECK_SYMBOL(constant, function)                                \
@@ -22,6 +26,9 @@ using loom::runtime::backend;
 LOOMRT_CHECK_SYMBOL(kCollStart, loomrt_coll_start)
 LOOMRT_CHECK_SYMBOL(kCollWait, loomrt_coll_wait)
 LOOMRT_CHECK_SYMBOL(kRank, loomrt_rank)
+LOOMRT_CHECK_SYMBOL(kOpBegin, loomrt_op_begin)
+LOOMRT_CHECK_SYMBOL(kOpEnd, loomrt_op_end)
+LOOMRT_CHECK_SYMBOL(kOpFused, loomrt_op_fused)
 LOOMRT_CHECK_SYMBOL(kAttentionF32, loomrt_attention_f32)
 LOOMRT_CHECK_SYMBOL(kAttentionGradF32, loomrt_attention_grad_f32)
 LOOMRT_CHECK_SYMBOL(kAttentionBf16, loomrt_attention_bf16)
@@ -58,6 +65,27 @@ const char *loom::runtime::collectiveKindName(int64_t kind) {
   return "collective";
 }
 
+int64_t loom::runtime::CollRequest::getBytes() const {
+  int64_t element = dtype == LOOMRT_F64 ? 8 : dtype == LOOMRT_BF16 ? 2 : 4;
+  return (inCount > outCount ? inCount : outCount) * element;
+}
+
+void loom::runtime::Backend::opBegin(int64_t opId) {
+  openOp = opId;
+  waitedBeforeUs = recorder().waitedUs();
+  openSinceUs = nowUs();
+}
+
+void loom::runtime::Backend::opEnd(int64_t opId) {
+  if (openOp != opId)
+    abort("loomrt_op_end(" + std::to_string(opId) +
+          ") does not close the open op " + std::to_string(openOp));
+  double end = nowUs();
+  recorder().opTime(opId, end - openSinceUs -
+                              (recorder().waitedUs() - waitedBeforeUs));
+  openOp = -1;
+}
+
 extern "C" {
 
 int loomrt_init(int *argc, char ***argv) { return backend().init(argc, argv); }
@@ -69,15 +97,45 @@ double loomrt_now_us(void) { return backend().nowUs(); }
 
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
                           int64_t arg, int64_t in, int64_t inCount, int64_t out,
-                          int64_t outCount) {
+                          int64_t outCount, int64_t opId) {
   if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_BF16)
     backend().abort("loomrt_coll_start: bad kind or dtype");
   return backend().start(
-      {kind, reduction, dtype, arg, in, inCount, out, outCount});
+      {kind, reduction, dtype, arg, in, inCount, out, outCount, opId});
 }
 
 void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {
   backend().wait(handle, in, out);
+}
+
+void loomrt_op_begin(int64_t opId) {
+  if (recorder().isProfiling())
+    backend().opBegin(opId);
+}
+
+void loomrt_op_end(int64_t opId) {
+  if (recorder().isProfiling())
+    backend().opEnd(opId);
+}
+
+void loomrt_op_fused(int64_t member, int64_t opId) {
+  if (recorder().isProfiling())
+    recorder().opFused(member, opId);
+}
+
+void loomrt_profile_start(void) { recorder().profileStart(); }
+
+void loomrt_profile_step(double stepUs) { recorder().profileStep(stepUs); }
+
+int loomrt_profile_write(const char *path) {
+  std::string error = recorder().writeProfile(
+      path, backend().rank, backend().size, backend().target());
+  if (error.empty())
+    return 0;
+  if (backend().rank == 0)
+    std::fprintf(stderr, "loomrt: error: --profile %s: %s\n", path,
+                 error.c_str());
+  return 1;
 }
 
 } // extern "C"

@@ -5,25 +5,38 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backends/Backend.h"
 #include "Backends/RuntimeSupport.h"
 #include "loom/Runtime/DurableFile.h"
 
 #include <cstdio>
 
+using loom::runtime::collectiveKindName;
 using loom::runtime::Recorder;
 using loom::runtime::writeFileDurably;
 
-void Recorder::collective(const char *name, double begin, double end) {
+void Recorder::collective(int64_t kind, int64_t opId, int64_t bytes,
+                          double begin, double end) {
+  const char *name = collectiveKindName(kind);
   std::lock_guard<std::mutex> lock(mutex);
   stats.comm_us += end - begin;
   stats.collectives++;
   if (tracing)
     events.push_back({name, "comm", begin, end});
+  if (profiling && opId >= 0) {
+    CollectiveTime &time = collectiveUs[opId];
+    time.kind = name;
+    time.bytes = bytes;
+    time.count++;
+    time.us += end - begin;
+  }
 }
 
 void Recorder::stall(double begin, double end) {
   std::lock_guard<std::mutex> lock(mutex);
   stats.exposed_us += end - begin;
+  if (profiling)
+    profiledWaitUs += end - begin;
   if (tracing && end - begin > 1)
     events.push_back({"wait (stalled)", "compute", begin, end});
 }
@@ -70,6 +83,155 @@ std::string Recorder::finish(int rank) {
   }
   json += "]}\n";
   return writeFileDurably(path, json);
+}
+
+void Recorder::profileStart() {
+  std::lock_guard<std::mutex> lock(mutex);
+  opUs.clear();
+  fused.clear();
+  collectiveUs.clear();
+  profiledSteps = 0;
+  profiledStepUs = 0;
+  profiledWaitUs = 0;
+  profiling = true;
+}
+
+void Recorder::opTime(int64_t opId, double us) {
+  std::lock_guard<std::mutex> lock(mutex);
+  opUs[opId] += us;
+}
+
+void Recorder::opFused(int64_t member, int64_t opId) {
+  std::lock_guard<std::mutex> lock(mutex);
+  fused[member] = opId;
+}
+
+double Recorder::waitedUs() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return profiledWaitUs;
+}
+
+void Recorder::profileStep(double stepUs) {
+  std::lock_guard<std::mutex> lock(mutex);
+  profiledSteps++;
+  profiledStepUs += stepUs;
+}
+
+namespace {
+
+/// Element-wise sum (op 0) or max (op 2) over the ranks, in place.
+void allreduce(std::vector<double> &values, int64_t op) {
+  std::vector<double> out(values.size());
+  loomrt_allreduce_f64(values.data(), out.data(), int64_t(values.size()), op);
+  values.swap(out);
+}
+
+/// Whether every rank holds the same `values`.
+bool sameOnEveryRank(const std::vector<double> &values) {
+  std::vector<double> high = values, low(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    low[i] = -values[i];
+  allreduce(high, 2);
+  allreduce(low, 2);
+  for (size_t i = 0; i < values.size(); ++i)
+    if (high[i] != -low[i])
+      return false;
+  return true;
+}
+
+} // namespace
+
+std::string Recorder::writeProfile(const char *path, int rank, int size,
+                                   const char *target) {
+  std::unique_lock<std::mutex> lock(mutex);
+  profiling = false;
+  // The ids on every rank (the same step), then the times averaged over
+  // the ranks; ids that differ would make the average meaningless.
+  std::vector<double> shape = {double(opUs.size()), double(fused.size()),
+                               double(collectiveUs.size()),
+                               double(profiledSteps)};
+  lock.unlock();
+  if (!sameOnEveryRank(shape))
+    return "the ranks profiled different steps or ops";
+  lock.lock();
+  std::vector<double> ids, times;
+  for (auto &[id, us] : opUs) {
+    ids.push_back(double(id));
+    times.push_back(us);
+  }
+  for (auto &[member, id] : fused) {
+    ids.push_back(double(member));
+    ids.push_back(double(id));
+  }
+  for (auto &[id, time] : collectiveUs) {
+    ids.push_back(double(id));
+    ids.push_back(double(time.bytes));
+    ids.push_back(double(time.count));
+    times.push_back(time.us);
+  }
+  times.push_back(profiledWaitUs);
+  times.push_back(profiledStepUs);
+  lock.unlock();
+  if (!sameOnEveryRank(ids))
+    return "the ranks profiled different ops";
+  allreduce(times, 0);
+  if (profiledSteps == 0)
+    return "no step was profiled";
+  double per = double(profiledSteps) * double(size);
+  std::string error;
+  if (rank == 0) {
+    lock.lock();
+    std::string json =
+        "{\n  \"format\": \"loom-profile\",\n  \"version\": 1,\n";
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "  \"target\": \"%s\",\n  \"world_size\": %d,\n"
+                  "  \"steps\": %lld,\n  \"step_us\": %.3f,\n"
+                  "  \"waits_us\": %.3f,\n",
+                  target, size, (long long)profiledSteps,
+                  times[times.size() - 1] / per, times[times.size() - 2] / per);
+    json += line;
+    size_t t = 0;
+    json += "  \"ops\": {";
+    bool first = true;
+    for (auto &entry : opUs) {
+      std::snprintf(line, sizeof(line), "%s\n    \"%lld\": %.3f",
+                    first ? "" : ",", (long long)entry.first, times[t++] / per);
+      json += line;
+      first = false;
+    }
+    json += "\n  },\n  \"fused\": {";
+    first = true;
+    for (auto &[member, id] : fused) {
+      std::snprintf(line, sizeof(line), "%s\n    \"%lld\": %lld",
+                    first ? "" : ",", (long long)member, (long long)id);
+      json += line;
+      first = false;
+    }
+    json += "\n  },\n  \"collectives\": {";
+    first = true;
+    for (auto &[id, time] : collectiveUs) {
+      // Per step and rank; a collective an op id starts more than once a
+      // step (none today) counts once per start.
+      double us = times[t++] / per;
+      std::snprintf(line, sizeof(line),
+                    "%s\n    \"%lld\": {\"kind\": \"%s\", \"bytes\": %lld, "
+                    "\"ranks\": %d, \"us\": %.3f, \"algbw_gbps\": %.4f}",
+                    first ? "" : ",", (long long)id, time.kind.c_str(),
+                    (long long)time.bytes, size, us,
+                    us > 0 ? double(time.bytes) / us / 1e3 : 0.0);
+      json += line;
+      first = false;
+    }
+    json += "\n  }\n}\n";
+    lock.unlock();
+    error = writeFileDurably(path, json);
+  }
+  std::vector<double> failed = {error.empty() ? 0.0 : 1.0};
+  allreduce(failed, 2);
+  if (failed[0] != 0 && error.empty())
+    error = "rank 0 could not write the profile";
+  return error;
 }
 
 Recorder &loom::runtime::recorder() {

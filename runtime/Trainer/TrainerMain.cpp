@@ -81,7 +81,7 @@ struct Options {
   /// -1 is the default (3).
   int64_t keepCheckpoints = -1;
   double lr = 0;
-  std::string data, log, checkpoint, trace;
+  std::string data, log, checkpoint, trace, profile;
   bool resume = false;
 };
 
@@ -182,16 +182,20 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.checkpoint = need(i);
     else if (a == "--trace")
       o.trace = need(i);
+    else if (a == "--profile")
+      o.profile = need(i);
     else if (a == "--resume")
       o.resume = true;
     else if (a == "--help" || a == "-h") {
       if (rank == 0)
-        std::printf("usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
-                    "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
-                    "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
-                    "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
-                    "[--trace trace.json]\nThe step was compiled for:\n%s",
-                    argv[0], loom_step_manifest);
+        std::printf(
+            "usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
+            "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
+            "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
+            "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
+            "[--trace trace.json]\n       [--profile profile.json (per op "
+            "id, for loomc --profile)]\nThe step was compiled for:\n%s",
+            argv[0], loom_step_manifest);
       loomrt_finalize();
       std::exit(0);
     } else
@@ -205,6 +209,17 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
          "--checkpoint DIR");
   if (o.keepCheckpoints < 0)
     o.keepCheckpoints = 3;
+  if (!o.profile.empty()) {
+    // Checked now, not after the run it records.
+    if (o.steps < 1)
+      fail("--profile needs --steps 1 or more");
+    std::error_code ec;
+    std::filesystem::path where = std::filesystem::absolute(o.profile, ec);
+    if (ec || std::filesystem::is_directory(where, ec) ||
+        !std::filesystem::is_directory(where.parent_path(), ec))
+      fail("--profile " + o.profile +
+           ": expected a file in an existing directory");
+  }
   if (o.lr == 0) {
     auto compiled = m.properties.find("lr");
     o.lr = compiled == m.properties.end()
@@ -617,6 +632,11 @@ int main(int argc, char **argv) {
     tokens->upload();
     if (labels)
       labels->upload();
+    // --profile: every step after the first, which pays for first calls
+    // (BLAS's buffers, the modules loaded on the GPU); the only one of a
+    // one-step run.
+    if (!o.profile.empty() && step == first + (o.steps > 1 ? 1 : 0))
+      loomrt_profile_start();
     loomrt_take_stats();
     loomrt_host_reset_peak();
     loomrt_heap_reset_peak();
@@ -624,6 +644,8 @@ int main(int argc, char **argv) {
     loom_step_packed(buffers.data());
     loomrt_step_sync();
     double end = loomrt_now_us();
+    if (!o.profile.empty() && step >= first + (o.steps > 1 ? 1 : 0))
+      loomrt_profile_step(end - begin);
     loomrt_trace_span("step", begin, end);
     loomrt_stats stats = loomrt_take_stats();
     // Counted: the most the step's own allocations reached, plus its
@@ -695,6 +717,9 @@ int main(int argc, char **argv) {
     saveState(first);
   if (log)
     std::fclose(log);
+  if (!o.profile.empty() && o.steps > 0 &&
+      loomrt_profile_write(o.profile.c_str()) != 0)
+    fail("cannot write --profile " + o.profile);
   for (Tensor &t : m.tensors)
     loomrt_device_free(t.device);
   return loomrt_finalize();

@@ -37,6 +37,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
 import random
 import re
@@ -269,6 +270,114 @@ def memory(work: str) -> None:
     check(len(rss) == 20 and growth <= 1 << 20,
           f"{name}: the resident set grows {growth:,} bytes over steps 1-19 "
           f"(at most 1 MiB; the arena is {arena:,})")
+
+
+# A collective start as -mlir-print-local-scope prints it: its input and
+# result types and its op id.
+COLL_START = re.compile(r"coll\.(all_gather|reduce_scatter|all_reduce|broadcast)_start .*"
+                        r"\(tensor<(?:([0-9x]+)x)?(f32|bf16|f64)>.*"
+                        r"!coll\.future<tensor<(?:([0-9x]+)x)?(?:f32|bf16|f64)>>"
+                        r".*loc\(\"loom\.op\.([0-9]+)\"")
+# A top-level op's id (a region's op closes on the line with its location).
+OP_ID = re.compile(r"loc\(\"loom\.op\.([0-9]+)\"")
+
+
+def profile(work: str) -> None:
+    """The profile round trip: a 2-rank ZeRO-3 trainer writes --profile;
+    its ids are the step's (every collective, with the bytes its types
+    say; every matmul measured; no id the step lacks); loomc --profile
+    recompiles with it into a trainer with the same losses; coll-report
+    sets the device model beside the measurement; and a profile of other
+    ops, or a bad --profile path, is an error."""
+    name, ranks, stage, optimizer = "r2-z3", 2, 3, "adamw"
+    forward = os.path.join(work, "tiny-b2.mlir")
+    flags = ["--world-size", str(ranks), "--zero-stage", str(stage), "--optimizer", optimizer,
+             "--lr", str(LR), "-O1"]
+    prof, log = os.path.join(work, "profile.json"), os.path.join(work, "profile.jsonl")
+    for path in (prof, log):
+        remove(path)
+    run(work, name, ranks, "--steps", "4", "--profile", prof, "--log", log)
+    with open(prof) as f:
+        measured = json.load(f)
+    check(measured["format"] == "loom-profile" and measured["target"] == "cpu"
+          and measured["world_size"] == 2 and measured["steps"] == 3,
+          f"profile: {measured['target']}, {measured['world_size']} ranks, "
+          f"{measured['steps']} steps (every step but the first)")
+
+    loomc = find_tool("loomc")
+    step = os.path.join(work, "profile-step.mlir")
+    subprocess.run([loomc, forward, *flags, "--emit=step", "-mlir-print-debuginfo",
+                    "-mlir-print-local-scope", "-o", step], check=True)
+    ids, matmuls, collectives = set(), set(), {}
+    element = {"f32": 4, "bf16": 2, "f64": 8}
+    with open(step) as f:
+        for line in f:
+            if m := OP_ID.search(line):
+                ids.add(m.group(1))
+                if re.search(r"= linalg\.(batch_)?matmul ", line):
+                    matmuls.add(m.group(1))
+            if m := COLL_START.search(line):
+                sizes = [math.prod(int(d) for d in (t or "1").split("x"))
+                         for t in (m.group(2), m.group(4))]
+                collectives[m.group(5)] = (m.group(1), max(sizes) * element[m.group(3)])
+    got = {i: (c["kind"], c["bytes"]) for i, c in measured["collectives"].items()}
+    check(got == collectives and len(got) > 10,
+          f"profile: all {len(collectives)} collectives of the step under their ids, "
+          f"kinds and bytes as the IR's types say")
+    timed = set(measured["ops"]) | set(measured["fused"])
+    check(timed <= ids and matmuls and matmuls <= timed,
+          f"profile: {len(timed)} ops timed, every one an op of the step, all "
+          f"{len(matmuls)} matmuls among them")
+    in_ops = sum(measured["ops"].values())
+    check(0.5 * measured["step_us"] <= in_ops + measured["waits_us"] <= measured["step_us"],
+          f"profile: {in_ops:.0f} us in ops and {measured['waits_us']:.0f} us in waits "
+          f"of a {measured['step_us']:.0f} us step")
+
+    # Recompiled with the profile: the scheduler is handed it, and the
+    # trainer computes the same losses (only the collectives' timing moves).
+    again = os.path.join(work, "r2-z3-profiled")
+    proc = subprocess.run([loomc, forward, *flags, "--profile", prof, "-v", "-o", again],
+                          capture_output=True, text=True)
+    check(proc.returncode == 0 and f"profile={prof}" in proc.stderr,
+          "loomc --profile: the sharding phase schedules with the profile")
+    log2 = os.path.join(work, "profile-again.jsonl")
+    remove(log2)
+    run(work, "r2-z3-profiled", ranks, "--steps", "4", "--log", log2)
+    check(losses(log2) == losses(log), "loomc --profile: the same 4 losses, bit for bit")
+
+    report = os.path.join(work, "profile-report.json")
+    proc = subprocess.run([find_tool("loom-opt"), step,
+                           f"--coll-report=device=cpu profile={prof} json={report}",
+                           "-o", os.devnull], capture_output=True, text=True)
+    check(proc.returncode == 0 and "predicted against measured" in proc.stderr,
+          "coll-report: predicted against measured")
+    if proc.returncode == 0:
+        with open(report) as f:
+            section = json.load(f)["profile"]
+        rows = {c["class"]: c for c in section["classes"]}
+        matmul = rows.get("matmul", {})
+        check(section["measured_step_us"] == measured["step_us"]
+              and matmul.get("measured_ops") == matmul.get("ops") >= len(matmuls)
+              and section["simulated_step_us"] > 0,
+              f"coll-report: {matmul.get('measured_ops')} of {matmul.get('ops')} matmuls "
+              f"measured; step simulated {section['simulated_step_us']:.0f} us with the "
+              f"profile, {section['predicted_step_us']:.0f} us by the device model, "
+              f"measured {section['measured_step_us']:.0f} us")
+
+    # A profile of other ops (every id shifted) matches nothing.
+    other = os.path.join(work, "profile-other.json")
+    with open(other, "w") as f:
+        json.dump({**measured, "ops": {str(int(i) + 100000): t for i, t in measured["ops"].items()},
+                   "fused": {}, "collectives": {}}, f)
+    proc = subprocess.run([loomc, forward, *flags, "--profile", other, "--emit=step",
+                           "-o", os.devnull], capture_output=True, text=True)
+    check(proc.returncode != 0 and "matches none of the" in proc.stderr,
+          "loomc --profile of other ops: an error")
+    for args, why in ((["--profile", os.path.join(work, "no-such-dir", "p.json")],
+                       "expected a file in an existing directory"),
+                      (["--profile", prof, "--steps", "0"], "--profile needs --steps 1")):
+        proc = run(work, name, ranks, *(["--steps", "2"] + args), expect_fail=True)
+        check(proc.returncode != 0 and why in proc.stderr, f"trainer {' '.join(args)}: {why}")
 
 
 def resume(work: str) -> None:
@@ -671,11 +780,12 @@ echo "kept=$(ls ck | tr '\n' ' ')"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("test", choices=["build", "equal", "memory", "resume", "reshard",
-                                         "torch", "bad-input", "durable"])
+    parser.add_argument("test", choices=["build", "equal", "memory", "profile", "resume",
+                                         "reshard", "torch", "bad-input", "durable"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
-    {"build": build, "equal": equal, "memory": memory, "resume": resume, "reshard": reshard,
+    {"build": build, "equal": equal, "memory": memory, "profile": profile, "resume": resume,
+     "reshard": reshard,
      "torch": torch_reference, "bad-input": bad_input, "durable": durable}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
     return 1 if check.failures else 0

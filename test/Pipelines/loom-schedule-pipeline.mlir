@@ -6,10 +6,10 @@
 // RUN: loom-opt %s --loom-schedule-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEAN
 // RUN: loom-opt %s --loom-schedule-pipeline="device=cpu bucket-mb=25" | FileCheck %s
 
-// PIPE: zero-selective-gather{budget-mb=1.000000e+00 device=cpu}
-// PIPE: coll-bucket{bucket-mb=2.500000e+01 device=cpu first-bucket-mb=1.000000e+00}
+// PIPE: zero-selective-gather{budget-mb=1.000000e+00 device=cpu profile=}
+// PIPE: coll-bucket{bucket-mb=2.500000e+01 device=cpu first-bucket-mb=1.000000e+00 profile=}
 // PIPE-NOT: coll-prefetch
-// PIPE: coll-overlap-schedule{device=cpu distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00}
+// PIPE: coll-overlap-schedule{device=cpu distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00 profile=}
 
 // LEAN-NOT: zero-selective-gather
 // LEAN-NOT: coll-bucket

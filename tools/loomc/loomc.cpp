@@ -22,6 +22,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Analysis/CostModel.h"
 #include "loom/InitAllDialects.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Runtime/DurableFile.h"
@@ -175,6 +176,12 @@ static cl::opt<std::string>
            cl::desc("device description for the scheduler's cost model "
                     "(default: cpu, or h100-nvlink with --target=cuda)"),
            cl::cat(loomcCategory));
+static cl::opt<std::string>
+    profile("profile",
+            cl::desc("a trainer's --profile of this model: schedule with its "
+                     "measured op and collective times instead of the device "
+                     "model's estimates"),
+            cl::cat(loomcCategory));
 
 // The memory plan.
 static cl::opt<bool> fuseAttention(
@@ -495,6 +502,9 @@ int main(int argc, char **argv) {
   // apply to every phase (hidden from --help, as LLVM's options are).
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
+  // -mlir-print-debuginfo keeps the op ids (loc("loom.op.N")) in --emit'd
+  // IR, for coll-report against a profile.
+  registerAsmPrinterCLOptions();
   cl::HideUnrelatedOptions(loomcCategory);
   cl::ParseCommandLineOptions(argc, argv, "Loom: forward -> trainer\n");
   bool cuda = target == loom::Target::Cuda;
@@ -539,6 +549,34 @@ int main(int argc, char **argv) {
     errs() << "loomc: error: --memory-limit-mb bounds Loom's schedule; a "
               "baseline --schedule keeps its own order\n";
     return 1;
+  }
+  if (!profile.empty()) {
+    if (schedule != loom::Schedule::Loom ||
+        zeroStage == loom::ZeroStage::None) {
+      errs() << "loomc: error: --profile calibrates Loom's schedule of the "
+                "collectives; it needs --zero-stage 1, 2 or 3 and "
+                "--schedule=loom\n";
+      return 1;
+    }
+    llvm::Expected<loom::Profile> measured = loom::Profile::load(profile);
+    if (!measured) {
+      errs() << "loomc: error: --profile " << toString(measured.takeError())
+             << "\n";
+      return 1;
+    }
+    StringRef targetName = target == loom::Target::Cuda ? "cuda" : "cpu";
+    if (!measured->target.empty() && measured->target != targetName) {
+      errs() << "loomc: error: --profile " << profile << " was measured by a "
+             << measured->target << " trainer; this is --target=" << targetName
+             << "\n";
+      return 1;
+    }
+    if (measured->worldSize && measured->worldSize != worldSize) {
+      errs() << "loomc: error: --profile " << profile << " was measured on "
+             << measured->worldSize << " ranks; this is --world-size "
+             << worldSize << "\n";
+      return 1;
+    }
   }
   if (fuseChunk < 0 || fuseVocab < 0) {
     errs() << "loomc: error: --fuse-cross-entropy and "
@@ -628,6 +666,7 @@ int main(int argc, char **argv) {
       device.getNumOccurrences()
           ? device.getValue()
           : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
+  sharding.profile = profile;
   loom::MemoryPlanOptions plan;
   plan.target = target;
   plan.emulateGpu = emulateGpu;

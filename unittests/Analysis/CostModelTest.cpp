@@ -6,11 +6,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Analysis/CostModel.h"
+#include "loom/Analysis/OpIds.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
@@ -26,9 +28,10 @@ namespace {
 class CostModelTest : public ::testing::Test {
 protected:
   CostModelTest() {
-    context.loadDialect<coll::CollDialect, train::TrainDialect,
-                        func::FuncDialect, linalg::LinalgDialect,
-                        tensor::TensorDialect, arith::ArithDialect>();
+    context
+        .loadDialect<coll::CollDialect, train::TrainDialect, func::FuncDialect,
+                     linalg::LinalgDialect, tensor::TensorDialect,
+                     arith::ArithDialect, math::MathDialect>();
   }
 
   /// Parses `body` as the body of `func.func @f(args)` and returns its ops.
@@ -143,26 +146,123 @@ TEST_F(CostModelTest, OneRankCollectivesAreFree) {
   EXPECT_EQ(load("h100-nvlink").getCollectiveTime(ops[0]), 0.0);
 }
 
-TEST_F(CostModelTest, ProfileOverridesEstimates) {
+/// Writes `json` to a temporary file and returns its path.
+std::string writeProfile(StringRef json) {
+  SmallString<128> path;
+  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("profile", "json", path));
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec);
+  out << json;
+  return path.str().str();
+}
+
+/// The error binding `json` to `root` gives, or "no error".
+std::string bindError(CostModel &model, StringRef json, Operation *root) {
+  std::string path = writeProfile(json);
+  llvm::Error error = model.loadProfile(path, root);
+  llvm::sys::fs::remove(path);
+  return error ? toString(std::move(error)) : "no error";
+}
+
+TEST_F(CostModelTest, ProfileOverridesEstimatesById) {
   SmallVector<Operation *> ops =
       parse("%a: tensor<64xf32>",
             "%e = tensor.empty() : tensor<64xf32>\n"
             "%s = linalg.exp ins(%a : tensor<64xf32>) outs(%e : "
             "tensor<64xf32>) -> tensor<64xf32>");
-  EXPECT_EQ(CostModel::getOpId(ops[1]), "f:1");
-  SmallString<128> path;
-  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("profile", "json", path));
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(path, ec);
-    out << R"({"ops": {"f:1": 250.0}})";
-  }
+  ops[1]->setLoc(withOpId(ops[1]->getLoc(), 7));
+  EXPECT_EQ(getOpId(ops[1]), 7);
+  EXPECT_EQ(getOpId(ops[0]), std::nullopt);
   CostModel model = load("cpu");
   double estimate = model.getComputeTime(ops[1]);
-  ASSERT_FALSE(model.loadProfile(path));
+  EXPECT_EQ(bindError(model, R"({"ops": {"7": 250.0}})", *module), "no error");
   EXPECT_DOUBLE_EQ(model.getComputeTime(ops[1]), 250e-6);
+  EXPECT_DOUBLE_EQ(model.getEstimatedComputeTime(ops[1]), estimate);
   EXPECT_NE(estimate, 250e-6);
-  llvm::sys::fs::remove(path);
+  EXPECT_EQ(model.getNumProfiledOps(), 1u);
+  // The id survives a move: the order does not key the profile.
+  ops[1]->moveBefore(ops[0]);
+  EXPECT_DOUBLE_EQ(model.getComputeTime(ops[1]), 250e-6);
+  // Restamping replaces the id rather than nesting a second one.
+  ops[1]->setLoc(withOpId(ops[1]->getLoc(), 9));
+  EXPECT_EQ(getOpIds(ops[1]->getLoc()), SmallVector<int64_t>{9});
+}
+
+TEST_F(CostModelTest, FusedRunIsSharedByEstimate) {
+  // Two exps timed as one run (fused): 300 us split by their estimates,
+  // 1:4 (64 and 256 elements, both memory-bound).
+  SmallVector<Operation *> ops =
+      parse("%a: tensor<64xf32>, %b: tensor<256xf32>",
+            "%x = math.exp %a : tensor<64xf32>\n"
+            "%y = math.exp %b : tensor<256xf32>");
+  ops[0]->setLoc(withOpId(ops[0]->getLoc(), 1));
+  ops[1]->setLoc(withOpId(ops[1]->getLoc(), 2));
+  CostModel model = load("cpu");
+  double x = model.getEstimatedComputeTime(ops[0]);
+  double y = model.getEstimatedComputeTime(ops[1]);
+  ASSERT_GT(x, 0);
+  EXPECT_EQ(
+      bindError(model, R"({"ops": {"1": 300}, "fused": {"2": 1}})", *module),
+      "no error");
+  EXPECT_DOUBLE_EQ(model.getComputeTime(ops[0]), 300e-6 * x / (x + y));
+  EXPECT_DOUBLE_EQ(model.getComputeTime(ops[1]), 300e-6 * y / (x + y));
+  // An op whose location holds both ids (fused in the IR) costs the sum.
+  ops[0]->setLoc(FusedLoc::get(&context, {ops[0]->getLoc(), ops[1]->getLoc()}));
+  EXPECT_EQ(getOpIds(ops[0]->getLoc()), (SmallVector<int64_t>{1, 2}));
+  EXPECT_DOUBLE_EQ(model.getComputeTime(ops[0]), 300e-6);
+}
+
+TEST_F(CostModelTest, CollectiveCallsAreHostTime) {
+  // A start's own run is its call's cost to the host; its "collectives"
+  // entry the collective's time on the stream. A wait's run is host time.
+  SmallVector<Operation *> ops =
+      parse("%x: tensor<64xf32>, %c: !coll.comm<2>",
+            "%f = coll.all_gather_start %x on %c gather_axis = 0 : "
+            "(tensor<64xf32>, !coll.comm<2>) -> !coll.future<tensor<128xf32>>\n"
+            "%w = coll.wait %f : !coll.future<tensor<128xf32>>");
+  ops[0]->setLoc(withOpId(ops[0]->getLoc(), 1));
+  ops[1]->setLoc(withOpId(ops[1]->getLoc(), 2));
+  CostModel model = load("cpu");
+  EXPECT_EQ(model.getIssueTime(ops[0]), 0.0);
+  EXPECT_EQ(bindError(model,
+                      R"({"world_size": 2, "ops": {"1": 3, "2": 4},
+                          "collectives": {"1": {"us": 50}}})",
+                      *module),
+            "no error");
+  EXPECT_DOUBLE_EQ(model.getIssueTime(ops[0]), 3e-6);
+  EXPECT_DOUBLE_EQ(model.getIssueTime(ops[1]), 4e-6);
+  EXPECT_DOUBLE_EQ(model.getCollectiveTime(ops[0]), 50e-6);
+  EXPECT_DOUBLE_EQ(model.getProfile()->stepSeconds, 0);
+  // Measured on 4 ranks: not this step's.
+  EXPECT_NE(bindError(model,
+                      R"({"world_size": 4, "ops": {"1": 3},
+                          "collectives": {"1": {"us": 50}}})",
+                      *module)
+                .find("measured on 4 ranks; this step's collectives run on 2"),
+            std::string::npos);
+}
+
+TEST_F(CostModelTest, ProfilesThatMatchNothingAreErrors) {
+  SmallVector<Operation *> ops =
+      parse("%a: tensor<64xf32>", "%x = math.exp %a : tensor<64xf32>");
+  CostModel model = load("cpu");
+  EXPECT_NE(bindError(model, R"({"ops": {"0": 1}})", *module)
+                .find("the IR has no op ids"),
+            std::string::npos);
+  ops[0]->setLoc(withOpId(ops[0]->getLoc(), 3));
+  EXPECT_NE(bindError(model, R"({"ops": {"4": 1}})", *module)
+                .find("matches none of the 1 op ids"),
+            std::string::npos);
+  EXPECT_NE(bindError(model, R"({"ops": {"x": 1}})", *module)
+                .find("expected op ids as keys of 'ops'"),
+            std::string::npos);
+  EXPECT_NE(bindError(model, R"({"ops": {"3": -1}})", *module)
+                .find("bad entry for op 3"),
+            std::string::npos);
+  EXPECT_NE(bindError(model, R"({"op": {}})", *module).find("trainer's"),
+            std::string::npos);
+  EXPECT_EQ(model.getProfile(), nullptr);
+  EXPECT_FALSE(model.getProfiled(ops[0]));
 }
 
 TEST_F(CostModelTest, BadDescriptionsNameTheField) {

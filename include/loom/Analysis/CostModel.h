@@ -2,7 +2,8 @@
 //
 // Estimates how long each op takes on a device, from a device description
 // (devices/*.json): compute ops by a roofline, collectives by NCCL's ring
-// alpha-beta model. A measured profile overrides estimates op by op.
+// alpha-beta model. A trainer's profile (trainer --profile, keyed by the op
+// ids of trainer-stamp-op-ids) replaces estimates op by op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +12,7 @@
 
 #include "loom/Dialect/Coll/CollInterfaces.h"
 #include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 #include <optional>
@@ -59,13 +61,53 @@ struct OpWork {
   double bytes = 0;
 };
 
+/// What a trainer measured (trainer --profile): the mean per step over its
+/// profiled steps and over its ranks, by op id (trainer-stamp-op-ids).
+///
+///   {"format": "loom-profile", "version": 1, "target": "cpu",
+///    "world_size": 2, "steps": 4, "step_us": 5120.5, "waits_us": 80.2,
+///    "ops": {"<id>": <us>, ...},
+///    "fused": {"<id>": <id of the run it was timed in>, ...},
+///    "collectives": {"<id>": {"kind": "all_gather", "bytes": <n>,
+///                             "ranks": 2, "us": <us>,
+///                             "algbw_gbps": <bytes / us / 1e3>}, ...}}
+///
+/// Only "ops" is required.
+struct Profile {
+  std::string source, target;
+  int64_t worldSize = 0, steps = 0;
+  /// The step, and the time it spent blocked in collective waits (on the
+  /// CPU; the GPU's waits are on its streams).
+  double stepSeconds = 0, waitSeconds = 0;
+  /// Compute time of each run of ops the trainer timed, by its first id.
+  llvm::DenseMap<int64_t, double> runSeconds;
+  /// Ids timed inside another id's run (fused ops) -> that run's id.
+  llvm::DenseMap<int64_t, int64_t> fusedInto;
+  /// Start-to-end time of each collective.
+  llvm::DenseMap<int64_t, double> collectiveSeconds;
+
+  static llvm::Expected<Profile> parse(llvm::StringRef json,
+                                       llvm::StringRef source);
+  static llvm::Expected<Profile> load(llvm::StringRef path);
+};
+
 /// Time estimates for ops on one device, in seconds.
 class CostModel {
 public:
   explicit CostModel(DeviceDescription device) : device(std::move(device)) {}
 
-  /// Reads a profile: {"ops": {"<op id>": <microseconds>, ...}}.
-  llvm::Error loadProfile(llvm::StringRef path);
+  /// Reads a profile (Profile) and binds it to the ops under `root` that
+  /// carry its ids. A run of fused ops is shared among them in proportion
+  /// to their estimates. Errors when the profile matches none of them
+  /// (another model, or IR printed without its locations), or when its
+  /// collectives ran on another number of ranks than root's.
+  llvm::Error loadProfile(llvm::StringRef path, mlir::Operation *root);
+  /// The same for a profile already read.
+  llvm::Error bindProfile(Profile profile, mlir::Operation *root);
+  /// The bound profile, or null.
+  const Profile *getProfile() const { return profile ? &*profile : nullptr; }
+  /// Ops under the bound root that the profile measured.
+  unsigned getNumProfiledOps() const { return measured.size(); }
 
   /// The op's FLOPs and bytes moved (0 for ops that do no work, such as
   /// reshapes and collectives).
@@ -78,32 +120,39 @@ public:
   /// bytes sent by the busiest rank / bandwidth, or the profile's figure.
   /// Collectives with dynamic sizes cost 0.
   double getCollectiveTime(mlir::Operation *start) const;
+  /// What starting or waiting for a collective costs the compute side
+  /// (the runtime call, a stall aside): the profile's figure for a start
+  /// or a wait, else 0.
+  double getIssueTime(mlir::Operation *op) const;
+  /// The device model's figures, whatever the profile says.
+  double getEstimatedComputeTime(mlir::Operation *op) const;
+  double getEstimatedCollectiveTime(mlir::Operation *start) const;
+  /// The profile's figure for `op` (the sum over its ids, when it holds
+  /// several), or nullopt when the profile measured none or not all.
+  std::optional<double> getProfiled(mlir::Operation *op) const;
   /// The same for a collective that is not (yet) in the IR, from its
   /// traffic and the communicator's size.
   double getCollectiveTime(const coll::CollectiveTraffic &traffic,
                            int64_t ranks) const;
 
-  /// A stable id for `op`: "<function>:<index of its top-level op>".
-  /// Finds the index by scanning the block; callers that already hold the
-  /// block's ops in order should use formatOpId.
-  static std::string getOpId(mlir::Operation *op);
-  /// The id of the `index`-th top-level op of `function`.
-  static std::string formatOpId(llvm::StringRef function, unsigned index);
-
   const DeviceDescription &getDevice() const { return device; }
 
 private:
-  std::optional<double> getProfiled(mlir::Operation *op) const;
-
   DeviceDescription device;
-  llvm::StringMap<double> profile;
+  std::optional<Profile> profile;
+  /// Seconds per op id, runs of fused ops shared out.
+  llvm::DenseMap<int64_t, double> measured;
+  /// Host seconds of the collective starts' and waits' calls, by op id.
+  llvm::DenseMap<int64_t, double> issue;
 };
 
-/// Loads `device` for the pass `pass`; on failure emits
+/// Loads `device` for the pass `pass` and, unless `profile` is empty, the
+/// profile, bound to the ops under `anchor`; on failure emits
 /// "<pass>: <reason>" on `anchor` and returns nullopt.
 std::optional<CostModel> loadCostModel(mlir::Operation *anchor,
                                        llvm::StringRef pass,
-                                       llvm::StringRef device);
+                                       llvm::StringRef device,
+                                       llvm::StringRef profile = "");
 
 } // namespace loom
 

@@ -100,6 +100,11 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       *this, "device",
       llvm::cl::desc("device description for the scheduler's cost model"),
       llvm::cl::init("cpu")};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("a trainer's --profile: measured op and collective "
+                     "times that replace the cost model's estimates"),
+      llvm::cl::init("")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
       llvm::cl::desc("scheduler memory limit, MiB (0: 5% above the "
@@ -123,6 +128,11 @@ struct SchedulePipelineOptions
   Option<std::string> device{*this, "device",
                              llvm::cl::desc("device description"),
                              llvm::cl::init("h100-nvlink")};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("a trainer's --profile: measured op and collective "
+                     "times that replace the cost model's estimates"),
+      llvm::cl::init("")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
       llvm::cl::desc("the step's peak may not exceed this, MiB (0: the "

@@ -88,6 +88,8 @@ def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> 
            "memory for parameters kept gathered, in MiB">,
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description (a name in devices/ or a .json path)">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "a trainer's --profile: measured times replacing estimates">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect"];
 }

@@ -94,4 +94,70 @@ def TrainerManifestPass : Pass<"trainer-manifest", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def TrainerStampOpIdsPass : Pass<"trainer-stamp-op-ids", "::mlir::ModuleOp"> {
+  let summary = "Numbers the step's ops for profiles";
+  let description = [{
+    Gives every top-level op of every function (terminators included) an
+    id, in order, counting on across functions, by naming its location
+    `loom.op.<id>`; an id the op had is replaced. The sharding pipeline runs it after `zero-partition`
+    and before any scheduling, so an op keeps its id whichever order the
+    collectives end up in, and a recompilation numbers the same model the
+    same way. A trainer's profile (`--profile`) is keyed by these ids;
+    `loomc --profile`, the scheduler and `coll-report` read it back
+    (`loom/Analysis/OpIds.h`).
+
+    Locations rather than attributes: lowering keeps an op's location on
+    what it becomes (the BLAS call, the loop nest, the kernel launch) and
+    fusion merges them, where a discardable attribute would be dropped.
+    Print the IR with `-mlir-print-debuginfo` to keep them in a file.
+
+    ```mlir
+    %0 = linalg.matmul ins(%a, %b : ...) outs(%c : ...) -> tensor<8x16xf32> loc(#loc)
+    // becomes
+    %0 = linalg.matmul ins(%a, %b : ...) outs(%c : ...) -> tensor<8x16xf32> loc(#loc3)
+    #loc3 = loc("loom.op.3"(#loc))
+    ```
+  }];
+}
+
+def TrainerProfileProbesPass
+    : Pass<"trainer-profile-probes", "::mlir::ModuleOp"> {
+  let summary = "Times each op id of the lowered step, for --profile";
+  let description = [{
+    On the lowered step (buffers; loops, BLAS and kernel calls, kernel
+    launches; before control flow is flattened): brackets each run of
+    top-level ops that carry the same op ids (`trainer-stamp-op-ids`) with
+    `loomrt_op_begin(id)` and `loomrt_op_end(id)`. The runtime times the
+    bracket when the trainer profiles (a clock on the CPU, events on the
+    GPU's compute stream) and returns at once when it does not. Ops with no
+    work of their own (allocations, views, constants) neither start nor end
+    a run. A collective's start and wait calls end one; with
+    `collective-calls` each is bracketed on its own, under its op's id, so
+    that the profile has what they cost the host (a wait's stall taken
+    out), and the runtime times the collective itself on its stream. A run
+    whose location holds several ids (fused ops) is timed under its first
+    id, and `loomrt_op_fused(member, first)` tells the profile which ids it
+    covered.
+
+    ```mlir
+    scf.for ... { ... } loc("loom.op.3"(...))
+    func.call @cblas_sgemm(...) loc("loom.op.4"(...))
+    // becomes
+    func.call @loomrt_op_begin(%c3) : (i64) -> ()
+    scf.for ... { ... }
+    func.call @loomrt_op_end(%c3) : (i64) -> ()
+    func.call @loomrt_op_begin(%c4) : (i64) -> ()
+    func.call @cblas_sgemm(...)
+    func.call @loomrt_op_end(%c4) : (i64) -> ()
+    ```
+  }];
+  let options = [
+    Option<"collectiveCalls", "collective-calls", "bool", /*default=*/"true",
+           "time the calls that start and wait for collectives (the CPU "
+           "target; a GPU's calls only enqueue)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect"];
+}
+
 #endif // LOOM_TRAINER_PASSES_TD

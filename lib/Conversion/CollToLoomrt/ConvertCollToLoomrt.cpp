@@ -1,5 +1,6 @@
 //===- ConvertCollToLoomrt.cpp - coll ops to loomrt calls -----------------===//
 
+#include "loom/Analysis/OpIds.h"
 #include "loom/Conversion/CollToLoomrt.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Coll/CollOps.h"
@@ -108,7 +109,7 @@ struct ConvertCollToLoomrtPass
     Type i64 = builder.getI64Type();
     func::FuncOp startFn = declarePrivateFunction(
         module, symbols::kCollStart,
-        builder.getFunctionType(SmallVector<Type>(8, i64), {i64}));
+        builder.getFunctionType(SmallVector<Type>(9, i64), {i64}));
     func::FuncOp waitFn =
         declarePrivateFunction(module, symbols::kCollWait,
                                builder.getFunctionType({i64, i64, i64}, {}));
@@ -153,19 +154,19 @@ struct ConvertCollToLoomrtPass
         reduction = int64_t(*kind);
       if (auto broadcast = dyn_cast<BroadcastStartOp>(op))
         arg = broadcast.getRoot();
-      Value handle =
-          func::CallOp::create(
-              builder, loc, startFn,
-              ValueRange{constant(int64_t(start.getKind())),
-                         constant(reduction),
-                         constant(element.isF64()    ? LOOMRT_F64
-                                  : element.isBF16() ? LOOMRT_BF16
-                                                     : LOOMRT_F32),
-                         constant(arg), addressOf(builder, loc, in),
-                         constant(inType.getNumElements()),
-                         addressOf(builder, loc, out),
-                         constant(outType.getNumElements())})
-              .getResult(0);
+      Value handle = func::CallOp::create(
+                         builder, loc, startFn,
+                         ValueRange{constant(int64_t(start.getKind())),
+                                    constant(reduction),
+                                    constant(element.isF64()    ? LOOMRT_F64
+                                             : element.isBF16() ? LOOMRT_BF16
+                                                                : LOOMRT_F32),
+                                    constant(arg), addressOf(builder, loc, in),
+                                    constant(inType.getNumElements()),
+                                    addressOf(builder, loc, out),
+                                    constant(outType.getNumElements()),
+                                    constant(loom::getOpId(op).value_or(-1))})
+                         .getResult(0);
 
       builder.setInsertionPoint(wait);
       loc = wait.getLoc();

@@ -65,6 +65,14 @@ struct Collective {
   int64_t in, out;
   cudaEvent_t begin, done;
   bool waited = false;
+  /// For the profile: the start's op id and the larger buffer's bytes.
+  int64_t opId = -1, bytes = 0;
+};
+
+/// An op's bracket on the compute stream, timed once the step is done.
+struct OpSpan {
+  int64_t opId;
+  cudaEvent_t begin, end;
 };
 
 /// A module gpu-to-llvm's constructor registered: the embedded PTX (or
@@ -111,6 +119,10 @@ public:
   int64_t start(const loom::runtime::CollRequest &request) override;
   void wait(int64_t handle, int64_t in, int64_t out) override;
   void stepSync();
+  /// Device time on the compute stream, read at stepSync.
+  void opBegin(int64_t opId) override;
+  void opEnd(int64_t opId) override;
+  const char *target() const override { return "cuda"; }
 
   void *alloc(uint64_t bytes);
   void free(void *pointer);
@@ -174,6 +186,7 @@ private:
   cudaEvent_t epochEvent = nullptr, stepDone = nullptr;
   double epochEventUs = 0;
   std::vector<Collective> collectives;
+  std::vector<OpSpan> opSpans;
   std::vector<cudaEvent_t> spareEvents;
   /// Freed device blocks by size. The step allocates its arena on entry and
   /// frees it on exit; handing the same block back keeps cudaMalloc (and
@@ -422,6 +435,8 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
           std::to_string(size) + " ranks");
   ensureNccl();
   Collective c{kind, in, out, event(), event()};
+  c.opId = request.opId;
+  c.bytes = request.getBytes();
   // The communication stream starts once compute has produced the input.
   cudaEvent_t ready = c.done;
   check(cudaEventRecord(ready, compute), what);
@@ -522,12 +537,37 @@ void Context::stepSync() {
     check(cudaEventElapsedTime(&ms, c.begin, c.done), "timing");
     check(cudaEventElapsedTime(&startMs, epochEvent, c.begin), "timing");
     double begin = epochEventUs + startMs * 1e3;
-    recorder().collective(loom::runtime::collectiveKindName(c.kind), begin,
-                          begin + ms * 1e3);
+    recorder().collective(c.kind, c.opId, c.bytes, begin, begin + ms * 1e3);
     spareEvents.push_back(c.begin);
     spareEvents.push_back(c.done);
   }
   collectives.clear();
+  for (OpSpan &span : opSpans) {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, span.begin, span.end), "timing");
+    recorder().opTime(span.opId, ms * 1e3);
+    spareEvents.push_back(span.begin);
+    spareEvents.push_back(span.end);
+  }
+  opSpans.clear();
+}
+
+void Context::opBegin(int64_t opId) {
+  if (!opSpans.empty() && opSpans.back().end == nullptr)
+    abort("loomrt_op_begin(" + std::to_string(opId) + ") inside op " +
+          std::to_string(opSpans.back().opId));
+  OpSpan span{opId, event(), nullptr};
+  check(cudaEventRecord(span.begin, compute), "profiling op");
+  opSpans.push_back(span);
+}
+
+void Context::opEnd(int64_t opId) {
+  if (opSpans.empty() || opSpans.back().opId != opId ||
+      opSpans.back().end != nullptr)
+    abort("loomrt_op_end(" + std::to_string(opId) +
+          ") without its loomrt_op_begin");
+  opSpans.back().end = event();
+  check(cudaEventRecord(opSpans.back().end, compute), "profiling op");
 }
 
 void *Context::alloc(uint64_t bytes) {

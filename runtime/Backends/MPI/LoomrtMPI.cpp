@@ -35,7 +35,7 @@ namespace {
 struct Collective {
   int64_t kind, reduction, dtype, arg;
   char *in, *out;
-  int64_t inCount, outCount;
+  int64_t inCount, outCount, opId, bytes;
   bool done = false;
   double beginUs = 0, endUs = 0;
 };
@@ -52,6 +52,7 @@ public:
   /// Runs `fn` on the communication thread and waits for it.
   void runOnStream(std::function<void()> fn);
   [[noreturn]] void abort(const std::string &message) override;
+  const char *target() const override { return "cpu"; }
 
   std::mutex mutex;
 
@@ -179,7 +180,8 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
     abort("a collective started before loomrt_init");
   auto owned = std::make_unique<Collective>(Collective{
       r.kind, r.reduction, r.dtype, r.arg, reinterpret_cast<char *>(r.in),
-      reinterpret_cast<char *>(r.out), r.inCount, r.outCount});
+      reinterpret_cast<char *>(r.out), r.inCount, r.outCount, r.opId,
+      r.getBytes()});
   Collective *collective = owned.get();
   std::lock_guard<std::mutex> lock(mutex);
   int64_t handle = int64_t(collectives.size());
@@ -194,7 +196,7 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
     std::lock_guard<std::mutex> lock(mutex);
     collective->endUs = nowUs();
     collective->done = true;
-    recorder().collective(loom::runtime::collectiveKindName(collective->kind),
+    recorder().collective(collective->kind, collective->opId, collective->bytes,
                           collective->beginUs, collective->endUs);
   });
   wake.notify_one();

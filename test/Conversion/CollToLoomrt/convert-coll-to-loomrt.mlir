@@ -1,17 +1,19 @@
 // Tests convert-coll-to-loomrt: starts become loomrt_coll_start on buffer
 // addresses, waits become loomrt_coll_wait (which references the input
 // again, keeping it alive until the collective is done) plus a to_tensor of
-// the output; releases and comm_world go; comm_rank calls loomrt_rank.
+// the output; releases and comm_world go; comm_rank calls loomrt_rank. The
+// last argument of a start is its op id (trainer-stamp-op-ids), -1 without.
 // RUN: loom-opt %s -split-input-file -convert-coll-to-loomrt -verify-diagnostics | FileCheck %s
 
-// CHECK-DAG: func.func private @loomrt_coll_start(i64, i64, i64, i64, i64, i64, i64, i64) -> i64
+// CHECK-DAG: func.func private @loomrt_coll_start(i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64
 // CHECK-DAG: func.func private @loomrt_coll_wait(i64, i64, i64)
 // CHECK-LABEL: func.func @gather_and_scatter
 func.func @gather_and_scatter(%s: tensor<4xf32>, %g: tensor<16xf64>) -> tensor<4xf64> {
   // CHECK-NOT: coll.
   // CHECK: %[[IN:.+]] = bufferization.to_buffer %arg0 read_only : tensor<4xf32> to memref<4xf32>
   // CHECK: %[[OUT:.+]] = memref.alloc() : memref<16xf32>
-  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[KIND:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[C4:.+]], %{{.+}}, %[[C16:.+]])
+  // CHECK: %[[NOID:.+]] = arith.constant -1 : i64
+  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[KIND:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[C4:.+]], %{{.+}}, %[[C16:.+]], %[[NOID]])
   // CHECK: %[[IN2:.+]] = bufferization.to_buffer %arg0 read_only
   // CHECK: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[IN2]]
   // CHECK: call @loomrt_coll_wait(%[[H]],
@@ -34,15 +36,16 @@ func.func @gather_and_scatter(%s: tensor<4xf32>, %g: tensor<16xf64>) -> tensor<4
 
 // -----
 
-// bf16: dtype 2 (LOOMRT_BF16); an all-reduce is kind 2, sum 0.
+// bf16: dtype 2 (LOOMRT_BF16); an all-reduce is kind 2, sum 0; op id 12.
 // CHECK-LABEL: func.func @bf16
 // CHECK: %[[KIND:.+]] = arith.constant 2 : i64
 // CHECK: %[[SUM:.+]] = arith.constant 0 : i64
 // CHECK: %[[BF16:.+]] = arith.constant 2 : i64
-// CHECK: call @loomrt_coll_start(%[[KIND]], %[[SUM]], %[[BF16]],
+// CHECK: %[[ID:.+]] = arith.constant 12 : i64
+// CHECK: call @loomrt_coll_start(%[[KIND]], %[[SUM]], %[[BF16]], {{.*}}, %[[ID]])
 func.func @bf16(%s: tensor<8xbf16>) -> tensor<8xbf16> {
   %c = coll.comm_world : !coll.comm<2>
-  %f = coll.all_reduce_start %s on %c reduction = <sum> : (tensor<8xbf16>, !coll.comm<2>) -> !coll.future<tensor<8xbf16>>
+  %f = coll.all_reduce_start %s on %c reduction = <sum> : (tensor<8xbf16>, !coll.comm<2>) -> !coll.future<tensor<8xbf16>> loc("loom.op.12"("bf16.mlir":3:8))
   %w = coll.wait %f : !coll.future<tensor<8xbf16>>
   return %w : tensor<8xbf16>
 }

@@ -1,6 +1,8 @@
 """Runs loomc with -v, then the pipelines it printed, one loom-opt process a
 phase, each on the previous one's output; prints the phases and whether the
-last output equals loomc's byte for byte (exit 1 if not).
+last output equals loomc's byte for byte (exit 1 if not). The files between
+phases keep their locations (-mlir-print-debuginfo), which carry the op ids
+the profile probes need.
 
     reproduce_loomc.py FORWARD --emit=E [loomc flags...]
 """
@@ -27,7 +29,9 @@ def main() -> int:
         for index, (phase, pipeline) in enumerate(phases):
             print(f"phase {phase}: {pipeline.split('{')[0]}")
             out = os.path.join(tmp, f"{index}.mlir")
-            step = subprocess.run(["loom-opt", current, f"--pass-pipeline={pipeline}", "-o", out],
+            last = index + 1 == len(phases)
+            step = subprocess.run(["loom-opt", current, f"--pass-pipeline={pipeline}", "-o", out,
+                                   *([] if last else ["-mlir-print-debuginfo"])],
                                   capture_output=True, text=True)
             if step.returncode:
                 sys.exit(f"loom-opt failed in phase {phase}:\n{step.stderr}")

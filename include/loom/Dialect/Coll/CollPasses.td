@@ -44,6 +44,8 @@ def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
            "largest first bucket, MiB">,
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description for the overlap check">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "a trainer's --profile: measured times replacing estimates">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -87,6 +89,8 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
            "let gathers pass reduce-scatters and all-reduces where faster">,
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description for the overtaking check">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "a trainer's --profile: measured times replacing estimates">,
   ];
 }
 
@@ -132,6 +136,8 @@ def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncO
   let options = [
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description for the simulation">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "a trainer's --profile: measured times replacing estimates">,
     Option<"memoryLimitMb", "memory-limit-mb", "double", /*default=*/"0",
            "the step's peak may not exceed this, MiB (0: the synchronous "
            "peak plus the headroom)">,
@@ -166,7 +172,8 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "device description (a name in devices/ or a .json path)">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "measured op times overriding estimates ({\"ops\": {id: us}})">,
+           "a trainer's --profile: measured times replacing estimates, "
+           "and a table of predicted against measured">,
     Option<"function", "function", "std::string", /*default=*/"\"\"",
            "report only this function">,
     Option<"jsonPath", "json", "std::string", /*default=*/"\"\"",

@@ -67,7 +67,7 @@ struct CollBucketPass
       return signalPassFailure();
     }
     std::optional<CostModel> loaded =
-        loadCostModel(func, "coll-bucket", device);
+        loadCostModel(func, "coll-bucket", device, profile);
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;

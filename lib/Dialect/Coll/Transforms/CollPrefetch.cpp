@@ -31,7 +31,8 @@ struct CollPrefetchPass
       return signalPassFailure();
     }
     std::optional<CostModel> model;
-    if (overtake && !(model = loadCostModel(func, "coll-prefetch", device)))
+    if (overtake &&
+        !(model = loadCostModel(func, "coll-prefetch", device, profile)))
       return signalPassFailure();
     for (Block &block : func.getBody()) {
       int64_t limit = MemoryTimeline(block).getPeakBytes() +

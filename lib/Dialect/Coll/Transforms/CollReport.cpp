@@ -1,13 +1,16 @@
 //===- CollReport.cpp - simulated time, overlap and memory of a step ------===//
 
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Analysis/OpIds.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Runtime/DurableFile.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 #include <cmath>
@@ -96,9 +99,118 @@ void printTable(func::FuncOp func, const CostModel &model,
   }
 }
 
+/// What an op's time is compared under: a collective's kind, a train op's
+/// name, or a linalg op's shape of work.
+std::string getOpClass(Operation *op) {
+  if (auto collective = dyn_cast<CollectiveOpInterface>(op))
+    return stringifyCollectiveKind(collective.getKind()).str();
+  if (op->getName().getDialectNamespace() == "train")
+    return op->getName().getStringRef().str();
+  if (auto linalgOp = dyn_cast<linalg::LinalgOp>(op)) {
+    if (linalg::isaContractionOpInterface(linalgOp))
+      return "matmul";
+    if (linalgOp.getNumReductionLoops() > 0)
+      return "reduction";
+    return "elementwise";
+  }
+  return op->getName().getDialectNamespace().str();
+}
+
+/// The device model's prediction beside the profile's measurement, per op
+/// class and for the step.
+struct Comparison {
+  struct Class {
+    std::string name;
+    unsigned ops = 0, measuredOps = 0;
+    /// Over the measured ops only: the model's figure and the profile's.
+    double predicted = 0, measured = 0;
+  };
+  std::vector<Class> classes;
+  /// The step simulated with the device model alone and with the profile.
+  double modelMakespan = 0, profiledMakespan = 0;
+};
+
+Comparison compare(Block &block, ArrayRef<Operation *> ops,
+                   const CostModel &model, const SimulationResult &sim) {
+  Comparison comparison;
+  llvm::StringMap<size_t> indexOf;
+  Comparison::Class calls{"collective calls (host)"};
+  for (Operation *op : ops) {
+    if (double issue = model.getIssueTime(op)) {
+      calls.ops++;
+      calls.measuredOps++;
+      calls.measured += issue;
+    }
+    auto collective = dyn_cast<CollectiveOpInterface>(op);
+    double estimate = collective ? model.getEstimatedCollectiveTime(op)
+                                 : model.getEstimatedComputeTime(op);
+    std::optional<double> measured = model.getProfiled(op);
+    if (estimate == 0 && measured.value_or(0) == 0)
+      continue;
+    std::string name = getOpClass(op);
+    auto [it, inserted] = indexOf.try_emplace(name, comparison.classes.size());
+    if (inserted)
+      comparison.classes.push_back({name});
+    Comparison::Class &entry = comparison.classes[it->second];
+    entry.ops++;
+    if (measured) {
+      entry.measuredOps++;
+      entry.predicted += estimate;
+      entry.measured += *measured;
+    }
+  }
+  if (calls.ops)
+    comparison.classes.push_back(calls);
+  CostModel plain(model.getDevice());
+  comparison.modelMakespan = simulate(block, ops, plain).makespan;
+  comparison.profiledMakespan = sim.makespan;
+  return comparison;
+}
+
+void printComparison(const Comparison &comparison, const Profile &profile) {
+  llvm::raw_ostream &os = llvm::errs();
+  os << "  predicted against measured (" << profile.source << ": "
+     << (profile.target.empty() ? "?" : profile.target) << ", "
+     << profile.worldSize << " ranks, " << profile.steps << " steps)\n";
+  os << "  op class                   ops measured  predicted us  measured us"
+        "  measured/predicted\n";
+  for (const Comparison::Class &entry : comparison.classes)
+    os << llvm::format(
+        "  %-24s %5u %8u %13.1f %12.1f  %s\n", entry.name.c_str(), entry.ops,
+        entry.measuredOps, toMicros(entry.predicted), toMicros(entry.measured),
+        entry.predicted > 0
+            ? llvm::formatv("{0:F3}", entry.measured / entry.predicted)
+                  .str()
+                  .c_str()
+            : "-");
+  os << llvm::format("  %-26s %12.1f us  (device model)\n", "step predicted",
+                     toMicros(comparison.modelMakespan));
+  os << llvm::format("  %-26s %12.1f us  (with the profile)\n",
+                     "step simulated", toMicros(comparison.profiledMakespan));
+  if (profile.stepSeconds > 0) {
+    os << llvm::format(
+        "  %-26s %12.1f us  (simulated/measured %.3f, predicted/measured "
+        "%.3f)\n",
+        "step measured", toMicros(profile.stepSeconds),
+        comparison.profiledMakespan / profile.stepSeconds,
+        comparison.modelMakespan / profile.stepSeconds);
+    // What the probes saw of it; the rest ran outside any op's bracket
+    // (allocations, views, the calls into the step and the probes).
+    double ops = 0;
+    for (auto [id, seconds] : profile.runSeconds)
+      ops += seconds;
+    os << llvm::format(
+        "  %-26s %12.1f us  in ops, %.1f us in waits, %.1f us "
+        "outside ops\n",
+        "", toMicros(ops), toMicros(profile.waitSeconds),
+        toMicros(profile.stepSeconds - ops - profile.waitSeconds));
+  }
+}
+
 void writeJson(llvm::raw_ostream &out, func::FuncOp func,
                const CostModel &model, const SimulationResult &sim,
-               const MemoryTimeline &timeline) {
+               const MemoryTimeline &timeline,
+               const std::optional<Comparison> &comparison) {
   llvm::json::OStream json(out, 2);
   json.object([&] {
     json.attribute("function", func.getName());
@@ -133,12 +245,33 @@ void writeJson(llvm::raw_ostream &out, func::FuncOp func,
         json.attribute(stringifyCollectiveKind(kind),
                        jsonMicros(sim.exposedTime[unsigned(kind)]));
     });
+    if (!comparison)
+      return;
+    const Profile &profile = *model.getProfile();
+    json.attributeObject("profile", [&] {
+      json.attribute("source", profile.source);
+      json.attribute("measured_step_us", jsonMicros(profile.stepSeconds));
+      json.attribute("predicted_step_us",
+                     jsonMicros(comparison->modelMakespan));
+      json.attribute("simulated_step_us",
+                     jsonMicros(comparison->profiledMakespan));
+      json.attributeArray("classes", [&] {
+        for (const Comparison::Class &entry : comparison->classes)
+          json.object([&] {
+            json.attribute("class", entry.name);
+            json.attribute("ops", int64_t(entry.ops));
+            json.attribute("measured_ops", int64_t(entry.measuredOps));
+            json.attribute("predicted_us", jsonMicros(entry.predicted));
+            json.attribute("measured_us", jsonMicros(entry.measured));
+          });
+      });
+    });
   });
   out << "\n";
 }
 
-void writeTrace(llvm::raw_ostream &out, func::FuncOp func,
-                ArrayRef<Operation *> ops, const SimulationResult &sim) {
+void writeTrace(llvm::raw_ostream &out, ArrayRef<Operation *> ops,
+                const SimulationResult &sim) {
   // Op ids from the order at hand, not a block scan per event.
   DenseMap<Operation *, unsigned> indexOf;
   for (auto [index, op] : llvm::enumerate(ops))
@@ -169,9 +302,9 @@ void writeTrace(llvm::raw_ostream &out, func::FuncOp func,
           json.attribute("dur", jsonMicros(event.duration));
           if (event.op)
             json.attributeObject("args", [&] {
-              json.attribute("op",
-                             CostModel::formatOpId(func.getName(),
-                                                   indexOf.lookup(event.op)));
+              json.attribute("index", int64_t(indexOf.lookup(event.op)));
+              if (std::optional<int64_t> id = getOpId(event.op))
+                json.attribute("op_id", *id);
             });
         });
     });
@@ -233,15 +366,10 @@ struct CollReportPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     std::optional<CostModel> loaded =
-        loadCostModel(module, "coll-report", device);
+        loadCostModel(module, "coll-report", device, profile);
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;
-    if (!profile.empty())
-      if (llvm::Error error = model.loadProfile(profile)) {
-        module.emitError() << "coll-report: " << toString(std::move(error));
-        return signalPassFailure();
-      }
     bool reported = false;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() ||
@@ -276,15 +404,20 @@ struct CollReportPass
       }
       SimulationResult sim = simulate(block, ops, model);
       printTable(func, model, sim, timeline);
+      std::optional<Comparison> comparison;
+      if (model.getProfile()) {
+        comparison = compare(block, ops, model, sim);
+        printComparison(*comparison, *model.getProfile());
+      }
       if ((!jsonPath.empty() && failed(writeFile(func, jsonPath,
                                                  [&](llvm::raw_ostream &os) {
                                                    writeJson(os, func, model,
-                                                             sim, timeline);
+                                                             sim, timeline,
+                                                             comparison);
                                                  }))) ||
           (!tracePath.empty() && failed(writeFile(func, tracePath,
                                                   [&](llvm::raw_ostream &os) {
-                                                    writeTrace(os, func, ops,
-                                                               sim);
+                                                    writeTrace(os, ops, sim);
                                                   }))) ||
           (!plotPath.empty() &&
            failed(writeFile(func, plotPath, [&](llvm::raw_ostream &os) {

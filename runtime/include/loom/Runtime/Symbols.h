@@ -23,6 +23,11 @@ inline constexpr char kCollStart[] = "loomrt_coll_start";
 inline constexpr char kCollWait[] = "loomrt_coll_wait";
 inline constexpr char kRank[] = "loomrt_rank";
 
+// Profile probes (trainer-profile-probes).
+inline constexpr char kOpBegin[] = "loomrt_op_begin";
+inline constexpr char kOpEnd[] = "loomrt_op_end";
+inline constexpr char kOpFused[] = "loomrt_op_fused";
+
 // Fused kernels (train-fuse-attention, train-decompose).
 inline constexpr char kAttentionF32[] = "loomrt_attention_f32";
 inline constexpr char kAttentionGradF32[] = "loomrt_attention_grad_f32";

@@ -46,10 +46,12 @@ void loomrt_abort(const char *message);
 
 /* Called by compiled code. Buffers are passed as addresses. `in_count` and
  * `out_count` are element counts; all collectives are over the flat,
- * rank-major layout (axis 0). `arg` is the root of a broadcast. */
+ * rank-major layout (axis 0). `arg` is the root of a broadcast. `op_id` is
+ * the start's op id (trainer-stamp-op-ids; -1 for none), which a profile
+ * files the collective's time under. */
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
                           int64_t arg, int64_t in, int64_t in_count,
-                          int64_t out, int64_t out_count);
+                          int64_t out, int64_t out_count, int64_t op_id);
 /* Blocks until the collective `handle` is done. `in` and `out` must be the
  * buffers it started with (checked). */
 void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out);
@@ -64,6 +66,26 @@ void loomrt_allreduce_f64(const double *in, double *out, int64_t count,
  * `root` only. */
 void loomrt_gather_f32(const float *in, int64_t count, float *out,
                        int64_t root);
+
+/* Profiling (trainer --profile). Compiled steps bracket each op's work
+ * with loomrt_op_begin and loomrt_op_end (trainer-profile-probes), and
+ * name the ops fused into a bracketed one with loomrt_op_fused; these
+ * return at once unless a profile is being recorded. The CPU backend
+ * times a bracket with its clock, the CUDA backend with events on the
+ * compute stream. */
+void loomrt_op_begin(int64_t op_id);
+void loomrt_op_end(int64_t op_id);
+void loomrt_op_fused(int64_t member_id, int64_t op_id);
+/* Starts recording (again, from nothing): op times, and each collective's
+ * time from its start to its end on the stream. */
+void loomrt_profile_start(void);
+/* Ends a profiled step that took `step_us` (after loomrt_step_sync). */
+void loomrt_profile_step(double step_us);
+/* Every rank calls it: writes the recording, averaged over the profiled
+ * steps and over the ranks, as JSON (CostModel.h's Profile) to `path` on
+ * rank 0, atomically and durably. Returns 0, or prints why and returns
+ * non-zero on every rank. */
+int loomrt_profile_write(const char *path);
 
 /* Microseconds since loomrt_init. */
 double loomrt_now_us(void);
