@@ -2,7 +2,8 @@
 //
 // Upstream's elementwise fusion and reshape propagation, minus anything
 // that would turn a contraction convert-linalg-to-blas takes into one it
-// cannot.
+// cannot. A fused op's location holds both ops' (and so both op ids, for
+// the profile: trainer-stamp-op-ids).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,11 +61,45 @@ bool allowFusion(OpOperand *operand) {
          !isGemm(consumer) && !releasedBefore(producer, consumer);
 }
 
+/// Upstream's FuseElementwiseOps, but the fused op is located at the
+/// consumer and the producer both (upstream keeps the consumer's alone, and
+/// a profile would charge the producer's work to the consumer's id).
+struct FuseKeepingLocations
+    : public OpInterfaceRewritePattern<linalg::LinalgOp> {
+  using OpInterfaceRewritePattern::OpInterfaceRewritePattern;
+
+  LogicalResult matchAndRewrite(linalg::LinalgOp consumer,
+                                PatternRewriter &rewriter) const override {
+    for (OpOperand &operand : consumer->getOpOperands()) {
+      if (!linalg::areElementwiseOpsFusable(&operand) || !allowFusion(&operand))
+        continue;
+      Operation *producer = operand.get().getDefiningOp();
+      FailureOr<linalg::ElementwiseOpFusionResult> fused =
+          linalg::fuseElementwiseOps(rewriter, &operand);
+      if (failed(fused))
+        return rewriter.notifyMatchFailure(consumer, "fusion failed");
+      fused->fusedOp->setLoc(
+          rewriter.getFusedLoc({consumer.getLoc(), producer->getLoc()}));
+      // The consumer's results (the producer's stay its own).
+      for (auto [original, replacement] : fused->replacements)
+        rewriter.replaceUsesWithIf(original, replacement, [&](OpOperand &use) {
+          return use.get().getDefiningOp() != producer;
+        });
+      rewriter.eraseOp(consumer);
+      return success();
+    }
+    return failure();
+  }
+};
+
 struct GpuFuseElementwisePass
     : loom::codegen::impl::GpuFuseElementwisePassBase<GpuFuseElementwisePass> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
     RewritePatternSet patterns(context);
+    // Before upstream's own fusion pattern, which then never finds a match
+    // this one missed.
+    patterns.add<FuseKeepingLocations>(context, /*benefit=*/2);
     linalg::populateElementwiseOpsFusionPatterns(patterns, allowFusion);
     linalg::populateFoldReshapeOpsByExpansionPatterns(patterns, allowFusion);
     tensor::populateBubbleUpExpandShapePatterns(patterns);

@@ -1,4 +1,6 @@
 // RUN: loom-opt %s --pass-pipeline='builtin.module(func.func(gpu-fuse-elementwise))' --split-input-file | FileCheck %s
+// The fused op is located at both ops, so both op ids reach the profile.
+// RUN: loom-opt %s --pass-pipeline='builtin.module(trainer-stamp-op-ids,func.func(gpu-fuse-elementwise))' --split-input-file -mlir-print-debuginfo -mlir-print-local-scope | FileCheck %s --check-prefix=LOC
 
 #id = affine_map<(d0, d1) -> (d0, d1)>
 #row = affine_map<(d0, d1) -> (d0)>
@@ -13,6 +15,8 @@
 // CHECK: arith.mulf
 // CHECK: arith.addf
 // CHECK-NOT: linalg.generic
+// LOC-LABEL: func.func @into_reduction
+// LOC: } -> tensor<8xf32> loc(fused["loom.op.5"({{.*}}), "loom.op.2"({{.*}})])
 func.func @into_reduction(%a: tensor<8x64xf32>, %b: tensor<8x64xf32>) -> tensor<8xf32> {
   %c0 = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<8x64xf32>

@@ -25,8 +25,11 @@ def GpuFuseElementwisePass
     of an f32 operand into its bf16 GEMM would leave a contraction no BLAS
     call can run, and a loop in its place.) A producer is fused only into
     its one user, so nothing is computed twice, and not past a
-    `coll.release` of a value it reads (ZeRO-3's gathered parameters). For the GPU kernels: each
-    fusion is a kernel fewer and a tensor neither written nor read back.
+    `coll.release` of a value it reads (ZeRO-3's gathered parameters). For
+    the GPU kernels: each fusion is a kernel fewer and a tensor neither
+    written nor read back. The fused op is located at both ops (a
+    `FusedLoc`; upstream keeps the consumer's alone), so a profile times it
+    under both op ids (`trainer-profile-probes`).
     Run on tensors, after `codegen-widen-compute` and before the memory plan.
 
     ```mlir
