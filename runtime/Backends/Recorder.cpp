@@ -163,11 +163,15 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
     ids.push_back(double(member));
     ids.push_back(double(id));
   }
+  // A collective's time is what the last rank to start it saw: the others'
+  // include waiting for it (rank skew, their compute), which is no part of
+  // the transfer. The minimum over the ranks, as the negated maximum.
+  std::vector<double> lastToStart;
   for (auto &[id, time] : collectiveUs) {
     ids.push_back(double(id));
     ids.push_back(double(time.bytes));
     ids.push_back(double(time.count));
-    times.push_back(time.us);
+    lastToStart.push_back(-time.us);
   }
   times.push_back(profiledWaitUs);
   times.push_back(profiledStepUs);
@@ -175,6 +179,7 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
   if (!sameOnEveryRank(ids))
     return "the ranks profiled different ops";
   allreduce(times, 0);
+  allreduce(lastToStart, 2);
   if (profiledSteps == 0)
     return "no step was profiled";
   double per = double(profiledSteps) * double(size);
@@ -191,6 +196,7 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
                   target, size, (long long)profiledSteps,
                   times[times.size() - 1] / per, times[times.size() - 2] / per);
     json += line;
+
     size_t t = 0;
     json += "  \"ops\": {";
     bool first = true;
@@ -210,10 +216,11 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
     }
     json += "\n  },\n  \"collectives\": {";
     first = true;
+    size_t c = 0;
     for (auto &[id, time] : collectiveUs) {
-      // Per step and rank; a collective an op id starts more than once a
-      // step (none today) counts once per start.
-      double us = times[t++] / per;
+      // Per step; a collective an op id starts more than once a step (none
+      // today) counts once per start.
+      double us = -lastToStart[c++] / double(profiledSteps);
       std::snprintf(line, sizeof(line),
                     "%s\n    \"%lld\": {\"kind\": \"%s\", \"bytes\": %lld, "
                     "\"ranks\": %d, \"us\": %.3f, \"algbw_gbps\": %.4f}",

@@ -82,8 +82,9 @@ void loomrt_profile_start(void);
 /* Ends a profiled step that took `step_us` (after loomrt_step_sync). */
 void loomrt_profile_step(double step_us);
 /* Every rank calls it: writes the recording, averaged over the profiled
- * steps and over the ranks, as JSON (CostModel.h's Profile) to `path` on
- * rank 0, atomically and durably. Returns 0, or prints why and returns
+ * steps (op times also over the ranks; a collective's is the least over
+ * them, the last rank to start it), as JSON (CostModel.h's Profile) to
+ * `path` on rank 0, atomically and durably. Returns 0, or prints why and returns
  * non-zero on every rank. */
 int loomrt_profile_write(const char *path);
 
