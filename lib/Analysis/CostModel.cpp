@@ -212,6 +212,18 @@ OpWork CostModel::getWork(Operation *op) {
     double full = 10.0 * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
                   k.getDimSize(1) * q.getDimSize(3);
     work.flops = grad.getCausal() ? full / 2 : full;
+  } else if (isa<train::LinearCrossEntropyOp, train::LinearCrossEntropyGradOp>(
+                 op)) {
+    // The logits' projection (2 FLOPs per multiply-add) and the loss on
+    // them; the gradient recomputes the logits and adds the two products
+    // of the backward (hidden's and the weight's gradients).
+    auto hidden = cast<RankedTensorType>(op->getOperand(0).getType());
+    auto weight = cast<RankedTensorType>(op->getOperand(1).getType());
+    double tokens = hidden.getDimSize(0), vocab = weight.getDimSize(0);
+    double projection = 2.0 * tokens * hidden.getDimSize(1) * vocab;
+    work.flops = isa<train::LinearCrossEntropyOp>(op)
+                     ? projection + 5.0 * tokens * vocab
+                     : 3.0 * projection + 5.0 * tokens * vocab;
   } else if (isa<train::CrossEntropyOp, train::CrossEntropyGradOp>(op)) {
     work.flops = 5.0 * elements(op->getOperand(0));
   } else if (isa<train::RMSNormOp, train::RoPEOp>(op)) {

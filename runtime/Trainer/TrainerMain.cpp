@@ -658,6 +658,7 @@ int main(int argc, char **argv) {
     // and MPI's), not only the plan's.
     int64_t peakBytes =
         onDevice ? stepAllocBytes : loomrt_heap_peak_bytes() - heapBase;
+    loomrt_device_lines deviceLines = loomrt_device_named_bytes();
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
     for (auto &[arg, result] : replaces) {
@@ -691,7 +692,8 @@ int main(int argc, char **argv) {
             "\"blas_scratch_bytes\": %lld, "
             "\"gemm_scratch_bytes\": %lld, \"comm_scratch_bytes\": %lld, "
             "\"rss_bytes\": %lld, \"max_rss_bytes\": %lld, "
-            "\"device_bytes\": %lld, "
+            "\"device_bytes\": %lld, \"cublas_workspace_bytes\": %lld, "
+            "\"module_bytes\": %lld, \"nccl_bytes\": %lld, "
             "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
             (long long)step, lossValue, tokensPerS, (long long)peakBytes,
             (long long)stepAllocBytes, property(m, "predicted_peak_bytes"),
@@ -701,7 +703,10 @@ int main(int argc, char **argv) {
             (long long)blasScratch, (long long)loomrt_gemm_scratch_bytes(),
             (long long)stats.scratch_bytes, (long long)residentBytes(),
             (long long)peakResidentBytes(),
-            (long long)loomrt_device_used_bytes(), worst[0], worst[1]);
+            (long long)loomrt_device_used_bytes(),
+            (long long)deviceLines.cublas_workspace,
+            (long long)deviceLines.modules, (long long)deviceLines.nccl,
+            worst[0], worst[1]);
         std::fflush(log);
       }
     }

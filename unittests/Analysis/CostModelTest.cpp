@@ -95,6 +95,23 @@ TEST_F(CostModelTest, CastsAreNotFlops) {
   EXPECT_DOUBLE_EQ(CostModel::getWork(ops[0]).flops, 2.0 * 8 * 16 * 4);
 }
 
+TEST_F(CostModelTest, FusedLossCountsItsProjection) {
+  // 128 tokens of 64 against a 256-entry vocabulary: the logits' GEMM
+  // (2 x 128 x 64 x 256) and the loss on them (5 x 128 x 256); the
+  // gradient recomputes the logits and adds two GEMMs.
+  SmallVector<Operation *> ops =
+      parse("%h: tensor<128x64xf32>, %w: tensor<256x64xf32>, "
+            "%l: tensor<128xi32>, %d: tensor<f32>, %s: tensor<128xf32>",
+            "%loss, %lse = train.linear_cross_entropy %h, %w, %l "
+            "ignore_index = -100 reduction = <mean> label_smoothing = 0.0 "
+            "z_loss = 0.0 softcap = 0.0 chunk_tokens = 64 : "
+            "tensor<128x64xf32>, tensor<256x64xf32>, tensor<128xi32> -> "
+            "tensor<f32>, tensor<128xf32>");
+  ASSERT_FALSE(ops.empty());
+  double projection = 2.0 * 128 * 64 * 256, loss = 5.0 * 128 * 256;
+  EXPECT_DOUBLE_EQ(CostModel::getWork(ops[0]).flops, projection + loss);
+}
+
 TEST_F(CostModelTest, ElementwiseIsMemoryBound) {
   SmallVector<Operation *> ops =
       parse("%a: tensor<1048576xf32>, %b: tensor<1048576xf32>",

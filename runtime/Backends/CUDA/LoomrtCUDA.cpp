@@ -158,6 +158,10 @@ public:
   int device = -1;
   /// In use once the context existed: the baseline of loomrt_device_used_bytes.
   int64_t contextBytes = 0;
+  /// The named lines of loomrt_device_named_bytes.
+  static constexpr size_t kCublasWorkspaceBytes = size_t(32) << 20;
+  void *blasWorkspace = nullptr;
+  int64_t moduleBytes = 0, ncclBytes = 0;
   std::unique_ptr<Profile> profile;
   bool initialised = false;
   cudaStream_t compute = nullptr, comm = nullptr;
@@ -255,6 +259,12 @@ int Context::init(int *argc, char ***argv) {
         "creating the communication stream");
   check(cublasCreate(&blas), "cublasCreate");
   check(cublasSetStream(blas, compute), "cublasSetStream");
+  // cuBLAS's workspace is ours, of a known size (what NVIDIA recommends
+  // for Hopper), so the log can name it; cuBLAS then allocates none.
+  check(cudaMalloc(&blasWorkspace, kCublasWorkspaceBytes),
+        "cudaMalloc of cuBLAS's workspace");
+  check(cublasSetWorkspace(blas, blasWorkspace, kCublasWorkspaceBytes),
+        "cublasSetWorkspace");
   // f32 GEMMs stay f32 unless asked (TF32 would break the 1e-4 agreement
   // with the CPU trainer).
   if (std::getenv("LOOMRT_TF32"))
@@ -284,6 +294,7 @@ void Context::ensureNccl() {
     check(ncclGetUniqueId(&id), "ncclGetUniqueId");
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   check(ncclCommInitRank(&nccl, size, id, rank), "ncclCommInitRank");
+  ncclBytes = usedBytes() - before;
   if (profile)
     profile->memory.push_back({"NCCL communicator", usedBytes() - before});
 }
@@ -599,10 +610,13 @@ cudaKernel_t Context::kernel(Module &module, const char *name) {
     return it->second;
   if (!initialised)
     abort(std::string("kernel ") + name + " used before loomrt_init");
-  if (!module.library)
+  if (!module.library) {
+    int64_t before = usedBytes();
     check(cudaLibraryLoadData(&module.library, module.image, nullptr, nullptr,
                               0, nullptr, nullptr, 0),
           std::string("loading the module of kernel ") + name);
+    moduleBytes += usedBytes() - before;
+  }
   cudaKernel_t k;
   check(cudaLibraryGetKernel(&k, module.library, name),
         std::string("finding kernel ") + name);
@@ -629,6 +643,7 @@ int Context::finalize() {
     check(ncclCommDestroy(nccl), "ncclCommDestroy");
   nccl = nullptr;
   cublasDestroy(blas);
+  cudaFree(blasWorkspace);
   std::string error = recorder().finish(rank);
   if (!error.empty())
     std::fprintf(stderr, "loomrt: error: rank %d: %s\n", rank, error.c_str());
@@ -765,6 +780,11 @@ int64_t loomrt_gemm_scratch_bytes(void) { return 0; }
 int64_t loomrt_device_used_bytes(void) {
   Context &c = context();
   return c.usedBytes() - c.contextBytes;
+}
+
+loomrt_device_lines loomrt_device_named_bytes(void) {
+  Context &c = context();
+  return {int64_t(Context::kCublasWorkspaceBytes), c.moduleBytes, c.ncclBytes};
 }
 
 void *loomrt_device_alloc(int64_t bytes) {

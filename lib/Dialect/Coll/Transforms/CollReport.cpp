@@ -172,8 +172,8 @@ void printComparison(const Comparison &comparison, const Profile &profile) {
   os << "  predicted against measured (" << profile.source << ": "
      << (profile.target.empty() ? "?" : profile.target) << ", "
      << profile.worldSize << " ranks, " << profile.steps << " steps)\n";
-  os << "  op class                   ops measured  predicted us  measured us"
-        "  measured/predicted\n";
+  os << "  op class                         ops measured  predicted us  "
+        "measured us  measured/predicted\n";
   for (const Comparison::Class &entry : comparison.classes)
     os << llvm::format(
         "  %-24s %5u %8u %13.1f %12.1f  %s\n", entry.name.c_str(), entry.ops,

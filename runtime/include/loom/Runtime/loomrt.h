@@ -82,9 +82,8 @@ void loomrt_profile_start(void);
 /* Ends a profiled step that took `step_us` (after loomrt_step_sync). */
 void loomrt_profile_step(double step_us);
 /* Every rank calls it: writes the recording, averaged over the profiled
- * steps (op times also over the ranks; a collective's is the least over
- * them, the last rank to start it), as JSON (CostModel.h's Profile) to
- * `path` on rank 0, atomically and durably. Returns 0, or prints why and returns
+ * steps and over the ranks, as JSON (CostModel.h's Profile) to `path` on
+ * rank 0, atomically and durably. Returns 0, or prints why and returns
  * non-zero on every rank. */
 int loomrt_profile_write(const char *path);
 
@@ -129,6 +128,18 @@ void loomrt_step_sync(void);
  * cuBLAS's workspace, NCCL's buffers and the loaded kernels. -1 on the MPI
  * backend. The measured side of "device memory against the plan". */
 int64_t loomrt_device_used_bytes(void);
+
+/* The device memory the CUDA backend holds beside the step's plan and the
+ * trainer's buffers, by name (-1 each on the MPI backend): the workspace it
+ * gives cuBLAS (a fixed size, so cuBLAS allocates none of its own), the
+ * kernel modules loaded so far, and NCCL's communicator (made at the first
+ * collective). Named lines beside the plan in the trainer's log. */
+typedef struct {
+  int64_t cublas_workspace;
+  int64_t modules;
+  int64_t nccl;
+} loomrt_device_lines;
+loomrt_device_lines loomrt_device_named_bytes(void);
 
 /* Matmuls (convert-linalg-to-blas). CBLAS's row-major arguments (order 101;
  * 111 no transpose, 112 transpose), C = alpha op(A) op(B) + beta C; the
