@@ -40,7 +40,7 @@
 // TABLE-NEXT: func 1 1 {{[0-9.]+}} 0.0 0.000
 // TABLE-NEXT: step predicted {{[0-9.]+}} us (device model)
 // TABLE-NEXT: step simulated 120.0 us (with the profile)
-// TABLE-NEXT: step measured 130.0 us (simulated/measured 0.923, predicted/measured {{[0-9.]+}})
+// TABLE-NEXT: profiled step measured 130.0 us (simulated/measured 0.923, predicted/measured {{[0-9.]+}})
 
 // OTHER: error: coll-report: {{.*}}report-profile-other.json: matches none of the 7 op ids here
 // NOIDS: error: coll-report: {{.*}}report-profile.json: the IR has no op ids to match the profile against

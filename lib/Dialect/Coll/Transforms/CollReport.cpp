@@ -176,7 +176,7 @@ void printComparison(const Comparison &comparison, const Profile &profile) {
         "measured us  measured/predicted\n";
   for (const Comparison::Class &entry : comparison.classes)
     os << llvm::format(
-        "  %-24s %5u %8u %13.1f %12.1f  %s\n", entry.name.c_str(), entry.ops,
+        "  %-32s %3u %8u %13.1f %12.1f  %s\n", entry.name.c_str(), entry.ops,
         entry.measuredOps, toMicros(entry.predicted), toMicros(entry.measured),
         entry.predicted > 0
             ? llvm::formatv("{0:F3}", entry.measured / entry.predicted)
@@ -191,7 +191,7 @@ void printComparison(const Comparison &comparison, const Profile &profile) {
     os << llvm::format(
         "  %-26s %12.1f us  (simulated/measured %.3f, predicted/measured "
         "%.3f)\n",
-        "step measured", toMicros(profile.stepSeconds),
+        "profiled step measured", toMicros(profile.stepSeconds),
         comparison.profiledMakespan / profile.stepSeconds,
         comparison.modelMakespan / profile.stepSeconds);
     // What the probes saw of it; the rest ran outside any op's bracket
