@@ -78,6 +78,14 @@ DeviceDescription::parse(llvm::StringRef text, llvm::StringRef source) {
       *slot = *value;
     }
   }
+  if (const llvm::json::Object *contention = root->getObject("contention")) {
+    std::optional<double> slowdown =
+        contention->getNumber("compute_while_communicating");
+    if (!slowdown || !(*slowdown >= 0) || !std::isfinite(*slowdown))
+      return fieldError(source, "expected a non-negative number for "
+                                "contention.compute_while_communicating");
+    device.computeSlowdown = *slowdown;
+  }
   const llvm::json::Array *links = root->getArray("links");
   if (!links || links->empty())
     return fieldError(source, "expected a non-empty array 'links'");

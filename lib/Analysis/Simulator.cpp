@@ -112,11 +112,25 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
       continue;
     }
     double duration = model.getComputeTime(op);
-    result.times[op] = {clock, clock + duration};
-    if (options.events && duration > 0)
+    // While a collective is in flight (every stream busy now stays busy
+    // until its streamFree: what it runs was issued by now), compute runs
+    // at 1 / (1 + s) of its speed on a host that contends. The compute
+    // time, the critical path and so the lower bound count the op alone.
+    double elapsed = duration;
+    if (double slowdown = model.getDevice().computeSlowdown;
+        slowdown > 0 && duration > 0) {
+      double busy = 0;
+      for (double free : streamFree)
+        busy = std::max(busy, free - clock);
+      double slowed = duration * (1 + slowdown);
+      elapsed = slowed <= busy ? slowed
+                               : busy + (duration - busy / (1 + slowdown));
+    }
+    result.times[op] = {clock, clock + elapsed};
+    if (options.events && elapsed > 0)
       result.events.push_back(
-          {op->getName().getStringRef().str(), "compute", clock, duration, op});
-    clock += duration;
+          {op->getName().getStringRef().str(), "compute", clock, elapsed, op});
+    clock += elapsed;
     result.computeTime += duration;
     for (Value r : op->getResults())
       finish[r] = ready + duration;

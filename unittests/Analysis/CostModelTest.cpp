@@ -290,6 +290,12 @@ TEST_F(CostModelTest, BadDescriptionsNameTheField) {
   };
   EXPECT_NE(error("{").find("invalid JSON"), std::string::npos);
   EXPECT_NE(error(R"({"name": "x"})").find("peak_flops"), std::string::npos);
+  EXPECT_NE(error(R"({"name": "x", "peak_flops": {"f32": 1},
+                      "memory_bandwidth": 1, "memory_bytes": 1,
+                      "contention": {"compute_while_communicating": -1},
+                      "links": [{"bandwidth": 1, "latency": 0}]})")
+                .find("contention.compute_while_communicating"),
+            std::string::npos);
   EXPECT_NE(
       error(
           R"({"name": "x", "peak_flops": {"f32": 1}, "memory_bandwidth": -1, "memory_bytes": 1, "links": []})")

@@ -34,7 +34,8 @@ protected:
   /// Parses `source` and simulates it with the given per-op microseconds:
   /// op i is numbered i and measured micros[i].
   SimulationResult run(StringRef source, ArrayRef<double> micros,
-                       ArrayRef<std::pair<unsigned, double>> calls = {}) {
+                       ArrayRef<std::pair<unsigned, double>> calls = {},
+                       double slowdown = 0) {
     module = parseSourceString<ModuleOp>(source, &context);
     EXPECT_TRUE(module) << source.str();
     Block &block = cast<func::FuncOp>(module->front()).getBody().front();
@@ -53,6 +54,7 @@ protected:
       profile.runSeconds[index] = us * 1e-6;
     llvm::Expected<DeviceDescription> device = DeviceDescription::load("cpu");
     EXPECT_TRUE(bool(device));
+    device->computeSlowdown = slowdown;
     CostModel model(std::move(*device));
     EXPECT_FALSE(model.bindProfile(std::move(profile), *module));
     return simulate(block, model);
@@ -92,6 +94,21 @@ TEST_F(SimulatorTest, CollectiveCallsTakeComputeTime) {
   EXPECT_DOUBLE_EQ(r.computeTime, 132e-6);
   EXPECT_DOUBLE_EQ(r.getExposedTime(), 0);
   EXPECT_DOUBLE_EQ(r.getCommTime(), 100e-6);
+}
+
+TEST_F(SimulatorTest, ComputeSlowsWhileACollectiveIsInFlight) {
+  // Compute at half speed (s = 1) while the 100 us gather is in flight:
+  // the first exp does 50 us of its work in the gather's 100 us and the
+  // other 10 alone (110 us); the second runs alone (60 us).
+  SimulationResult r = run(kGatherUnderCompute, {100, 60, 60, 0, 0}, {}, 1.0);
+  EXPECT_DOUBLE_EQ(r.makespan, 170e-6);
+  // A 40 us gather: 20 us of the first exp's work in it, 40 alone.
+  SimulationResult shorter =
+      run(kGatherUnderCompute, {40, 60, 60, 0, 0}, {}, 1.0);
+  EXPECT_DOUBLE_EQ(shorter.makespan, 140e-6);
+  // Compute time and the bound count the ops alone.
+  EXPECT_DOUBLE_EQ(shorter.computeTime, 120e-6);
+  EXPECT_DOUBLE_EQ(shorter.lowerBound, 120e-6);
 }
 
 TEST_F(SimulatorTest, GatherLongerThanComputeIsExposed) {

@@ -40,6 +40,11 @@ struct DeviceDescription {
   double memoryBytes = 0;
   double computeEfficiency = 1;
   double memoryEfficiency = 1;
+  /// How much longer compute takes while a collective is in flight on the
+  /// same host ("contention": {"compute_while_communicating": s}): a
+  /// fraction s means a rate of 1 / (1 + s). 0 when absent (a GPU's
+  /// compute and NCCL's transfers do not share cores).
+  double computeSlowdown = 0;
   std::vector<LinkDescription> links;
 
   /// Parses a description; errors name the field.

@@ -6,7 +6,9 @@
 // sequential) and runs when its communicator's stream is free; a wait
 // stalls the compute stream until its collective has finished. Where a
 // profile measured what the start and wait calls cost the host, that time
-// is the compute stream's too.
+// is the compute stream's too. On a device whose compute contends with its
+// communication (DeviceDescription::computeSlowdown), compute runs slower
+// while a collective is in flight.
 //
 //===----------------------------------------------------------------------===//
 
