@@ -166,8 +166,8 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
   // A collective's time is the mean over the ranks too. The least (what
   // the last rank to start it saw) leaves out what the others sent before
   // it arrived, and predicted the synchronous order 14% fast at 200 Mbit/s
-  // (docs/benchmarks.md); the mean also holds their wait for it, and
-  // predicted it 3.5% slow.
+  // (docs/Profiling.md); the mean also holds their wait for it, and
+  // predicts it 2-6% slow.
   for (auto &[id, time] : collectiveUs) {
     ids.push_back(double(id));
     ids.push_back(double(time.bytes));
@@ -217,8 +217,8 @@ std::string Recorder::writeProfile(const char *path, int rank, int size,
     json += "\n  },\n  \"collectives\": {";
     first = true;
     for (auto &[id, time] : collectiveUs) {
-      // Per step and rank; a collective an op id starts more than once a
-      // step (none today) counts once per start.
+      // Per step and rank; an op id that started more than one collective
+      // a step (none does today) would have their sum.
       double us = times[t++] / per;
       std::snprintf(line, sizeof(line),
                     "%s\n    \"%lld\": {\"kind\": \"%s\", \"bytes\": %lld, "
