@@ -478,18 +478,19 @@ std::optional<CostModel> loom::loadCostModel(Operation *anchor,
     return std::nullopt;
   }
   CostModel model(std::move(*description));
+  if (profile.empty())
+    return model;
   // A function without collectives has nothing a profile could change (and
   // may be a helper with no ids).
-  bool scheduled =
-      isa<ModuleOp>(anchor) || anchor
-                                   ->walk([](coll::CollectiveOpInterface) {
-                                     return WalkResult::interrupt();
-                                   })
-                                   .wasInterrupted();
-  if (!profile.empty() && scheduled)
-    if (llvm::Error error = model.loadProfile(profile, anchor)) {
-      anchor->emitError() << pass << ": " << toString(std::move(error));
-      return std::nullopt;
-    }
+  if (!isa<ModuleOp>(anchor) && !anchor
+                                     ->walk([](coll::CollectiveOpInterface) {
+                                       return WalkResult::interrupt();
+                                     })
+                                     .wasInterrupted())
+    return model;
+  if (llvm::Error error = model.loadProfile(profile, anchor)) {
+    anchor->emitError() << pass << ": " << toString(std::move(error));
+    return std::nullopt;
+  }
   return model;
 }

@@ -1,6 +1,7 @@
 //===- TrainerProfileProbes.cpp - trainer-profile-probes ------------------===//
 
 #include "loom/Analysis/OpIds.h"
+#include "loom/Conversion/CollToLoomrt.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -45,15 +46,13 @@ struct Run {
   SmallVector<int64_t> ids;
 };
 
+/// The runtime function `name` of `numArgs` i64s, declared once.
 func::FuncOp declare(ModuleOp module, StringRef name, unsigned numArgs) {
-  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
-    return existing;
-  OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
-  auto type = builder.getFunctionType(
-      SmallVector<Type>(numArgs, builder.getI64Type()), {});
-  auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
-  func.setPrivate();
-  return func;
+  Builder builder(module.getContext());
+  return loom::coll::declarePrivateFunction(
+      module, name,
+      builder.getFunctionType(SmallVector<Type>(numArgs, builder.getI64Type()),
+                              {}));
 }
 
 struct TrainerProfileProbesPass

@@ -613,6 +613,11 @@ int main(int argc, char **argv) {
   // The heap the process holds for itself: what a step allocates is
   // measured above this.
   int64_t heapBase = loomrt_heap_bytes() - bufferBytes;
+  // --profile: every step after the first, which pays for first calls
+  // (BLAS's buffers, the modules loaded on the GPU); the only one of a
+  // one-step run.
+  bool profiling = !o.profile.empty();
+  int64_t profileFrom = first + (o.steps > 1 ? 1 : 0);
   for (int64_t step = first; step < first + o.steps; ++step) {
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
     // or stop answering (LOOM_TRAINER_STALL) at that step.
@@ -632,10 +637,7 @@ int main(int argc, char **argv) {
     tokens->upload();
     if (labels)
       labels->upload();
-    // --profile: every step after the first, which pays for first calls
-    // (BLAS's buffers, the modules loaded on the GPU); the only one of a
-    // one-step run.
-    if (!o.profile.empty() && step == first + (o.steps > 1 ? 1 : 0))
+    if (profiling && step == profileFrom)
       loomrt_profile_start();
     loomrt_take_stats();
     loomrt_host_reset_peak();
@@ -644,7 +646,7 @@ int main(int argc, char **argv) {
     loom_step_packed(buffers.data());
     loomrt_step_sync();
     double end = loomrt_now_us();
-    if (!o.profile.empty() && step >= first + (o.steps > 1 ? 1 : 0))
+    if (profiling && step >= profileFrom)
       loomrt_profile_step(end - begin);
     loomrt_trace_span("step", begin, end);
     loomrt_stats stats = loomrt_take_stats();
@@ -722,8 +724,7 @@ int main(int argc, char **argv) {
     saveState(first);
   if (log)
     std::fclose(log);
-  if (!o.profile.empty() && o.steps > 0 &&
-      loomrt_profile_write(o.profile.c_str()) != 0)
+  if (profiling && loomrt_profile_write(o.profile.c_str()) != 0)
     fail("cannot write --profile " + o.profile);
   for (Tensor &t : m.tensors)
     loomrt_device_free(t.device);

@@ -8,6 +8,9 @@
 // RUN: loom-opt %s -trainer-profile-probes=collective-calls=false | FileCheck %s --check-prefix=NOCALLS
 // RUN: loom-opt %s -trainer-profile-probes -trainer-profile-probes | FileCheck %s --check-prefix=TWICE
 
+// CHECK: func.func private @loomrt_op_fused(i64, i64)
+// CHECK-NEXT: func.func private @loomrt_op_end(i64)
+// CHECK-NEXT: func.func private @loomrt_op_begin(i64)
 // CHECK-LABEL: func.func @step
 // The loop and the call of op 3 are one run, the allocation for op 4 inside it.
 // CHECK: %[[C3:.+]] = arith.constant 3 : i64
@@ -40,9 +43,6 @@
 // CHECK-NEXT: call @loomrt_op_end(%[[C8]])
 // CHECK-NEXT: memref.dealloc
 // CHECK-NEXT: return
-// CHECK: func.func private @loomrt_op_begin(i64)
-// CHECK-NEXT: func.func private @loomrt_op_end(i64)
-// CHECK-NEXT: func.func private @loomrt_op_fused(i64, i64)
 
 // NOCALLS: call @loomrt_op_end
 // NOCALLS: call @loomrt_op_end

@@ -4,7 +4,8 @@
 // convert-coll-to-loomrt (the trainer's asynchronous runtime) and loom-run's
 // simulated world: find the ops, drop releases, turn comm_rank into a call
 // and remove comm_world once its users are lowered. Each lowering turns the
-// starts and waits into its own calls.
+// starts and waits into its own calls. declarePrivateFunction also
+// declares the runtime functions trainer-profile-probes calls.
 //
 //===----------------------------------------------------------------------===//
 
