@@ -11,6 +11,7 @@
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Trainer/Passes.h"
 
@@ -22,6 +23,7 @@ inline void registerAllPasses() {
   train::registerTrainPasses();
   autodiff::registerAutodiffPasses();
   sharding::registerShardingPasses();
+  remat::registerRematPasses();
   coll::registerCollPasses();
   codegen::registerCodegenCommonPasses();
   codegen::registerCodegenCPUPasses();

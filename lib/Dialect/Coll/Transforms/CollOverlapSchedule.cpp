@@ -1,10 +1,10 @@
 //===- CollOverlapSchedule.cpp - overlap collectives under a hard limit ---===//
 
-#include "Retime.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Dialect/Coll/Retime.h"
 #include "loom/Support/AttrNames.h"
 #include "llvm/Support/FormatVariadic.h"
 

@@ -1,10 +1,10 @@
 //===- CollPrefetch.cpp - start all-gathers earlier within memory ---------===//
 
-#include "Retime.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Dialect/Coll/Retime.h"
 
 namespace loom::coll {
 #define GEN_PASS_DEF_COLLPREFETCHPASS

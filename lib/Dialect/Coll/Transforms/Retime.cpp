@@ -1,6 +1,6 @@
 //===- Retime.cpp - moves of collective starts and waits ------------------===//
 
-#include "Retime.h"
+#include "loom/Dialect/Coll/Retime.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"

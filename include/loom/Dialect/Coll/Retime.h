@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
-#define LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
+#ifndef LOOM_DIALECT_COLL_RETIME_H
+#define LOOM_DIALECT_COLL_RETIME_H
 
 #include "loom/Analysis/CostModel.h"
 #include "loom/Dialect/Coll/CollOps.h"
@@ -47,9 +47,8 @@ bool hoistStarts(mlir::Block &block, CollectiveKind kind, unsigned distance,
 /// order-keeping prefetch's; otherwise the order-keeping one stands.
 /// Overtaking delays the overtaken collectives, which can stall their waits.
 void prefetchAllGathersWhereFaster(mlir::Block &block, unsigned distance,
-                                   int64_t limitBytes,
-                                   const CostModel &model);
+                                   int64_t limitBytes, const CostModel &model);
 
 } // namespace loom::coll
 
-#endif // LOOM_LIB_DIALECT_COLL_TRANSFORMS_RETIME_H
+#endif // LOOM_DIALECT_COLL_RETIME_H

@@ -1,0 +1,91 @@
+//===- Passes.td - rematerialisation -----------------------*- tablegen -*-===//
+//
+// Which forward activations the backward keeps and which it recomputes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_REMAT_PASSES_TD
+#define LOOM_REMAT_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
+  let summary = "Recomputes forward activations in the backward under a "
+                "whole-step memory budget";
+  let description = [{
+    Runs on a training step (a function with a `train.loss` result) after
+    `zero-partition` (any stage, any world size) and before the scheduler.
+    It decides which forward values the backward keeps, clones the others
+    into the backward just before their first use, and leaves the
+    collectives in the synchronous order, the least-memory order the
+    scheduler starts from: `budget-mb` bounds the peak of that order's
+    memory timeline (the one `coll-overlap-schedule` and
+    `codegen-memory-plan` use), counted after the rewrite.
+
+    ```mlir
+    // layer 3's forward
+    %h = linalg.matmul ins(%x, %w1 : ...) outs(%init : ...)
+    %a = linalg.generic {silu} ins(%h : ...) ...
+    coll.release %w1_fwd
+    ...
+    // its backward: %h and %a were not kept; the backward's gather of the
+    // parameter moves up to the clone, which reads it
+    %w1_bwd = coll.wait %g1
+    %h.r = linalg.matmul ins(%x, %w1_bwd : ...) outs(%init.r : ...)
+    %a.r = linalg.generic {silu} ins(%h.r : ...) ...
+    %dw2 = linalg.matmul ins(%a.r, %dy : ...) ...
+    ```
+
+    Layers are the `train.param` groups (`layers.3.*`); the prologue and
+    epilogue keep everything. Each distinct layer's options (what it keeps,
+    what it recomputes, at what cost) come from a 0-1 program solved by CBC
+    over a grid of budgets and reduced to the Pareto front; identical layers
+    share one solve. `solver` then picks one option per layer:
+
+    * `ilp`: H-Rockmate's step-level program (options, phantoms alive from
+      a layer's forward to its backward, peak rows with each layer's
+      recomputed bytes as the correction) by CBC, warm-started by `chain`;
+    * `chain`: the same problem by exact dynamic programming over integer
+      memory units (Rotor's method on a chain);
+    * `none`, `every-layer` (what `torch.utils.checkpoint` around each block
+      does), `sqrt` (Chen et al.'s sqrt(n) segments), `knapsack`
+      (PyTorch's `activation_memory_budget`: never recomputes matmuls and
+      attention, keeps what a 0-1 knapsack on bytes against time picks):
+      the baselines, rewritten by the same code.
+
+    For `ilp` and `chain`, the candidates are the solutions at a fixed
+    ladder of modelled budgets; each is rewritten and its real peak counted,
+    and the fastest whose peak is within `budget-mb` wins (the smaller peak
+    on a tie). The realised peak is therefore never above the budget, and
+    monotonic in it; a budget below every candidate is an error naming the
+    smallest reachable peak. `time-limit-s` bounds all of a step's CBC
+    solves together on the wall clock; a solve stopped by its share keeps
+    its best solution, or the chain's, with a remark saying which and the
+    gap.
+
+    Only pure ops are cloned: never collectives, ops with side effects or
+    the loss. The function gets `loom.remat`, a dictionary of what was
+    decided and measured (peaks, activations at the loss, recompute time,
+    solver statistics).
+  }];
+  let options = [
+    Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
+           "Peak of the step's memory timeline in MiB (fractions allowed); "
+           "0: no limit (ilp and chain then keep everything)">,
+    Option<"solver", "solver", "std::string", /*default=*/"\"ilp\"",
+           "ilp, chain, none, every-layer, sqrt or knapsack">,
+    Option<"timeLimitSeconds", "time-limit-s", "double", /*default=*/"60",
+           "Wall-clock limit of a step's CBC solves together, in seconds "
+           "(each solve gets its share of what is left)">,
+    Option<"gap", "gap", "double", /*default=*/"0.01",
+           "Relative MIP gap at which CBC stops">,
+    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
+           "Device description (name or JSON path) the op times come from">,
+    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
+           "A trainer's --profile JSON: measured op times replace the "
+           "device's estimates">,
+  ];
+  let dependentDialects = ["::loom::coll::CollDialect"];
+}
+
+#endif // LOOM_REMAT_PASSES_TD

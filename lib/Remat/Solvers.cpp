@@ -1,0 +1,357 @@
+//===- Solvers.cpp - options per layer, and the chain over layers ---------===//
+
+#include "Solvers.h"
+#include "Milp.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::remat;
+
+void SolveStats::add(const SolveStats &other) {
+  solves += other.solves;
+  timeouts += other.timeouts;
+  startsKept += other.startsKept;
+  seconds += other.seconds;
+  worstGap = std::max(worstGap, other.worstGap);
+}
+
+static void record(SolveStats &stats, const Milp::Result &result) {
+  ++stats.solves;
+  stats.seconds += result.seconds;
+  if (result.status == Milp::Result::TimeLimitFeasible ||
+      result.status == Milp::Result::TimeLimitNoSolution)
+    ++stats.timeouts;
+  if (result.startKept)
+    ++stats.startsKept;
+  stats.worstGap = std::max(stats.worstGap, result.gap);
+}
+
+//===----------------------------------------------------------------------===//
+// One layer
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The layer's 0-1 program; rows for the budgets are added per solve.
+struct LayerProgram {
+  const StepGraph &graph;
+  ArrayRef<unsigned> members;
+  /// Column of s_i and r_i per member, -1 when fixed at 0.
+  std::vector<int> save, recompute;
+  /// Kept bytes no option changes (interfaces).
+  int64_t fixedBytes = 0;
+  int64_t unit = 1;
+  Milp base;
+
+  LayerProgram(const StepGraph &graph, ArrayRef<unsigned> members)
+      : graph(graph), members(members) {}
+
+  const Node &node(unsigned i) const { return graph.nodes[members[i]]; }
+  double units(unsigned i) const {
+    return std::ceil(double(node(i).bytes) / double(unit));
+  }
+
+  /// Objective weights: time first, then recomputed bytes, then kept bytes.
+  void build() {
+    double totalSeconds = 1e-30, totalBytes = 0;
+    for (unsigned i = 0; i < members.size(); ++i) {
+      totalSeconds += node(i).seconds;
+      totalBytes += double(node(i).bytes);
+    }
+    unit = std::max<int64_t>(1, int64_t(std::ceil(totalBytes / 1e6)));
+    double byteScale = totalBytes > 0 ? 1.0 / totalBytes : 0;
+    DenseMap<unsigned, unsigned> local;
+    for (auto [i, member] : llvm::enumerate(members))
+      local[member] = i;
+    save.assign(members.size(), -1);
+    recompute.assign(members.size(), -1);
+    for (unsigned i = 0; i < members.size(); ++i) {
+      const Node &n = node(i);
+      if (n.interface) {
+        if (n.needed)
+          fixedBytes += n.bytes;
+        continue;
+      }
+      save[i] = base.addBinary(1e-6 * double(n.bytes) * byteScale);
+      if (n.recomputable)
+        recompute[i] = base.addBinary(n.seconds / totalSeconds +
+                                      1e-3 * double(n.bytes) * byteScale);
+    }
+    for (unsigned i = 0; i < members.size(); ++i) {
+      if (save[i] < 0)
+        continue;
+      if (node(i).needed) {
+        SmallVector<std::pair<int, double>> row{{save[i], 1.0}};
+        if (recompute[i] >= 0)
+          row.push_back({recompute[i], 1.0});
+        base.addRow(row, 1, 1e30);
+      }
+      if (recompute[i] < 0)
+        continue;
+      for (unsigned operand : node(i).operands) {
+        auto it = local.find(operand);
+        if (it == local.end() || save[it->second] < 0)
+          continue; // outside the layer, or an interface: kept
+        SmallVector<std::pair<int, double>> row{{save[it->second], 1.0},
+                                                {recompute[i], -1.0}};
+        if (recompute[it->second] >= 0)
+          row.push_back({recompute[it->second], 1.0});
+        base.addRow(row, 0, 1e30);
+      }
+    }
+  }
+
+  /// Kept bytes (with `andRecomputed`, kept + recomputed) <= limit units.
+  Milp withBudget(double limitUnits, bool andRecomputed) const {
+    Milp milp = base;
+    SmallVector<std::pair<int, double>> row;
+    for (unsigned i = 0; i < members.size(); ++i) {
+      if (save[i] >= 0)
+        row.push_back({save[i], units(i)});
+      if (andRecomputed && recompute[i] >= 0)
+        row.push_back({recompute[i], units(i)});
+    }
+    milp.addRow(row, -1e30, limitUnits);
+    return milp;
+  }
+
+  LayerOption toOption(ArrayRef<double> values) const {
+    LayerOption option;
+    option.recomputed.resize(members.size());
+    option.keptBytes = fixedBytes;
+    for (unsigned i = 0; i < members.size(); ++i) {
+      if (save[i] >= 0 && values[save[i]] > 0.5)
+        option.keptBytes += node(i).bytes;
+      if (recompute[i] >= 0 && values[recompute[i]] > 0.5) {
+        option.recomputed.set(i);
+        option.recomputedBytes += node(i).bytes;
+        option.seconds += node(i).seconds;
+      }
+    }
+    return option;
+  }
+
+  LayerOption keepEverything() const {
+    LayerOption option;
+    option.recomputed.resize(members.size());
+    option.keptBytes = fixedBytes;
+    for (unsigned i = 0; i < members.size(); ++i)
+      if (save[i] >= 0 && node(i).needed)
+        option.keptBytes += node(i).bytes;
+    return option;
+  }
+};
+
+bool dominates(const LayerOption &a, const LayerOption &b) {
+  return a.keptBytes <= b.keptBytes && a.recomputedBytes <= b.recomputedBytes &&
+         a.seconds <= b.seconds * (1 + 1e-12) &&
+         (a.keptBytes < b.keptBytes || a.recomputedBytes < b.recomputedBytes ||
+          a.seconds < b.seconds * (1 - 1e-12));
+}
+
+} // namespace
+
+FailureOr<std::vector<LayerOption>> loom::remat::computeLayerOptions(
+    const StepGraph &graph, ArrayRef<unsigned> members, double timeLimitSeconds,
+    double gap, SolveStats &stats) {
+  LayerProgram program(graph, members);
+  program.build();
+  std::vector<LayerOption> found{program.keepEverything()};
+  // Keeping everything, in the budget rows' (rounded-up) units.
+  double keptAll = 0;
+  for (unsigned i = 0; i < members.size(); ++i)
+    if (program.save[i] >= 0 && program.node(i).needed)
+      keptAll += program.units(i);
+  // The extremes: least kept, then least kept + recomputed; then a grid of
+  // budgets between each and keeping everything.
+  for (bool andRecomputed : {false, true}) {
+    // The least budget, by bisection on feasibility to 1/64 of the range
+    // (each probe the same program with another right-hand side).
+    double lo = 0, hi = keptAll;
+    Milp::Result best;
+    {
+      Milp milp = program.withBudget(hi, andRecomputed);
+      best = milp.solve(timeLimitSeconds, gap);
+      record(stats, best);
+      if (!best.hasSolution())
+        return failure();
+    }
+    while (hi - lo > std::max(1.0, keptAll / 64)) {
+      double mid = std::floor((lo + hi) / 2);
+      Milp milp = program.withBudget(mid, andRecomputed);
+      Milp::Result result = milp.solve(timeLimitSeconds, gap);
+      record(stats, result);
+      if (result.hasSolution()) {
+        hi = mid;
+        best = result;
+      } else {
+        lo = mid;
+      }
+    }
+    found.push_back(program.toOption(best.values));
+    constexpr unsigned kGrid = 8;
+    for (unsigned k = 1; k < kGrid; ++k) {
+      double limit = std::floor(hi + (keptAll - hi) * k / kGrid);
+      Milp milp = program.withBudget(limit, andRecomputed);
+      Milp::Result result = milp.solve(timeLimitSeconds, gap);
+      record(stats, result);
+      if (result.hasSolution())
+        found.push_back(program.toOption(result.values));
+    }
+  }
+  // The Pareto front, keep-all first, then by kept bytes.
+  std::vector<LayerOption> front;
+  for (const LayerOption &option : found) {
+    bool dominated = llvm::any_of(found, [&](const LayerOption &other) {
+      return dominates(other, option);
+    });
+    bool duplicate = llvm::any_of(front, [&](const LayerOption &other) {
+      return other.recomputed == option.recomputed;
+    });
+    if (!dominated && !duplicate)
+      front.push_back(option);
+  }
+  std::sort(front.begin() + 1, front.end(),
+            [](const LayerOption &a, const LayerOption &b) {
+              return a.keptBytes > b.keptBytes ||
+                     (a.keptBytes == b.keptBytes && a.seconds < b.seconds);
+            });
+  return front;
+}
+
+//===----------------------------------------------------------------------===//
+// The step
+//===----------------------------------------------------------------------===//
+
+int64_t ChainModel::getPeak(ArrayRef<unsigned> choice) const {
+  int64_t peak = std::max(need[0][0], need[0][1]), reduced = 0;
+  for (unsigned c = 1; c <= numLayers; ++c) {
+    const LayerOption &option = (*options[c - 1])[choice[c - 1]];
+    reduced += fullBytes[c - 1] - option.keptBytes;
+    peak = std::max({peak, need[c][0] - reduced,
+                     need[c][1] - reduced + option.recomputedBytes});
+  }
+  return peak;
+}
+
+double ChainModel::getSeconds(ArrayRef<unsigned> choice) const {
+  double seconds = 0;
+  for (unsigned j = 0; j < numLayers; ++j)
+    seconds += (*options[j])[choice[j]].seconds;
+  return seconds;
+}
+
+std::optional<std::vector<unsigned>>
+loom::remat::solveChain(const ChainModel &model, int64_t budget) {
+  if (std::max(model.need[0][0], model.need[0][1]) > budget)
+    return std::nullopt;
+  unsigned n = model.numLayers;
+  int64_t totalReduction = 0;
+  for (unsigned j = 0; j < n; ++j) {
+    int64_t most = 0;
+    for (const LayerOption &option : *model.options[j])
+      most = std::max(most, model.fullBytes[j] - option.keptBytes);
+    totalReduction += most;
+  }
+  constexpr int64_t kStates = 1 << 16;
+  int64_t unit = std::max<int64_t>(1, (totalReduction + kStates - 1) / kStates);
+  int64_t states = totalReduction / unit + 1;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> time(states, kInf), next(states);
+  time[0] = 0;
+  // choice[j][state after j] = (option, state before j).
+  std::vector<std::vector<std::pair<uint16_t, int32_t>>> from(
+      n, std::vector<std::pair<uint16_t, int32_t>>(states, {0, -1}));
+  for (unsigned j = 0; j < n; ++j) {
+    std::fill(next.begin(), next.end(), kInf);
+    const auto &options = *model.options[j];
+    for (int64_t state = 0; state < states; ++state) {
+      if (time[state] == kInf)
+        continue;
+      for (auto [o, option] : llvm::enumerate(options)) {
+        int64_t after = state + (model.fullBytes[j] - option.keptBytes) / unit;
+        int64_t reduced = after * unit;
+        if (model.need[j + 1][0] - reduced > budget ||
+            model.need[j + 1][1] - reduced + option.recomputedBytes > budget)
+          continue;
+        double t = time[state] + option.seconds;
+        if (t < next[after]) {
+          next[after] = t;
+          from[j][after] = {uint16_t(o), int32_t(state)};
+        }
+      }
+    }
+    std::swap(time, next);
+  }
+  int64_t bestState = -1;
+  for (int64_t state = 0; state < states; ++state)
+    if (time[state] < kInf && (bestState < 0 || time[state] < time[bestState]))
+      bestState = state;
+  if (bestState < 0)
+    return std::nullopt;
+  std::vector<unsigned> choice(n);
+  for (unsigned j = n; j-- > 0;) {
+    auto [option, before] = from[j][bestState];
+    choice[j] = option;
+    bestState = before;
+  }
+  return choice;
+}
+
+std::optional<std::vector<unsigned>>
+loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
+                           ArrayRef<unsigned> start, double timeLimitSeconds,
+                           double gap, SolveStats &stats) {
+  if (std::max(model.need[0][0], model.need[0][1]) > budget)
+    return std::nullopt;
+  unsigned n = model.numLayers;
+  // Integer memory units: MiB, or finer for small steps.
+  int64_t largest = std::max<int64_t>(1, budget);
+  double unit = std::max(1.0, std::min(double(1 << 20), double(largest) / 1e5));
+  Milp milp;
+  std::vector<std::vector<int>> column(n);
+  std::vector<double> initial;
+  for (unsigned j = 0; j < n; ++j) {
+    SmallVector<std::pair<int, double>> one;
+    for (auto [o, option] : llvm::enumerate(*model.options[j])) {
+      column[j].push_back(milp.addBinary(option.seconds * 1e6));
+      one.push_back({column[j].back(), 1.0});
+      initial.push_back(start.empty() ? 0.0 : double(start[j] == o));
+    }
+    milp.addRow(one, 1, 1);
+  }
+  // Peak rows: the reductions of layers [0, c) cover what the keep-all
+  // timeline needs above the budget there (and layer c-1's recomputation
+  // in its backward).
+  for (unsigned c = 1; c <= n; ++c) {
+    for (unsigned withExtra : {0u, 1u}) {
+      SmallVector<std::pair<int, double>> row;
+      for (unsigned j = 0; j < c; ++j)
+        for (auto [o, option] : llvm::enumerate(*model.options[j])) {
+          double coefficient =
+              std::floor(double(model.fullBytes[j] - option.keptBytes) / unit);
+          if (withExtra && j == c - 1)
+            coefficient -= std::ceil(double(option.recomputedBytes) / unit);
+          if (coefficient != 0)
+            row.push_back({column[j][o], coefficient});
+        }
+      double rhs = std::ceil(double(model.need[c][withExtra] - budget) / unit);
+      if (rhs <= 0 && llvm::all_of(row, [](auto t) { return t.second >= 0; }))
+        continue;
+      milp.addRow(row, rhs, 1e30);
+    }
+  }
+  Milp::Result result = milp.solve(timeLimitSeconds, gap, initial);
+  record(stats, result);
+  if (!result.hasSolution())
+    return std::nullopt;
+  std::vector<unsigned> choice(n);
+  for (unsigned j = 0; j < n; ++j)
+    for (auto [o, col] : llvm::enumerate(column[j]))
+      if (result.values[col] > 0.5)
+        choice[j] = o;
+  return choice;
+}

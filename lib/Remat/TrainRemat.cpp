@@ -1,0 +1,490 @@
+//===- TrainRemat.cpp - recompute activations under a memory budget -------===//
+
+#include "Solvers.h"
+#include "StepGraph.h"
+
+#include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Dialect/Coll/CollDialect.h"
+#include "loom/Dialect/Coll/Retime.h"
+#include "loom/Remat/Passes.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <chrono>
+#include <cmath>
+
+namespace loom::remat {
+#define GEN_PASS_DEF_TRAINREMATPASS
+#include "loom/Remat/Passes.h.inc"
+} // namespace loom::remat
+
+using namespace mlir;
+using namespace loom;
+using namespace loom::remat;
+
+namespace {
+
+enum class Policy { Ilp, Chain, None, EveryLayer, Sqrt, Knapsack };
+
+std::string formatMiB(int64_t bytes) {
+  return llvm::formatv("{0:F2} MiB", double(bytes) / double(1 << 20));
+}
+
+/// `graph` for a clone of its function (`mapping` from the clone).
+StepGraph remapGraph(const StepGraph &graph, func::FuncOp clone,
+                     const IRMapping &mapping) {
+  StepGraph copy = graph;
+  copy.func = clone;
+  copy.block = &clone.getBody().front();
+  copy.forward.clear();
+  for (Operation *op : graph.forward)
+    copy.forward.insert(mapping.lookup(op));
+  copy.nodeOf.clear();
+  for (auto [index, node] : llvm::enumerate(copy.nodes)) {
+    node.op = mapping.lookup(node.op);
+    copy.nodeOf[node.op] = index;
+  }
+  copy.backwardGather.clear();
+  for (auto [value, wait] : graph.backwardGather)
+    copy.backwardGather[mapping.lookup(value)] = mapping.lookup(wait);
+  return copy;
+}
+
+/// What a keep set does, counted on the memory timeline of the rewritten
+/// step (the pass's own model plays no part).
+struct Measured {
+  int64_t peakBytes = 0;
+  /// Activations live at the forward's last op.
+  int64_t activationBytes = 0;
+  unsigned clonedOps = 0;
+};
+
+Measured measure(const StepGraph &graph, func::FuncOp func) {
+  Block &block = func.getBody().front();
+  MemoryTimeline timeline(block);
+  Measured measured;
+  measured.peakBytes = timeline.getPeakBytes();
+  unsigned position = 0, boundary = 0;
+  for (Operation &op : block) {
+    if (graph.forward.contains(&op))
+      boundary = position;
+    ++position;
+  }
+  for (const BufferInterval &buffer : timeline.getBuffers())
+    if (buffer.kind == BufferKind::Activation && buffer.begin <= boundary &&
+        buffer.end > boundary)
+      measured.activationBytes += buffer.bytes;
+  return measured;
+}
+
+Measured measureRewritten(const StepGraph &graph, const KeepSet &keep) {
+  IRMapping mapping;
+  auto clone = cast<func::FuncOp>(graph.func->clone(mapping));
+  StepGraph copy = remapGraph(graph, clone, mapping);
+  unsigned cloned = rewrite(copy, keep);
+  Measured measured = measure(copy, clone);
+  measured.clonedOps = cloned;
+  clone->erase();
+  return measured;
+}
+
+double getRecomputeSeconds(const StepGraph &graph, const KeepSet &keep) {
+  llvm::BitVector recomputed;
+  if (!getRecomputed(graph, keep, recomputed))
+    return std::numeric_limits<double>::infinity();
+  double seconds = 0;
+  for (unsigned index : recomputed.set_bits())
+    seconds += graph.nodes[index].seconds;
+  return seconds;
+}
+
+struct TrainRematPass
+    : public loom::remat::impl::TrainRematPassBase<TrainRematPass> {
+  using TrainRematPassBase::TrainRematPassBase;
+
+  void runOnOperation() override {
+    std::optional<Policy> policy =
+        llvm::StringSwitch<std::optional<Policy>>(solver)
+            .Case("ilp", Policy::Ilp)
+            .Case("chain", Policy::Chain)
+            .Case("none", Policy::None)
+            .Case("every-layer", Policy::EveryLayer)
+            .Case("sqrt", Policy::Sqrt)
+            .Case("knapsack", Policy::Knapsack)
+            .Default(std::nullopt);
+    if (!policy) {
+      emitError(getOperation().getLoc())
+          << "train-remat: expected solver ilp, chain, none, every-layer, "
+             "sqrt or knapsack, got '"
+          << solver << "'";
+      return signalPassFailure();
+    }
+    if (!(budgetMb >= 0) || !std::isfinite(double(budgetMb)) ||
+        !(timeLimitSeconds > 0) || !(gap >= 0)) {
+      emitError(getOperation().getLoc())
+          << "train-remat: expected budget-mb >= 0, time-limit-s > 0 and "
+             "gap >= 0, got "
+          << double(budgetMb) << ", " << double(timeLimitSeconds) << " and "
+          << double(gap);
+      return signalPassFailure();
+    }
+    if (*policy == Policy::Knapsack && budgetMb == 0) {
+      emitError(getOperation().getLoc(),
+                "train-remat: the knapsack policy needs "
+                "budget-mb (its activation budget)");
+      return signalPassFailure();
+    }
+    std::optional<CostModel> model =
+        loadCostModel(getOperation(), "train-remat", device, profile);
+    if (!model)
+      return signalPassFailure();
+    unsigned steps = 0;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || !hasLoss(func))
+        continue;
+      ++steps;
+      if (failed(runOnStep(func, *policy, *model)))
+        return signalPassFailure();
+    }
+    if (!steps) {
+      emitError(getOperation().getLoc(),
+                "train-remat: expected a training step (a "
+                "function with a train.loss result)");
+      return signalPassFailure();
+    }
+  }
+
+  static bool hasLoss(func::FuncOp func) {
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (func.getResultAttr(i, "train.loss"))
+        return true;
+    return false;
+  }
+
+  LogicalResult runOnStep(func::FuncOp func, Policy policy,
+                          const CostModel &model);
+  KeepSet everyLayer(const StepGraph &graph, unsigned segment);
+  KeepSet knapsack(const StepGraph &graph, int64_t keepAllPeak, int64_t budget);
+};
+
+KeepSet TrainRematPass::everyLayer(const StepGraph &graph, unsigned segment) {
+  KeepSet keep = keepAll(graph);
+  unsigned numLayers = graph.layers.size();
+  for (auto [layer, members] : llvm::enumerate(graph.layers)) {
+    // A segment's last layer keeps its output: the next segment's input.
+    bool boundary = (layer + 1) % segment == 0 || layer + 1 == numLayers;
+    for (unsigned index : members) {
+      const Node &node = graph.nodes[index];
+      if (node.recomputable && !(node.interface && boundary))
+        keep.reset(index);
+    }
+  }
+  return keep;
+}
+
+/// PyTorch's activation_memory_budget: matmuls and attention are never
+/// recomputed; of the rest, the 0-1 knapsack keeps the set with the most
+/// recompute time within the activation budget, which is the budget less
+/// what the keep-all step holds besides activations. It does not check the
+/// peak it reaches.
+KeepSet TrainRematPass::knapsack(const StepGraph &graph, int64_t keepAllPeak,
+                                 int64_t budget) {
+  KeepSet keep = keepAll(graph);
+  SmallVector<unsigned> items;
+  int64_t activations = 0;
+  for (const auto &members : graph.layers)
+    for (unsigned index : members) {
+      const Node &node = graph.nodes[index];
+      if (!node.needed)
+        continue;
+      activations += node.bytes;
+      if (!node.heavy && node.recomputable)
+        items.push_back(index);
+    }
+  int64_t capacity = budget - (keepAllPeak - activations);
+  // What the heavy nodes keep comes off first.
+  int64_t fixed = activations;
+  for (unsigned index : items)
+    fixed -= graph.nodes[index].bytes;
+  capacity = std::max<int64_t>(0, capacity - fixed);
+  int64_t total = 0;
+  for (unsigned index : items)
+    total += graph.nodes[index].bytes;
+  constexpr int64_t kStates = 1 << 14;
+  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
+  int64_t states = std::min(capacity / unit, total / unit) + 1;
+  std::vector<double> best(states, 0);
+  std::vector<llvm::BitVector> taken(items.size(), llvm::BitVector(states));
+  for (auto [i, index] : llvm::enumerate(items)) {
+    const Node &node = graph.nodes[index];
+    int64_t weight = (node.bytes + unit - 1) / unit;
+    for (int64_t s = states - 1; s >= weight; --s)
+      if (best[s - weight] + node.seconds > best[s]) {
+        best[s] = best[s - weight] + node.seconds;
+        taken[i].set(s);
+      }
+  }
+  int64_t s = states - 1;
+  for (unsigned i = items.size(); i-- > 0;) {
+    if (taken[i][s]) {
+      s -= (graph.nodes[items[i]].bytes + unit - 1) / unit;
+      continue;
+    }
+    keep.reset(items[i]);
+  }
+  return keep;
+}
+
+LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
+                                        const CostModel &model) {
+  auto began = std::chrono::steady_clock::now();
+  // What is left of time-limit-s for CBC.
+  auto remainingSeconds = [&] {
+    return double(timeLimitSeconds) -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         began)
+               .count();
+  };
+  // The order the budget is counted on: the scheduler's starting point.
+  for (Block &block : func.getBody())
+    coll::synchronize(block);
+  FailureOr<StepGraph> built = StepGraph::build(func, model);
+  if (failed(built))
+    return failure();
+  StepGraph &graph = *built;
+  int64_t budget = int64_t(std::floor(double(budgetMb) * 1024.0 * 1024.0));
+  Measured keptAll = measure(graph, func);
+  unsigned numLayers = graph.layers.size();
+
+  KeepSet chosen = keepAll(graph);
+  SolveStats stats;
+  unsigned fallbacks = 0, candidates = 1;
+  std::optional<Measured> realised = keptAll;
+  switch (policy) {
+  case Policy::None:
+    break;
+  case Policy::EveryLayer:
+    chosen = everyLayer(graph, 1);
+    realised.reset();
+    break;
+  case Policy::Sqrt:
+    chosen = everyLayer(
+        graph, std::max(1u, unsigned(std::ceil(std::sqrt(double(numLayers))))));
+    realised.reset();
+    break;
+  case Policy::Knapsack:
+    chosen = knapsack(graph, keptAll.peakBytes, budget);
+    realised.reset();
+    break;
+  case Policy::Ilp:
+  case Policy::Chain: {
+    if (budget == 0 || budget >= keptAll.peakBytes)
+      break; // nothing to do within the budget
+    if (numLayers == 0)
+      return emitError(func.getLoc())
+             << "train-remat: budget-mb="
+             << llvm::formatv("{0:F2}", double(budgetMb))
+             << " is below the step's peak, " << formatMiB(keptAll.peakBytes)
+             << ", and the step has no layers (train.param groups such as "
+                "layers.0.*) to recompute";
+    // Options per distinct layer.
+    std::vector<std::vector<LayerOption>> classOptions(graph.numClasses);
+    std::vector<bool> solved(graph.numClasses, false);
+    for (unsigned layer = 0; layer < numLayers; ++layer) {
+      unsigned cls = graph.layerClass[layer];
+      if (solved[cls])
+        continue;
+      solved[cls] = true;
+      FailureOr<std::vector<LayerOption>> options = computeLayerOptions(
+          graph, graph.layers[layer], remainingSeconds() / 8, gap, stats);
+      if (failed(options))
+        return emitError(func.getLoc())
+               << "train-remat: CBC found no option for layer " << layer
+               << " within time-limit-s="
+               << llvm::formatv("{0:F1}", double(timeLimitSeconds));
+      classOptions[cls] = std::move(*options);
+    }
+    // The step-level model, from the keep-all timeline.
+    ChainModel chain;
+    chain.numLayers = numLayers;
+    chain.need.assign(numLayers + 1, {0, 0});
+    for (unsigned layer = 0; layer < numLayers; ++layer) {
+      chain.options.push_back(&classOptions[graph.layerClass[layer]]);
+      chain.fullBytes.push_back(
+          classOptions[graph.layerClass[layer]][0].keptBytes);
+    }
+    {
+      MemoryTimeline timeline(*graph.block);
+      unsigned position = 0;
+      // The forward's layer (of its last node) going up; the backward's
+      // (of the last forward node it reads) going down.
+      int forwardLayer = kPrologue, state = kEpilogue;
+      for (Operation &op : *graph.block) {
+        unsigned c = 0, extra = 0;
+        if (graph.forward.contains(&op)) {
+          if (auto it = graph.nodeOf.find(&op); it != graph.nodeOf.end())
+            forwardLayer = graph.nodes[it->second].layer;
+          c = forwardLayer == kEpilogue ? numLayers
+              : forwardLayer < 0        ? 0
+                                        : unsigned(forwardLayer);
+        } else {
+          for (Value operand : op.getOperands()) {
+            int node = graph.getNodeOf(operand);
+            if (node < 0 || graph.nodes[node].layer == kEpilogue)
+              continue;
+            state = std::min(state, graph.nodes[node].layer);
+          }
+          if (state == kEpilogue) {
+            c = numLayers;
+          } else if (state >= 0) {
+            c = state + 1;
+            extra = 1;
+          }
+        }
+        int64_t live = timeline.getLiveBytes(position) +
+                       timeline.getTransientBytes(position);
+        chain.need[c][extra] = std::max(chain.need[c][extra], live);
+        ++position;
+      }
+    }
+    // The ladder of modelled budgets: fixed by the step alone, so that a
+    // larger budget sees every candidate a smaller one does.
+    std::vector<unsigned> leanest(numLayers);
+    for (unsigned layer = 0; layer < numLayers; ++layer)
+      leanest[layer] = chain.options[layer]->size() - 1;
+    int64_t top = keptAll.peakBytes, bottom = chain.getPeak(leanest);
+    constexpr unsigned kLadder = 48;
+    std::vector<std::vector<unsigned>> solutions;
+    solutions.push_back(std::vector<unsigned>(numLayers, 0));
+    solutions.push_back(leanest);
+    for (unsigned step = 0; step <= kLadder; ++step) {
+      unsigned solvesLeft = kLadder + 1 - step;
+      int64_t modelBudget =
+          bottom + int64_t(double(top - bottom) * step / kLadder);
+      std::optional<std::vector<unsigned>> choice =
+          solveChain(chain, modelBudget);
+      if (!choice)
+        continue;
+      if (policy == Policy::Ilp) {
+        // Each solve gets its share of the time left.
+        double limit = remainingSeconds() / solvesLeft;
+        SolveStats one;
+        std::optional<std::vector<unsigned>> ilp;
+        if (limit >= 0.01)
+          ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap, one);
+        stats.add(one);
+        if (!ilp)
+          ++fallbacks; // the chain's solution stands
+        else if (chain.getPeak(*ilp) <= modelBudget)
+          choice = ilp;
+      }
+      if (!llvm::is_contained(solutions, *choice))
+        solutions.push_back(*choice);
+    }
+    // Each candidate rewritten and counted; the fastest within the budget.
+    auto toKeep = [&](ArrayRef<unsigned> choice) {
+      KeepSet keep = keepAll(graph);
+      for (unsigned layer = 0; layer < numLayers; ++layer) {
+        const LayerOption &option = (*chain.options[layer])[choice[layer]];
+        for (unsigned i : option.recomputed.set_bits())
+          keep.reset(graph.layers[layer][i]);
+      }
+      return keep;
+    };
+    candidates = solutions.size();
+    int64_t smallest = keptAll.peakBytes;
+    std::optional<std::pair<double, Measured>> best;
+    for (ArrayRef<unsigned> choice : solutions) {
+      KeepSet keep = toKeep(choice);
+      Measured measured = measureRewritten(graph, keep);
+      smallest = std::min(smallest, measured.peakBytes);
+      if (measured.peakBytes > budget)
+        continue;
+      double seconds = getRecomputeSeconds(graph, keep);
+      if (!best || seconds < best->first ||
+          (seconds == best->first &&
+           measured.peakBytes < best->second.peakBytes)) {
+        best = {seconds, measured};
+        chosen = keep;
+      }
+    }
+    if (!best)
+      return emitError(func.getLoc())
+             << "train-remat: budget-mb="
+             << llvm::formatv("{0:F2}", double(budgetMb))
+             << " is below the smallest peak rematerialisation reaches, "
+             << formatMiB(smallest)
+             << " (keeping everything: " << formatMiB(keptAll.peakBytes) << ")";
+    realised = best->second;
+    break;
+  }
+  }
+
+  llvm::BitVector recomputed;
+  if (!getRecomputed(graph, chosen, recomputed))
+    return emitError(func.getLoc(),
+                     "train-remat: the policy recomputes an op that "
+                     "cannot be recomputed");
+  double recomputeSeconds = getRecomputeSeconds(graph, chosen);
+  unsigned cloned = rewrite(graph, chosen);
+  Measured after = measure(graph, func);
+  after.clonedOps = cloned;
+  if (realised && realised->peakBytes != after.peakBytes)
+    return emitError(func.getLoc())
+           << "train-remat: internal error: the rewrite's peak "
+           << formatMiB(after.peakBytes) << " differs from the candidate's "
+           << formatMiB(realised->peakBytes);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count();
+
+  Builder b(func.getContext());
+  SmallVector<NamedAttribute> fields{
+      b.getNamedAttr("policy", b.getStringAttr(solver)),
+      b.getNamedAttr("budget_bytes", b.getI64IntegerAttr(budget)),
+      b.getNamedAttr("peak_bytes", b.getI64IntegerAttr(after.peakBytes)),
+      b.getNamedAttr("keep_all_peak_bytes",
+                     b.getI64IntegerAttr(keptAll.peakBytes)),
+      b.getNamedAttr("activation_bytes",
+                     b.getI64IntegerAttr(after.activationBytes)),
+      b.getNamedAttr("keep_all_activation_bytes",
+                     b.getI64IntegerAttr(keptAll.activationBytes)),
+      b.getNamedAttr("recomputed_ops", b.getI64IntegerAttr(recomputed.count())),
+      b.getNamedAttr("cloned_ops", b.getI64IntegerAttr(cloned)),
+      b.getNamedAttr("recompute_us", b.getF64FloatAttr(recomputeSeconds * 1e6)),
+      b.getNamedAttr("layers", b.getI64IntegerAttr(numLayers)),
+      b.getNamedAttr("layer_classes", b.getI64IntegerAttr(graph.numClasses)),
+      b.getNamedAttr("candidates", b.getI64IntegerAttr(candidates)),
+      b.getNamedAttr("cbc_solves", b.getI64IntegerAttr(stats.solves)),
+      b.getNamedAttr("cbc_seconds", b.getF64FloatAttr(stats.seconds)),
+      b.getNamedAttr("cbc_timeouts", b.getI64IntegerAttr(stats.timeouts)),
+      b.getNamedAttr("cbc_worst_gap", b.getF64FloatAttr(stats.worstGap)),
+      b.getNamedAttr("fallbacks", b.getI64IntegerAttr(fallbacks)),
+      b.getNamedAttr("seconds", b.getF64FloatAttr(seconds))};
+  func->setAttr("loom.remat", b.getDictionaryAttr(fields));
+
+  if (stats.timeouts)
+    emitRemark(func.getLoc())
+        << "train-remat: CBC stopped at its share of time-limit-s="
+        << llvm::formatv("{0:F1}", double(timeLimitSeconds)) << " on "
+        << stats.timeouts << " of " << stats.solves
+        << " solves; their best solutions stand (worst gap "
+        << llvm::formatv("{0:P}", stats.worstGap) << ")";
+  if (fallbacks)
+    emitRemark(func.getLoc())
+        << "train-remat: CBC found no solution in time on " << fallbacks
+        << " step-level solves; the chain's solution (its warm "
+           "start) stands there";
+  emitRemark(func.getLoc())
+      << "train-remat: " << solver << " recomputes " << recomputed.count()
+      << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)
+      << " ms); peak " << formatMiB(after.peakBytes)
+      << " (keeping everything: " << formatMiB(keptAll.peakBytes)
+      << "), activations " << formatMiB(after.activationBytes) << " (from "
+      << formatMiB(keptAll.activationBytes) << ")";
+  return success();
+}
+
+} // namespace
