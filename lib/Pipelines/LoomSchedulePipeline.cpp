@@ -2,6 +2,11 @@
 //
 // The communication-scheduling passes in the order each one's input wants:
 //
+//   train-remat             (with remat-budget-mb) recomputes activations so
+//                           that the step's peak in the synchronous order is
+//                           within the budget, which is then the
+//                           scheduler's limit too unless memory-limit-mb
+//                           is given: one limit for both;
 //   zero-selective-gather   decides which parameters stay gathered from the
 //                           forward into the backward; it removes gathers,
 //                           so it runs before anything counts or moves them;
@@ -18,12 +23,21 @@
 
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
 
 using namespace mlir;
 
 void loom::buildSchedulePipeline(OpPassManager &pm,
                                  const SchedulePipelineOptions &options) {
+  if (options.rematBudgetMb > 0) {
+    remat::TrainRematPassOptions remat;
+    remat.budgetMb = options.rematBudgetMb;
+    remat.solver = options.rematSolver;
+    remat.device = options.device;
+    remat.profile = options.profile;
+    pm.addPass(remat::createTrainRematPass(remat));
+  }
   if (options.gatherBudgetMb > 0) {
     sharding::ZeroSelectiveGatherPassOptions gather;
     gather.budgetMb = options.gatherBudgetMb;
@@ -42,7 +56,8 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
   coll::CollOverlapSchedulePassOptions schedule;
   schedule.device = options.device;
   schedule.profile = options.profile;
-  schedule.memoryLimitMb = options.memoryLimitMb;
+  schedule.memoryLimitMb =
+      options.memoryLimitMb > 0 ? options.memoryLimitMb : options.rematBudgetMb;
   schedule.memoryHeadroom = options.memoryHeadroom;
   schedule.distance = options.distance;
   pm.addNestedPass<func::FuncOp>(coll::createCollOverlapSchedulePass(schedule));

@@ -10,6 +10,7 @@
 
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Trainer/Passes.h"
 
@@ -31,6 +32,8 @@ void loom::buildShardingPipeline(OpPassManager &pm,
       schedule.device = options.device;
       schedule.profile = options.profile;
       schedule.memoryLimitMb = options.memoryLimitMb;
+      schedule.rematBudgetMb = options.rematBudgetMb;
+      schedule.rematSolver = options.rematSolver;
       buildSchedulePipeline(pm, schedule);
     } else {
       coll::CollReorderBaselinePassOptions baseline;
@@ -41,6 +44,14 @@ void loom::buildShardingPipeline(OpPassManager &pm,
       pm.addNestedPass<func::FuncOp>(
           coll::createCollReorderBaselinePass(baseline));
     }
+  } else if (options.rematBudgetMb > 0) {
+    // Unsharded: no collectives to schedule, activations to recompute.
+    remat::TrainRematPassOptions remat;
+    remat.budgetMb = options.rematBudgetMb;
+    remat.solver = options.rematSolver;
+    remat.device = options.device;
+    remat.profile = options.profile;
+    pm.addPass(remat::createTrainRematPass(remat));
   }
   pm.addPass(trainer::createTrainerRecordScheduledPeakPass());
 }

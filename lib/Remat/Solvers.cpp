@@ -13,6 +13,7 @@ using namespace loom::remat;
 void SolveStats::add(const SolveStats &other) {
   solves += other.solves;
   timeouts += other.timeouts;
+  infeasible += other.infeasible;
   startsKept += other.startsKept;
   seconds += other.seconds;
   worstGap = std::max(worstGap, other.worstGap);
@@ -24,6 +25,8 @@ static void record(SolveStats &stats, const Milp::Result &result) {
   if (result.status == Milp::Result::TimeLimitFeasible ||
       result.status == Milp::Result::TimeLimitNoSolution)
     ++stats.timeouts;
+  if (result.status == Milp::Result::Infeasible)
+    ++stats.infeasible;
   if (result.startKept)
     ++stats.startsKept;
   stats.worstGap = std::max(stats.worstGap, result.gap);
@@ -308,9 +311,12 @@ loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
   if (std::max(model.need[0][0], model.need[0][1]) > budget)
     return std::nullopt;
   unsigned n = model.numLayers;
-  // Integer memory units: MiB, or finer for small steps.
-  int64_t largest = std::max<int64_t>(1, budget);
-  double unit = std::max(1.0, std::min(double(1 << 20), double(largest) / 1e5));
+  // Memory in MiB (finer for small steps), so that the coefficients stay
+  // within a few orders of magnitude; not rounded, so the chain's choice
+  // (whose reductions it rounds down) is feasible here too.
+  double unit =
+      std::max(1.0, std::min(double(1 << 20),
+                             double(std::max<int64_t>(1, budget)) / 1e5));
   Milp milp;
   std::vector<std::vector<int>> column(n);
   std::vector<double> initial;
@@ -332,13 +338,13 @@ loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
       for (unsigned j = 0; j < c; ++j)
         for (auto [o, option] : llvm::enumerate(*model.options[j])) {
           double coefficient =
-              std::floor(double(model.fullBytes[j] - option.keptBytes) / unit);
+              double(model.fullBytes[j] - option.keptBytes) / unit;
           if (withExtra && j == c - 1)
-            coefficient -= std::ceil(double(option.recomputedBytes) / unit);
+            coefficient -= double(option.recomputedBytes) / unit;
           if (coefficient != 0)
             row.push_back({column[j][o], coefficient});
         }
-      double rhs = std::ceil(double(model.need[c][withExtra] - budget) / unit);
+      double rhs = double(model.need[c][withExtra] - budget) / unit;
       if (rhs <= 0 && llvm::all_of(row, [](auto t) { return t.second >= 0; }))
         continue;
       milp.addRow(row, rhs, 1e30);

@@ -38,7 +38,7 @@ struct LayerOption {
 };
 
 struct SolveStats {
-  unsigned solves = 0, timeouts = 0, startsKept = 0;
+  unsigned solves = 0, timeouts = 0, infeasible = 0, startsKept = 0;
   double seconds = 0, worstGap = 0;
   void add(const SolveStats &other);
 };

@@ -474,9 +474,10 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         << llvm::formatv("{0:P}", stats.worstGap) << ")";
   if (fallbacks)
     emitRemark(func.getLoc())
-        << "train-remat: CBC found no solution in time on " << fallbacks
-        << " step-level solves; the chain's solution (its warm "
-           "start) stands there";
+        << "train-remat: CBC returned no solution on " << fallbacks
+        << " step-level solves (" << stats.infeasible
+        << " reported infeasible, the rest out of time); the chain's "
+           "solution (its warm start) stands there";
   emitRemark(func.getLoc())
       << "train-remat: " << solver << " recomputes " << recomputed.count()
       << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)

@@ -93,6 +93,15 @@ BF16_GPU_MAPPED = ("r1-bf16-gpu-mapped", 1, 0, "adamw")
 # A larger batch (8 sequences of 128 tokens: an 8 MiB plan) for the memory
 # test, where a per-step arena would show in the resident set.
 MEMORY = ("r1-b8-s128", 1, 0, "adamw")
+# Rematerialised (loomc --remat-budget-mb, train-remat's ILP) against the
+# same model kept whole: the 1-rank memory model, and 4 ranks of ZeRO-3
+# with 2 sequences of 128 tokens each, where activations dominate the peak.
+# The budgets lie between the smallest peak train-remat reaches and the
+# keep-all plan (9.33 MB on 1 rank, 2.9 MB a rank on 4).
+R4_S128 = ("r4-z3-s128", 4, 3, "adamw")
+REMAT_R1 = ("r1-b8-s128-remat", 1, 0, "adamw")
+REMAT_R4 = ("r4-z3-s128-remat", 4, 3, "adamw")
+REMAT = {REMAT_R1: (MEMORY, 8.0), REMAT_R4: (R4_S128, 2.3)}
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0", "--gpu-fuse-elementwise"],
@@ -102,11 +111,15 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                PLAIN_ATTENTION: ["--fuse-attention=false"],
                LOSS_KERNELS: ["--fuse-cross-entropy=32", "--loss-kernels",
                               "--embedding-kernel"],
-               BF16: [], BF16_Z3: [], MEMORY: [],
+               BF16: [], BF16_Z3: [], MEMORY: [], R4_S128: [],
+               REMAT_R1: [f"--remat-budget-mb={REMAT[REMAT_R1][1]}"],
+               REMAT_R4: [f"--remat-budget-mb={REMAT[REMAT_R4][1]}"],
                BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0",
                                  "--gpu-fuse-elementwise"]}
 FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
-           BF16_GPU_MAPPED: "tiny-b4-bf16.mlir", MEMORY: "tiny-b8-s128.mlir"}
+           BF16_GPU_MAPPED: "tiny-b4-bf16.mlir", MEMORY: "tiny-b8-s128.mlir",
+           REMAT_R1: "tiny-b8-s128.mlir", R4_S128: "tiny-b2-s128.mlir",
+           REMAT_R4: "tiny-b2-s128.mlir"}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -131,8 +144,9 @@ def build(work: str) -> None:
         cfg = dataclasses.replace(CONFIGS["tiny"], batch=batch)
         with open(os.path.join(work, f"tiny-b{batch}.mlir"), "w") as f:
             f.write(build_forward(cfg))
-    with open(os.path.join(work, FORWARD[MEMORY]), "w") as f:
-        f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=8, seq=128)))
+    for spec, batch in ((MEMORY, 8), (R4_S128, 2)):
+        with open(os.path.join(work, FORWARD[spec]), "w") as f:
+            f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=batch, seq=128)))
     for spec, batch in ((BF16, 4), (BF16_Z3, 2)):
         with open(os.path.join(work, FORWARD[spec]), "w") as f:
             f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=batch,
@@ -270,6 +284,37 @@ def memory(work: str) -> None:
     check(len(rss) == 20 and growth <= 1 << 20,
           f"{name}: the resident set grows {growth:,} bytes over steps 1-19 "
           f"(at most 1 MiB; the arena is {arena:,})")
+
+
+def remat(work: str) -> None:
+    """Rematerialised trainers run 20 steps with the same losses, bit for
+    bit, as the same model kept whole, on 1 rank and on 4; the plan is
+    within the budget and below the whole model's, the heap measurement
+    within 5% of the plan (check_memory), and the heap's high-water lower
+    by most of what the plan saves. Tokens/s of both, for the record."""
+    for spec, (base, budget) in REMAT.items():
+        name, ranks = spec[0], spec[1]
+        logs = {}
+        for trainer in (base[0], name):
+            logs[trainer] = os.path.join(work, f"{trainer}-remat-test.jsonl")
+            remove(logs[trainer])
+            run(work, trainer, ranks, "--steps", "20", "--log", logs[trainer])
+        rows = {t: [json.loads(line) for line in open(log)] for t, log in logs.items()}
+        whole, rem = rows[base[0]], rows[name]
+        check(len(rem) == 20 and losses(logs[name]) == losses(logs[base[0]]),
+              f"{name}: 20 losses equal to {base[0]}'s bit for bit ({rem[-1]['loss']})")
+        planned = {t: int(r[-1]["planned_peak_bytes"]) for t, r in rows.items()}
+        check(planned[name] <= budget * 2**20 < planned[base[0]],
+              f"{name}: plan {planned[name]:,} bytes <= budget {budget * 2**20:,.0f} < "
+              f"{base[0]}'s {planned[base[0]]:,}")
+        check_memory(name, logs[name])
+        heap = {t: max(x["peak_bytes"] for x in r) for t, r in rows.items()}
+        saved = planned[base[0]] - planned[name]
+        check(heap[base[0]] - heap[name] >= 0.9 * saved,
+              f"{name}: heap high-water {heap[name]:,} vs {heap[base[0]]:,} bytes: "
+              f"{heap[base[0]] - heap[name]:,} less (the plans differ by {saved:,})")
+        speed = {t: sum(x["tokens_per_s"] for x in r[1:]) / (len(r) - 1) for t, r in rows.items()}
+        print(f"  {name}: {speed[name]:,.0f} tokens/s, {base[0]}: {speed[base[0]]:,.0f}")
 
 
 # A collective start as -mlir-print-local-scope prints it: its input and
@@ -780,11 +825,12 @@ echo "kept=$(ls ck | tr '\n' ' ')"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("test", choices=["build", "equal", "memory", "profile", "resume",
-                                         "reshard", "torch", "bad-input", "durable"])
+    parser.add_argument("test", choices=["build", "equal", "memory", "remat", "profile",
+                                         "resume", "reshard", "torch", "bad-input", "durable"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
-    {"build": build, "equal": equal, "memory": memory, "profile": profile, "resume": resume,
+    {"build": build, "equal": equal, "memory": memory, "remat": remat, "profile": profile,
+     "resume": resume,
      "reshard": reshard,
      "torch": torch_reference, "bad-input": bad_input, "durable": durable}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")

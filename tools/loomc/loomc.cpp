@@ -54,6 +54,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace llvm;
@@ -160,6 +161,18 @@ static cl::opt<double> memoryLimitMb(
     cl::desc("the step's peak may not exceed this, MiB (0: 5% above the "
              "synchronous order's peak)"),
     cl::init(0), cl::cat(loomcCategory));
+static cl::opt<double> rematBudgetMb(
+    "remat-budget-mb",
+    cl::desc("recompute activations in the backward (train-remat) so that "
+             "the step's peak is within this many MiB, fractions allowed "
+             "(0: none); the scheduler's limit too unless --memory-limit-mb "
+             "is given"),
+    cl::init(0), cl::cat(loomcCategory));
+static cl::opt<std::string> rematSolver(
+    "remat-solver",
+    cl::desc("train-remat's solver: ilp (default), chain, or a baseline: "
+             "every-layer, sqrt, knapsack"),
+    cl::init("ilp"), cl::cat(loomcCategory));
 static cl::opt<loom::Schedule>
     schedule("schedule", cl::desc("the collectives' order after ZeRO"),
              cl::values(clEnumValN(loom::Schedule::Loom, "loom",
@@ -545,6 +558,16 @@ int main(int argc, char **argv) {
            << " needs --zero-stage 1, 2 or 3 (stage 0 is single-rank)\n";
     return 1;
   }
+  if (!(rematBudgetMb >= 0) || !std::isfinite(double(rematBudgetMb))) {
+    errs() << "loomc: error: expected --remat-budget-mb >= 0\n";
+    return 1;
+  }
+  if (rematBudgetMb > 0 && zeroStage != loom::ZeroStage::None &&
+      schedule != loom::Schedule::Loom) {
+    errs() << "loomc: error: --remat-budget-mb bounds the step Loom "
+              "schedules; a baseline --schedule keeps its own order\n";
+    return 1;
+  }
   if (memoryLimitMb > 0 && schedule != loom::Schedule::Loom) {
     errs() << "loomc: error: --memory-limit-mb bounds Loom's schedule; a "
               "baseline --schedule keeps its own order\n";
@@ -667,6 +690,7 @@ int main(int argc, char **argv) {
           ? device.getValue()
           : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
   sharding.profile = profile;
+  sharding.rematSolver = rematSolver;
   loom::MemoryPlanOptions plan;
   plan.target = target;
   plan.emulateGpu = emulateGpu;
@@ -679,14 +703,22 @@ int main(int argc, char **argv) {
   plan.splitMinRows = gpuSplitMinRows;
   plan.gpuThreads = gpuThreads;
   plan.memoryPlan = memoryPlan;
+  // --remat-budget-mb is such a limit too (when --memory-limit-mb is not
+  // given), met by recomputing activations: train-remat and the scheduler
+  // get the translated limit, and there is no synchronous floor (train-remat
+  // reports the smallest peak it reaches).
+  bool remat = rematBudgetMb > 0;
+  double limitMb = memoryLimitMb > 0 ? double(memoryLimitMb) : rematBudgetMb;
   OwningOpRef<ModuleOp> unsharded;
-  if (memoryLimitMb > 0 && emit != Emit::Step)
+  if (limitMb > 0 && emit != Emit::Step)
     unsharded = module->clone();
-  // The first schedule is the default one: it shows how the plan compares
-  // with the scheduler's view, which then gets the limit translated.
-  double scheduleLimitMb = unsharded ? 0 : memoryLimitMb;
+  // The first schedule is the default one (no rematerialisation): it shows
+  // how the plan compares with the scheduler's view, which then gets the
+  // limit translated.
+  double scheduleLimitMb = unsharded ? 0 : limitMb;
   for (int attempt = 0;; ++attempt) {
-    sharding.memoryLimitMb = scheduleLimitMb;
+    sharding.memoryLimitMb = memoryLimitMb > 0 ? scheduleLimitMb : 0;
+    sharding.rematBudgetMb = remat ? scheduleLimitMb : 0;
     if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
                         loom::buildShardingPipeline)))
       return 1;
@@ -699,29 +731,31 @@ int main(int argc, char **argv) {
       break;
     func::FuncOp stepFunc = loom::trainer::findStep(*module);
     int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
-    int64_t limit = int64_t(memoryLimitMb * kMiB);
+    int64_t limit = int64_t(limitMb * kMiB);
     auto scheduled =
         stepFunc->getAttrOfType<IntegerAttr>(loom::attrs::kScheduledPeakBytes);
     auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
         loom::attrs::kSynchronousPeakBytes);
     // The least the scheduler accepts: the synchronous order's peak.
-    double floorMb =
-        synchronous ? double(synchronous.getInt() + 1) / kMiB : memoryLimitMb;
-    if (attempt == 0 && scheduled && synchronous) {
+    double floorMb = remat         ? 0
+                     : synchronous ? double(synchronous.getInt() + 1) / kMiB
+                                   : limitMb;
+    if (attempt == 0 && scheduled && (synchronous || remat)) {
       // The limit at the scheduler's level: the user's, less what the plan
       // adds to (or plus what it takes from) the scheduler's figure.
       scheduleLimitMb = std::max(
-          floorMb, memoryLimitMb - double(planned - scheduled.getInt()) / kMiB);
+          floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
       module = unsharded->clone();
       continue;
     }
     if (planned <= limit)
       break;
     bool atFloor = scheduleLimitMb <= floorMb;
-    if (!scheduled || !synchronous || atFloor || attempt == 5) {
-      errs() << formatv("loomc: error: --memory-limit-mb {0:F3} cannot be "
-                        "met: ",
-                        double(memoryLimitMb));
+    const char *flag =
+        memoryLimitMb > 0 ? "--memory-limit-mb" : "--remat-budget-mb";
+    if (!scheduled || (!synchronous && !remat) || atFloor || attempt == 5) {
+      errs() << formatv("loomc: error: {0} {1:F3} cannot be met: ", flag,
+                        limitMb);
       if (atFloor)
         errs() << formatv("with every collective synchronous (the least "
                           "memory retiming collectives reaches) the step's "
@@ -737,13 +771,13 @@ int main(int argc, char **argv) {
     double next = std::max(
         floorMb,
         std::min(scheduleLimitMb - double(planned - limit) / kMiB,
-                 memoryLimitMb - double(planned - scheduled.getInt()) / kMiB));
+                 limitMb - double(planned - scheduled.getInt()) / kMiB));
     errs() << formatv("loomc: remark: the memory plan needs {0:F3} MiB, over "
-                      "--memory-limit-mb {1:F3} (the scheduler saw {2:F3} "
-                      "MiB before decomposition); scheduling again with "
-                      "memory-limit-mb={3:F3}\n",
-                      planned / kMiB, double(memoryLimitMb),
-                      scheduled.getInt() / kMiB, next);
+                      "{1} {2:F3} (the scheduler saw {3:F3} MiB before "
+                      "decomposition); scheduling again with a limit of "
+                      "{4:F3} MiB\n",
+                      planned / kMiB, flag, limitMb, scheduled.getInt() / kMiB,
+                      next);
     module = unsharded->clone();
     scheduleLimitMb = next;
   }

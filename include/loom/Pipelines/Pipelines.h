@@ -110,6 +110,16 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::desc("scheduler memory limit, MiB (0: 5% above the "
                      "synchronous order's peak)"),
       llvm::cl::init(0)};
+  Option<double> rematBudgetMb{
+      *this, "remat-budget-mb",
+      llvm::cl::desc("train-remat's budget on the step's peak, MiB "
+                     "(0: no rematerialisation)"),
+      llvm::cl::init(0)};
+  Option<std::string> rematSolver{
+      *this, "remat-solver",
+      llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
+                     "sqrt or knapsack"),
+      llvm::cl::init("ilp")};
   Option<Schedule> schedule{
       *this, "schedule", llvm::cl::desc("the collectives' order"),
       llvm::cl::init(Schedule::Loom),
@@ -138,6 +148,18 @@ struct SchedulePipelineOptions
       llvm::cl::desc("the step's peak may not exceed this, MiB (0: the "
                      "synchronous peak plus the headroom)"),
       llvm::cl::init(0)};
+  Option<double> rematBudgetMb{
+      *this, "remat-budget-mb",
+      llvm::cl::desc(
+          "train-remat's budget on the step's peak, MiB "
+          "(0: no rematerialisation); the scheduler's limit too unless "
+          "memory-limit-mb is given"),
+      llvm::cl::init(0)};
+  Option<std::string> rematSolver{
+      *this, "remat-solver",
+      llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
+                     "sqrt or knapsack"),
+      llvm::cl::init("ilp")};
   Option<double> memoryHeadroom{
       *this, "memory-headroom",
       llvm::cl::desc("without a limit: the fraction above the synchronous "

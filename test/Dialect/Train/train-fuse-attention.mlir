@@ -114,3 +114,35 @@ func.func @other_query(%q: tensor<1x16x2x8xf32>, %x: tensor<1x16x2x8xf32>, %do: 
   %dq, %dk, %dv = train.attention_grad %x, %q, %q, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
   return %o, %dq : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
 }
+
+// -----
+
+// A gradient whose query is a recomputation of the forward's (the same
+// rope of the same matmul, as train-remat clones them) is the forward's:
+// it takes the forward's log-sum-exp. One whose recomputation differs (the
+// rope's theta) is not.
+// CHECK-LABEL: func.func @recomputed_query
+// CHECK: %[[F:.*]]:2 = train.call_kernel @loomrt_attention_f32
+// CHECK: %[[Q2:.*]] = train.rope
+// CHECK: train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%[[Q2]], %arg1, %arg1, %[[F]]#0, %[[F]]#1, %arg2 :
+// CHECK: %[[Q3:.*]] = train.rope {{.*}} theta = 5.000000e+02
+// CHECK: train.attention_grad %[[Q3]], %arg1, %arg1, %arg2
+func.func @recomputed_query(%x: tensor<16x16xf32>, %k: tensor<1x16x2x8xf32>, %do: tensor<1x16x2x8xf32>)
+    -> (tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<16x16xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %h = linalg.matmul ins(%x, %x : tensor<16x16xf32>, tensor<16x16xf32>) outs(%f : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %hq = tensor.expand_shape %h [[0, 1], [2, 3]] output_shape [1, 16, 2, 8] : tensor<16x16xf32> into tensor<1x16x2x8xf32>
+  %q = train.rope %hq theta = 1.0e4 : tensor<1x16x2x8xf32>
+  %o = train.attention %q, %k, %k scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  // The recomputation, with a fill of its own.
+  %f2 = linalg.fill ins(%z : f32) outs(%e : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %h2 = linalg.matmul ins(%x, %x : tensor<16x16xf32>, tensor<16x16xf32>) outs(%f2 : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %hq2 = tensor.expand_shape %h2 [[0, 1], [2, 3]] output_shape [1, 16, 2, 8] : tensor<16x16xf32> into tensor<1x16x2x8xf32>
+  %q2 = train.rope %hq2 theta = 1.0e4 : tensor<1x16x2x8xf32>
+  %dq, %dk, %dv = train.attention_grad %q2, %k, %k, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  %q3 = train.rope %hq2 theta = 5.0e2 : tensor<1x16x2x8xf32>
+  %dq3, %dk3, %dv3 = train.attention_grad %q3, %k, %k, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  return %o, %dq, %dq3 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+}

@@ -1,8 +1,9 @@
 //===- FuseAttention.cpp - attention as runtime kernels, no scores --------===//
 //
 // train.attention and the train.attention_grad that reads the same query,
-// key and value become calls of the runtime's fused attention kernels
-// (train.call_kernel): the forward also returns each query row's
+// key and value (the same values, or bit-identical recomputations of them
+// as train-remat clones them) become calls of the runtime's fused attention
+// kernels (train.call_kernel): the forward also returns each query row's
 // log-sum-exp, which the backward takes with the output instead of
 // recomputing them, and nothing of size seq x seq is ever held. The
 // kernels come in f32 and bf16 (tensor cores on the CUDA target, head dims
@@ -20,6 +21,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/OperationSupport.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace loom::train {
@@ -105,6 +109,47 @@ SmallVector<Value> converted(OpBuilder &b, Location loc, ValueRange values,
                              [&](Value v) { return lb.convert(v, type); });
 }
 
+/// Whether `a` and `b` hold the same bits: the same value, the same
+/// parameter gathered twice (the wait of an identical all-gather start of
+/// the same tensor), or the same result of equivalent pure ops whose
+/// operands do, recursively: a recomputation of `a`, as train-remat makes
+/// one, matches it, so its gradient may take the forward's log-sum-exp.
+bool isSameValue(Value a, Value b, unsigned depth = 0) {
+  if (a == b)
+    return true;
+  // Arguments of the regions of two ops being compared (a linalg body).
+  auto ba = dyn_cast<BlockArgument>(a), bb = dyn_cast<BlockArgument>(b);
+  if (ba && bb && depth > 0)
+    return ba.getArgNumber() == bb.getArgNumber() &&
+           ba.getType() == bb.getType() &&
+           ba.getOwner()->getParentOp() != nullptr &&
+           ba.getOwner()->getParentOp()->getName() ==
+               bb.getOwner()->getParentOp()->getName() &&
+           !isa<FunctionOpInterface>(ba.getOwner()->getParentOp());
+  auto ra = dyn_cast<OpResult>(a), rb = dyn_cast<OpResult>(b);
+  if (!ra || !rb || depth > 64 ||
+      ra.getResultNumber() != rb.getResultNumber() ||
+      a.getType() != b.getType())
+    return false;
+  Operation *x = ra.getOwner(), *y = rb.getOwner();
+  auto same = [&](Value u, Value v) {
+    return success(isSameValue(u, v, depth + 1));
+  };
+  if (x->getName().getStringRef() == "coll.wait" &&
+      y->getName().getStringRef() == "coll.wait") {
+    Operation *startX = x->getOperand(0).getDefiningOp();
+    Operation *startY = y->getOperand(0).getDefiningOp();
+    return startX && startY &&
+           startX->getName().getStringRef() == "coll.all_gather_start" &&
+           OperationEquivalence::isEquivalentTo(
+               startX, startY, OperationEquivalence::exactValueMatch, nullptr,
+               OperationEquivalence::IgnoreLocations);
+  }
+  return isPure(x) && isPure(y) &&
+         OperationEquivalence::isEquivalentTo(
+             x, y, same, nullptr, OperationEquivalence::IgnoreLocations);
+}
+
 struct FuseAttention
     : loom::train::impl::TrainFuseAttentionPassBase<FuseAttention> {
   using TrainFuseAttentionPassBase::TrainFuseAttentionPassBase;
@@ -112,6 +157,8 @@ struct FuseAttention
   void runOnOperation() override {
     SmallVector<AttentionOp> forwards;
     getOperation().walk([&](AttentionOp op) { forwards.push_back(op); });
+    SmallVector<AttentionGradOp> allGrads;
+    getOperation().walk([&](AttentionGradOp op) { allGrads.push_back(op); });
     for (AttentionOp forward : forwards) {
       auto query = cast<RankedTensorType>(forward.getQuery().getType());
       auto key = cast<RankedTensorType>(forward.getKey().getType());
@@ -154,20 +201,18 @@ struct FuseAttention
       Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
                                                       element),
             lse = fused.getResult(1);
-      // Its gradients: every attention_grad after it on the same inputs.
-      // (A gradient that reads the query more than once, as its key too, is
-      // one user per operand: each is taken once.)
+      // Its gradients: every attention_grad after it on the same inputs
+      // (each taken by the first forward that matches it).
       llvm::SetVector<AttentionGradOp> grads;
-      for (Operation *user : forward.getQuery().getUsers())
-        if (auto grad = dyn_cast<AttentionGradOp>(user))
-          if (grad->getBlock() == forward->getBlock() &&
-              forward->isBeforeInBlock(grad) &&
-              grad.getQuery() == forward.getQuery() &&
-              grad.getKey() == forward.getKey() &&
-              grad.getValue() == forward.getValue() &&
-              grad.getCausal() == causal &&
-              grad.getScale().convertToDouble() == scale)
-            grads.insert(grad);
+      for (AttentionGradOp grad : allGrads)
+        if (grad && grad->getBlock() == forward->getBlock() &&
+            forward->isBeforeInBlock(grad) &&
+            isSameValue(forward.getQuery(), grad.getQuery()) &&
+            isSameValue(forward.getKey(), grad.getKey()) &&
+            isSameValue(forward.getValue(), grad.getValue()) &&
+            grad.getCausal() == causal &&
+            grad.getScale().convertToDouble() == scale)
+          grads.insert(grad);
       for (AttentionGradOp grad : grads) {
         b.setInsertionPoint(grad);
         Location gradLoc = grad.getLoc();
@@ -191,6 +236,7 @@ struct FuseAttention
         grad.replaceAllUsesWith(llvm::map_to_vector(
             fusedGrad.getResults().take_front(3),
             [&](Value g) { return lb.convert(g, element); }));
+        *llvm::find(allGrads, grad) = nullptr;
         grad.erase();
       }
       forward.replaceAllUsesWith(out);

@@ -1,0 +1,37 @@
+// Tests train-remat's diagnostics: a budget below the smallest peak any
+// candidate reaches names that peak; bad options; a module without a
+// training step; a step without layers.
+// RUN: loom-opt %S/train-remat.mlir -train-autodiff -zero-partition="stage=3 world-size=2" -o %t.step.mlir
+// RUN: not loom-opt %t.step.mlir -train-remat="budget-mb=0.2" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: not loom-opt %t.step.mlir -train-remat="budget-mb=0.2 solver=chain" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: not loom-opt %t.step.mlir -train-remat="solver=greedy" 2>&1 | FileCheck %s --check-prefix=SOLVER
+// RUN: not loom-opt %t.step.mlir -train-remat="budget-mb=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not loom-opt %t.step.mlir -train-remat="time-limit-s=0 budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: not loom-opt %t.step.mlir -train-remat="solver=knapsack" 2>&1 | FileCheck %s --check-prefix=KNAPSACK
+// RUN: not loom-opt %t.step.mlir -train-remat="device=no-such-device budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=DEVICE
+// RUN: echo 'func.func @f(%%x: tensor<4xf32>) -> tensor<4xf32> { return %%x : tensor<4xf32> }' | not loom-opt -train-remat="budget-mb=1" 2>&1 | FileCheck %s --check-prefix=NOSTEP
+// RUN: loom-opt %s -train-autodiff -o %t.nolayers.mlir
+// RUN: not loom-opt %t.nolayers.mlir -train-remat="budget-mb=0.00001" 2>&1 | FileCheck %s --check-prefix=NOLAYERS
+
+// FLOOR: error: train-remat: budget-mb=0.20 is below the smallest peak rematerialisation reaches, 0.28 MiB (keeping everything: 0.33 MiB)
+// SOLVER: error: train-remat: expected solver ilp, chain, none, every-layer, sqrt or knapsack, got 'greedy'
+// NEGATIVE: error: train-remat: expected budget-mb >= 0, time-limit-s > 0 and gap >= 0
+// KNAPSACK: error: train-remat: the knapsack policy needs budget-mb (its activation budget)
+// DEVICE: error: train-remat: no-such-device: no device description found
+// NOSTEP: error: train-remat: expected a training step (a function with a train.loss result)
+// NOLAYERS: error: train-remat: budget-mb=0.00 is below the step's peak, {{[0-9.]+}} MiB, and the step has no layers (train.param groups such as layers.0.*) to recompute
+
+// A step whose one parameter is in no numbered group.
+func.func @no_layers(%x: tensor<8x4xf32> {train.input = "x"},
+                     %w: tensor<4x4xf32> {train.param = "w"},
+                     %labels: tensor<8xi32> {train.input = "labels"})
+    -> (tensor<f32> {train.loss}) {
+  %z = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<8x4xf32>
+  %f = linalg.fill ins(%z : f32) outs(%e : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %h = linalg.matmul ins(%x, %w : tensor<8x4xf32>, tensor<4x4xf32>)
+                     outs(%f : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %loss = train.cross_entropy %h, %labels ignore_index = -100 reduction = <mean>
+      label_smoothing = 0.0 z_loss = 0.0 : tensor<8x4xf32>, tensor<8xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
