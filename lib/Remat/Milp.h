@@ -21,6 +21,8 @@ class Milp {
 public:
   /// A 0-1 column with objective coefficient `cost`; returns its index.
   int addBinary(double cost);
+  /// Replaces a column's objective coefficient.
+  void setCost(int column, double cost) { costs[column] = cost; }
   /// lo <= sum(coefficient * column) <= hi.
   void addRow(llvm::ArrayRef<std::pair<int, double>> terms, double lo,
               double hi);

@@ -171,29 +171,39 @@ FailureOr<std::vector<LayerOption>> loom::remat::computeLayerOptions(
   // The extremes: least kept, then least kept + recomputed; then a grid of
   // budgets between each and keeping everything.
   for (bool andRecomputed : {false, true}) {
-    // The least budget, by bisection on feasibility to 1/64 of the range
-    // (each probe the same program with another right-hand side).
-    double lo = 0, hi = keptAll;
-    Milp::Result best;
+    // The least budget: the budgeted bytes minimised, time only breaking
+    // ties.
+    double lowest;
     {
-      Milp milp = program.withBudget(hi, andRecomputed);
-      best = milp.solve(timeLimitSeconds, gap);
-      record(stats, best);
-      if (!best.hasSolution())
-        return failure();
-    }
-    while (hi - lo > std::max(1.0, keptAll / 64)) {
-      double mid = std::floor((lo + hi) / 2);
-      Milp milp = program.withBudget(mid, andRecomputed);
-      Milp::Result result = milp.solve(timeLimitSeconds, gap);
+      Milp least = program.withBudget(keptAll, andRecomputed);
+      for (unsigned i = 0; i < members.size(); ++i) {
+        double tie = 1e-6 * program.node(i).seconds;
+        if (program.save[i] >= 0)
+          least.setCost(program.save[i], program.units(i));
+        if (program.recompute[i] >= 0)
+          least.setCost(program.recompute[i],
+                        (andRecomputed ? program.units(i) : 0) + tie);
+      }
+      Milp::Result result = least.solve(timeLimitSeconds, 0);
       record(stats, result);
-      if (result.hasSolution()) {
-        hi = mid;
-        best = result;
-      } else {
-        lo = mid;
+      if (!result.hasSolution())
+        return failure();
+      lowest = 0;
+      for (unsigned i = 0; i < members.size(); ++i) {
+        if (program.save[i] >= 0 && result.values[program.save[i]] > 0.5)
+          lowest += program.units(i);
+        if (andRecomputed && program.recompute[i] >= 0 &&
+            result.values[program.recompute[i]] > 0.5)
+          lowest += program.units(i);
       }
     }
+    // The fastest option within it.
+    Milp::Result best =
+        program.withBudget(lowest, andRecomputed).solve(timeLimitSeconds, gap);
+    record(stats, best);
+    if (!best.hasSolution())
+      return failure();
+    double hi = lowest;
     found.push_back(program.toOption(best.values));
     constexpr unsigned kGrid = 8;
     for (unsigned k = 1; k < kGrid; ++k) {

@@ -392,8 +392,16 @@ unsigned loom::remat::rewrite(const StepGraph &graph, const KeepSet &keep) {
   }
   // A backward gather now read by clones stays gathered until its last
   // reader: its release moves after it when it was before.
-  for (auto &entry : graph.backwardGather) {
-    Operation *wait = entry.second;
+  // (In block order, so that releases moved after the same op keep a
+  // deterministic order.)
+  llvm::SmallPtrSet<Operation *, 16> gathered;
+  for (auto &entry : graph.backwardGather)
+    gathered.insert(entry.second);
+  SmallVector<Operation *> waits;
+  for (Operation &op : block)
+    if (gathered.contains(&op))
+      waits.push_back(&op);
+  for (Operation *wait : waits) {
     Operation *release = nullptr, *last = wait;
     SmallVector<Value> values{wait->getResult(0)};
     while (!values.empty())
