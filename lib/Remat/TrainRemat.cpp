@@ -474,10 +474,11 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         << llvm::formatv("{0:P}", stats.worstGap) << ")";
   if (fallbacks)
     emitRemark(func.getLoc())
-        << "train-remat: CBC returned no solution on " << fallbacks
-        << " step-level solves (" << stats.infeasible
-        << " reported infeasible, the rest out of time); the chain's "
-           "solution (its warm start) stands there";
+        << "train-remat: the step-level ILP has no solution on " << fallbacks
+        << " of its solves (" << stats.infeasible << " proven infeasible, "
+        << fallbacks - stats.infeasible
+        << " out of time); the chain's solution (its warm start) stands "
+           "there";
   emitRemark(func.getLoc())
       << "train-remat: " << solver << " recomputes " << recomputed.count()
       << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)
