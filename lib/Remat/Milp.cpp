@@ -56,6 +56,8 @@ Milp::Result Milp::solveWithCbc(double timeLimitSeconds, double relativeGap,
   std::vector<double> lo = rowLo, hi = rowHi;
   OsiClpSolverInterface solver;
   solver.messageHandler()->setLogLevel(0);
+  // Keep the column names: the MIP start refers to columns by name.
+  solver.setIntParam(OsiNameDiscipline, 1);
   solver.loadProblem(matrix, columnLo.data(), columnHi.data(), costs.data(),
                      lo.data(), hi.data());
   for (int column = 0; column < numColumns; ++column) {

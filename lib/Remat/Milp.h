@@ -27,7 +27,6 @@ public:
   void addRow(llvm::ArrayRef<std::pair<int, double>> terms, double lo,
               double hi);
   int getNumColumns() const { return int(costs.size()); }
-  int getNumRows() const { return int(rowLo.size()); }
 
   struct Result {
     enum Status {

@@ -14,7 +14,9 @@ void SolveStats::add(const SolveStats &other) {
   solves += other.solves;
   timeouts += other.timeouts;
   infeasible += other.infeasible;
+  unsolved += other.unsolved;
   startsKept += other.startsKept;
+  layerFallbacks += other.layerFallbacks;
   seconds += other.seconds;
   worstGap = std::max(worstGap, other.worstGap);
 }
@@ -27,6 +29,8 @@ static void record(SolveStats &stats, const Milp::Result &result) {
     ++stats.timeouts;
   if (result.status == Milp::Result::Infeasible)
     ++stats.infeasible;
+  if (!result.hasSolution())
+    ++stats.unsolved;
   if (result.startKept)
     ++stats.startsKept;
   stats.worstGap = std::max(stats.worstGap, result.gap);
@@ -157,12 +161,15 @@ bool dominates(const LayerOption &a, const LayerOption &b) {
 
 } // namespace
 
-FailureOr<std::vector<LayerOption>> loom::remat::computeLayerOptions(
-    const StepGraph &graph, ArrayRef<unsigned> members, double timeLimitSeconds,
-    double gap, SolveStats &stats) {
+std::vector<LayerOption> loom::remat::computeLayerOptions(
+    const StepGraph &graph, ArrayRef<unsigned> members,
+    function_ref<double()> limit, double gap, SolveStats &stats) {
   LayerProgram program(graph, members);
   program.build();
   std::vector<LayerOption> found{program.keepEverything()};
+  // Nothing to choose (a group of views and free ops only): no program.
+  if (program.base.getNumColumns() == 0)
+    return found;
   // Keeping everything, in the budget rows' (rounded-up) units.
   double keptAll = 0;
   for (unsigned i = 0; i < members.size(); ++i)
@@ -184,10 +191,12 @@ FailureOr<std::vector<LayerOption>> loom::remat::computeLayerOptions(
           least.setCost(program.recompute[i],
                         (andRecomputed ? program.units(i) : 0) + tie);
       }
-      Milp::Result result = least.solve(timeLimitSeconds, 0);
+      Milp::Result result = least.solve(limit(), 0);
       record(stats, result);
-      if (!result.hasSolution())
-        return failure();
+      if (!result.hasSolution()) {
+        ++stats.layerFallbacks;
+        return {program.keepEverything()};
+      }
       lowest = 0;
       for (unsigned i = 0; i < members.size(); ++i) {
         if (program.save[i] >= 0 && result.values[program.save[i]] > 0.5)
@@ -199,17 +208,19 @@ FailureOr<std::vector<LayerOption>> loom::remat::computeLayerOptions(
     }
     // The fastest option within it.
     Milp::Result best =
-        program.withBudget(lowest, andRecomputed).solve(timeLimitSeconds, gap);
+        program.withBudget(lowest, andRecomputed).solve(limit(), gap);
     record(stats, best);
-    if (!best.hasSolution())
-      return failure();
+    if (!best.hasSolution()) {
+      ++stats.layerFallbacks;
+      return {program.keepEverything()};
+    }
     double hi = lowest;
     found.push_back(program.toOption(best.values));
     constexpr unsigned kGrid = 8;
     for (unsigned k = 1; k < kGrid; ++k) {
-      double limit = std::floor(hi + (keptAll - hi) * k / kGrid);
-      Milp milp = program.withBudget(limit, andRecomputed);
-      Milp::Result result = milp.solve(timeLimitSeconds, gap);
+      double bytes = std::floor(hi + (keptAll - hi) * k / kGrid);
+      Milp milp = program.withBudget(bytes, andRecomputed);
+      Milp::Result result = milp.solve(limit(), gap);
       record(stats, result);
       if (result.hasSolution())
         found.push_back(program.toOption(result.values));
@@ -335,7 +346,8 @@ loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
     for (auto [o, option] : llvm::enumerate(*model.options[j])) {
       column[j].push_back(milp.addBinary(option.seconds * 1e6));
       one.push_back({column[j].back(), 1.0});
-      initial.push_back(start.empty() ? 0.0 : double(start[j] == o));
+      if (!start.empty())
+        initial.push_back(double(start[j] == o));
     }
     milp.addRow(one, 1, 1);
   }

@@ -26,6 +26,7 @@
 #define LOOM_LIB_REMAT_SOLVERS_H
 
 #include "StepGraph.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 
 namespace loom::remat {
 
@@ -38,16 +39,20 @@ struct LayerOption {
 };
 
 struct SolveStats {
-  unsigned solves = 0, timeouts = 0, infeasible = 0, startsKept = 0;
+  unsigned solves = 0, timeouts = 0, infeasible = 0, unsolved = 0,
+           startsKept = 0, layerFallbacks = 0;
   double seconds = 0, worstGap = 0;
   void add(const SolveStats &other);
 };
 
 /// The Pareto options of the layer whose nodes are `members`, the first
-/// keeping everything. Fails when CBC finds no solution in time.
-llvm::FailureOr<std::vector<LayerOption>>
-computeLayerOptions(const StepGraph &graph, llvm::ArrayRef<unsigned> members,
-                    double timeLimitSeconds, double gap, SolveStats &stats);
+/// keeping everything. `limit` gives each CBC solve its wall-clock seconds.
+/// A least-budget solve CBC cannot answer in time leaves keeping everything
+/// as the only option (counted in `stats.layerFallbacks`).
+std::vector<LayerOption> computeLayerOptions(const StepGraph &graph,
+                                             llvm::ArrayRef<unsigned> members,
+                                             llvm::function_ref<double()> limit,
+                                             double gap, SolveStats &stats);
 
 /// What the step-level problem needs from the keep-all timeline.
 struct ChainModel {

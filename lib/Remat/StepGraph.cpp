@@ -6,6 +6,7 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
@@ -13,6 +14,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/bit.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -64,10 +67,7 @@ Value stripViews(Value value) {
 
 int64_t bytesOf(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.hasStaticShape())
-    return 0;
-  return tensor.getNumElements() *
-         int64_t((tensor.getElementTypeBitWidth() + 7) / 8);
+  return tensor ? loom::getStaticSizeInBytes(tensor).value_or(0) : 0;
 }
 
 /// The gathered block argument a wait's result is, if it is one.
@@ -176,23 +176,31 @@ FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
           current = kEpilogue;
         continue;
       }
-      auto [it, inserted] =
-          layerOfGroup.try_emplace(*group, int(layerOfGroup.size()));
-      (void)inserted;
+      // A numbered group read after the epilogue began is the epilogue's.
       if (current != kEpilogue)
-        current = it->second;
+        current = layerOfGroup.try_emplace(*group, int(layerOfGroup.size()))
+                      .first->second;
     }
     groupOf[&op] = current;
   }
   graph.layers.resize(layerOfGroup.size());
 
-  // The backward's gathers, first per parameter.
+  // The backward's gathers, first per parameter, whose start may move up
+  // to any point of the backward (it reads arguments and forward values).
   DenseMap<BlockArgument, Operation *> backwardWaitOf;
   for (Operation &op : block)
     if (auto wait = dyn_cast<coll::WaitOp>(&op))
       if (!graph.forward.contains(&op))
-        if (BlockArgument argument = getGatheredArgument(wait.getResult()))
-          backwardWaitOf.try_emplace(argument, &op);
+        if (BlockArgument argument = getGatheredArgument(wait.getResult())) {
+          Operation *start = wait.getFuture().getDefiningOp();
+          bool movable = llvm::all_of(start->getOperands(), [&](Value v) {
+            Operation *def = v.getDefiningOp();
+            return !def || graph.forward.contains(def) ||
+                   isa<coll::CommWorldOp>(def);
+          });
+          if (movable)
+            backwardWaitOf.try_emplace(argument, &op);
+        }
 
   // Nodes.
   for (Operation &op : block) {
@@ -274,9 +282,10 @@ FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
       local[index] = local.size();
     for (unsigned index : members) {
       const Node &node = graph.nodes[index];
+      // Times too: with a profile, layers alike in shape differ in them.
       os << node.op->getName() << node.op->getAttrDictionary()
          << node.op->getResultTypes() << node.needed << node.recomputable
-         << node.interface;
+         << node.interface << llvm::format_hex(llvm::bit_cast<uint64_t>(node.seconds), 18);
       for (Region &region : node.op->getRegions())
         region.walk([&](Operation *nested) { os << nested->getName(); });
       for (unsigned operand : node.operands)

@@ -6,6 +6,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollDialect.h"
 #include "loom/Dialect/Coll/Retime.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Remat/Passes.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -142,7 +143,7 @@ struct TrainRematPass
       return signalPassFailure();
     unsigned steps = 0;
     for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal() || !hasLoss(func))
+      if (func.isExternal() || !train::getLossResultIndex(func))
         continue;
       ++steps;
       if (failed(runOnStep(func, *policy, *model)))
@@ -154,13 +155,6 @@ struct TrainRematPass
                 "function with a train.loss result)");
       return signalPassFailure();
     }
-  }
-
-  static bool hasLoss(func::FuncOp func) {
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (func.getResultAttr(i, "train.loss"))
-        return true;
-    return false;
   }
 
   LogicalResult runOnStep(func::FuncOp func, Policy policy,
@@ -254,12 +248,14 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   if (failed(built))
     return failure();
   StepGraph &graph = *built;
-  int64_t budget = int64_t(std::floor(double(budgetMb) * 1024.0 * 1024.0));
+  int64_t budget =
+      int64_t(std::min(std::floor(double(budgetMb) * 1024.0 * 1024.0), 0x1p62));
   Measured keptAll = measure(graph, func);
   unsigned numLayers = graph.layers.size();
 
   KeepSet chosen = keepAll(graph);
-  SolveStats stats;
+  // All CBC solves, and the step-level ones.
+  SolveStats stats, stepStats;
   unsigned fallbacks = 0, candidates = 1;
   std::optional<Measured> realised = keptAll;
   switch (policy) {
@@ -290,21 +286,27 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
              << ", and the step has no layers (train.param groups such as "
                 "layers.0.*) to recompute";
     // Options per distinct layer.
+    // Half the time for the layers' programs, shared among their solves
+    // (18 per distinct layer), the rest for the step-level ones.
     std::vector<std::vector<LayerOption>> classOptions(graph.numClasses);
     std::vector<bool> solved(graph.numClasses, false);
+    unsigned classesLeft = graph.numClasses;
+    double layerSeconds = remainingSeconds() / 2;
+    auto layersBegan = std::chrono::steady_clock::now();
+    auto layerLimit = [&] {
+      double spent = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - layersBegan)
+                         .count();
+      return std::max(0.0, layerSeconds - spent) / (18.0 * classesLeft);
+    };
     for (unsigned layer = 0; layer < numLayers; ++layer) {
       unsigned cls = graph.layerClass[layer];
       if (solved[cls])
         continue;
       solved[cls] = true;
-      FailureOr<std::vector<LayerOption>> options = computeLayerOptions(
-          graph, graph.layers[layer], remainingSeconds() / 8, gap, stats);
-      if (failed(options))
-        return emitError(func.getLoc())
-               << "train-remat: CBC found no option for layer " << layer
-               << " within time-limit-s="
-               << llvm::formatv("{0:F1}", double(timeLimitSeconds));
-      classOptions[cls] = std::move(*options);
+      classOptions[cls] = computeLayerOptions(graph, graph.layers[layer],
+                                              layerLimit, gap, stats);
+      --classesLeft;
     }
     // The step-level model, from the keep-all timeline.
     ChainModel chain;
@@ -321,18 +323,27 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       // The forward's layer (of its last node) going up; the backward's
       // (of the last forward node it reads) going down.
       int forwardLayer = kPrologue, state = kEpilogue;
+      Operation *lastForward = nullptr;
+      for (Operation &op : *graph.block)
+        if (graph.forward.contains(&op))
+          lastForward = &op;
+      bool inForward = true;
       for (Operation &op : *graph.block) {
         unsigned c = 0, extra = 0;
-        if (graph.forward.contains(&op)) {
+        if (inForward) {
           if (auto it = graph.nodeOf.find(&op); it != graph.nodeOf.end())
             forwardLayer = graph.nodes[it->second].layer;
           c = forwardLayer == kEpilogue ? numLayers
               : forwardLayer < 0        ? 0
                                         : unsigned(forwardLayer);
+          inForward = &op != lastForward;
         } else {
+          // Layers' nodes only: a prologue value read late (the embedding's
+          // output in its gradient) does not end the layers' backward.
           for (Value operand : op.getOperands()) {
             int node = graph.getNodeOf(operand);
-            if (node < 0 || graph.nodes[node].layer == kEpilogue)
+            if (node < 0 || graph.nodes[node].layer < 0 ||
+                graph.nodes[node].layer == kEpilogue)
               continue;
             state = std::min(state, graph.nodes[node].layer);
           }
@@ -375,9 +386,13 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         if (limit >= 0.01)
           ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap, one);
         stats.add(one);
+        stepStats.add(one);
+        // CBC's answer stands where it is within the budget and no slower
+        // than the chain's (a solve stopped by time or gap may be).
         if (!ilp)
-          ++fallbacks; // the chain's solution stands
-        else if (chain.getPeak(*ilp) <= modelBudget)
+          ++fallbacks;
+        else if (chain.getPeak(*ilp) <= modelBudget &&
+                 chain.getSeconds(*ilp) <= chain.getSeconds(*choice))
           choice = ilp;
       }
       if (!llvm::is_contained(solutions, *choice))
@@ -458,11 +473,12 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       b.getNamedAttr("layer_classes", b.getI64IntegerAttr(graph.numClasses)),
       b.getNamedAttr("candidates", b.getI64IntegerAttr(candidates)),
       b.getNamedAttr("cbc_solves", b.getI64IntegerAttr(stats.solves)),
-      b.getNamedAttr("cbc_seconds", b.getF64FloatAttr(stats.seconds)),
+      b.getNamedAttr("cbc_starts_kept", b.getI64IntegerAttr(stats.startsKept)),
       b.getNamedAttr("cbc_timeouts", b.getI64IntegerAttr(stats.timeouts)),
       b.getNamedAttr("cbc_worst_gap", b.getF64FloatAttr(stats.worstGap)),
       b.getNamedAttr("fallbacks", b.getI64IntegerAttr(fallbacks)),
-      b.getNamedAttr("seconds", b.getF64FloatAttr(seconds))};
+      b.getNamedAttr("layer_fallbacks",
+                     b.getI64IntegerAttr(stats.layerFallbacks))};
   func->setAttr("loom.remat", b.getDictionaryAttr(fields));
 
   if (stats.timeouts)
@@ -475,10 +491,21 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   if (fallbacks)
     emitRemark(func.getLoc())
         << "train-remat: the step-level ILP has no solution on " << fallbacks
-        << " of its solves (" << stats.infeasible << " proven infeasible, "
-        << fallbacks - stats.infeasible
+        << " of its solves (" << stepStats.infeasible << " proven infeasible, "
+        << fallbacks - std::min(fallbacks, stepStats.infeasible)
         << " out of time); the chain's solution (its warm start) stands "
            "there";
+  if (stats.layerFallbacks)
+    emitRemark(func.getLoc())
+        << "train-remat: CBC found no option in time for "
+        << stats.layerFallbacks << " distinct layers; they keep everything";
+  if (budget && policy != Policy::Ilp && policy != Policy::Chain &&
+      after.peakBytes > budget)
+    emitRemark(func.getLoc())
+        << "train-remat: the " << solver << " baseline's peak "
+        << formatMiB(after.peakBytes)
+        << " is above budget-mb=" << llvm::formatv("{0:F2}", double(budgetMb))
+        << " (baselines do not meet a budget)";
   emitRemark(func.getLoc())
       << "train-remat: " << solver << " recomputes " << recomputed.count()
       << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)

@@ -45,7 +45,7 @@
 // per distinct layer: two here, layers 0 and 1 alike, layer 2 ending in the
 // loss.
 // ILP: remark: train-remat: ilp recomputes 2 ops
-// ILP: loom.remat = {{{.*}}budget_bytes = 314572 : i64{{.*}}cbc_solves = {{[1-9][0-9]*}} : i64{{.*}}layer_classes = 2 : i64, layers = 3 : i64{{.*}}peak_bytes = 295940 : i64{{.*}}policy = "ilp"
+// ILP: loom.remat = {{{.*}}budget_bytes = 314572 : i64{{.*}}cbc_solves = {{[1-9][0-9]*}} : i64{{.*}}layer_classes = 2 : i64{{.*}}layers = 3 : i64{{.*}}peak_bytes = 295940 : i64{{.*}}policy = "ilp"
 // CHAIN: remark: train-remat: chain recomputes 2 ops
 // CHAIN: peak_bytes = 295940 : i64
 

@@ -40,6 +40,17 @@ TEST(Milp, KeepsAnOptimalWarmStart) {
   EXPECT_DOUBLE_EQ(result.objective, -2);
 }
 
+TEST(Milp, ImprovesOnAWorseWarmStart) {
+  // The start (a) is feasible but not optimal: CBC must return b.
+  Milp milp;
+  int a = milp.addBinary(-1), b = milp.addBinary(-2);
+  milp.addRow({{a, 1}, {b, 1}}, -1e30, 1);
+  Milp::Result result = milp.solve(10, 0, {1, 0});
+  ASSERT_EQ(result.status, Milp::Result::Optimal);
+  EXPECT_FALSE(result.startKept);
+  EXPECT_EQ(result.values, (std::vector<double>{0, 1}));
+}
+
 /// A random chain: each layer's options from keeping everything (first) to
 /// keeping little, more time the less kept; the keep-all timeline's needs
 /// grow with the phantoms alive.

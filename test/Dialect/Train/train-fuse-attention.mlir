@@ -146,3 +146,20 @@ func.func @recomputed_query(%x: tensor<16x16xf32>, %k: tensor<1x16x2x8xf32>, %do
   %dq3, %dk3, %dv3 = train.attention_grad %q3, %k, %k, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
   return %o, %dq, %dq3 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
 }
+
+// -----
+
+// A forward that train-remat recomputed in the backward: the gradient pairs
+// with the recomputation (the nearest forward on the same inputs), not with
+// the original, whose output the backward no longer keeps.
+// CHECK-LABEL: func.func @recomputed_forward
+// CHECK: train.call_kernel @loomrt_attention_f32
+// CHECK: %[[F2:.*]]:2 = train.call_kernel @loomrt_attention_f32
+// CHECK: train.call_kernel @loomrt_attention_grad_f32({{.*}}) ins(%arg0, %arg1, %arg1, %[[F2]]#0, %[[F2]]#1, %arg2 :
+func.func @recomputed_forward(%q: tensor<1x16x2x8xf32>, %k: tensor<1x16x2x8xf32>, %do: tensor<1x16x2x8xf32>)
+    -> (tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>) {
+  %o = train.attention %q, %k, %k scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  %o2 = train.attention %q, %k, %k scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  %dq, %dk, %dv = train.attention_grad %q, %k, %k, %do scale = 0.35 : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+  return %o, %o2, %dq : tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>, tensor<1x16x2x8xf32>
+}

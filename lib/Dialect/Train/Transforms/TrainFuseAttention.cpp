@@ -109,46 +109,60 @@ SmallVector<Value> converted(OpBuilder &b, Location loc, ValueRange values,
                              [&](Value v) { return lb.convert(v, type); });
 }
 
-/// Whether `a` and `b` hold the same bits: the same value, the same
+/// Whether two values hold the same bits: the same value, the same
 /// parameter gathered twice (the wait of an identical all-gather start of
 /// the same tensor), or the same result of equivalent pure ops whose
-/// operands do, recursively: a recomputation of `a`, as train-remat makes
-/// one, matches it, so its gradient may take the forward's log-sum-exp.
-bool isSameValue(Value a, Value b, unsigned depth = 0) {
-  if (a == b)
-    return true;
-  // Arguments of the regions of two ops being compared (a linalg body).
-  auto ba = dyn_cast<BlockArgument>(a), bb = dyn_cast<BlockArgument>(b);
-  if (ba && bb && depth > 0)
-    return ba.getArgNumber() == bb.getArgNumber() &&
-           ba.getType() == bb.getType() &&
-           ba.getOwner()->getParentOp() != nullptr &&
-           ba.getOwner()->getParentOp()->getName() ==
-               bb.getOwner()->getParentOp()->getName() &&
-           !isa<FunctionOpInterface>(ba.getOwner()->getParentOp());
-  auto ra = dyn_cast<OpResult>(a), rb = dyn_cast<OpResult>(b);
-  if (!ra || !rb || depth > 64 ||
-      ra.getResultNumber() != rb.getResultNumber() ||
-      a.getType() != b.getType())
-    return false;
-  Operation *x = ra.getOwner(), *y = rb.getOwner();
-  auto same = [&](Value u, Value v) {
-    return success(isSameValue(u, v, depth + 1));
-  };
-  if (x->getName().getStringRef() == "coll.wait" &&
-      y->getName().getStringRef() == "coll.wait") {
-    Operation *startX = x->getOperand(0).getDefiningOp();
-    Operation *startY = y->getOperand(0).getDefiningOp();
-    return startX && startY &&
-           startX->getName().getStringRef() == "coll.all_gather_start" &&
-           OperationEquivalence::isEquivalentTo(
-               startX, startY, OperationEquivalence::exactValueMatch, nullptr,
-               OperationEquivalence::IgnoreLocations);
+/// operands do, recursively. So a recomputation of a value, as train-remat
+/// makes one, matches it, and its gradient may take the forward's
+/// log-sum-exp. Region arguments match only as the corresponding arguments
+/// of the regions being compared; answers are memoised.
+class SameValues {
+public:
+  bool operator()(Value a, Value b) { return same(a, b, 0); }
+
+private:
+  bool same(Value a, Value b, unsigned depth) {
+    if (a == b)
+      return true;
+    if (auto it = regionArgs.find(a); it != regionArgs.end())
+      return it->second == b;
+    auto ra = dyn_cast<OpResult>(a), rb = dyn_cast<OpResult>(b);
+    if (!ra || !rb || depth > kMaxDepth ||
+        ra.getResultNumber() != rb.getResultNumber() ||
+        a.getType() != b.getType())
+      return false;
+    auto key = std::make_pair(a, b);
+    if (auto it = memo.find(key); it != memo.end())
+      return it->second;
+    bool result = compare(ra.getOwner(), rb.getOwner(), depth);
+    memo[key] = result;
+    return result;
   }
-  return isPure(x) && isPure(y) &&
-         OperationEquivalence::isEquivalentTo(
-             x, y, same, nullptr, OperationEquivalence::IgnoreLocations);
-}
+
+  bool compare(Operation *x, Operation *y, unsigned depth) {
+    if (x->getName().getStringRef() == "coll.wait" &&
+        y->getName().getStringRef() == "coll.wait") {
+      Operation *startX = x->getOperand(0).getDefiningOp();
+      Operation *startY = y->getOperand(0).getDefiningOp();
+      return startX && startY &&
+             startX->getName().getStringRef() == "coll.all_gather_start" &&
+             OperationEquivalence::isEquivalentTo(
+                 startX, startY, OperationEquivalence::exactValueMatch, nullptr,
+                 OperationEquivalence::IgnoreLocations);
+    }
+    if (!isPure(x) || !isPure(y))
+      return false;
+    return OperationEquivalence::isEquivalentTo(
+        x, y, [&](Value u, Value v) { return success(same(u, v, depth + 1)); },
+        [&](Value u, Value v) { regionArgs[u] = v; },
+        OperationEquivalence::IgnoreLocations);
+  }
+
+  static constexpr unsigned kMaxDepth = 2048;
+  DenseMap<std::pair<Value, Value>, bool> memo;
+  /// Values inside the regions being compared, paired as they were.
+  DenseMap<Value, Value> regionArgs;
+};
 
 struct FuseAttention
     : loom::train::impl::TrainFuseAttentionPassBase<FuseAttention> {
@@ -157,8 +171,35 @@ struct FuseAttention
   void runOnOperation() override {
     SmallVector<AttentionOp> forwards;
     getOperation().walk([&](AttentionOp op) { forwards.push_back(op); });
-    SmallVector<AttentionGradOp> allGrads;
-    getOperation().walk([&](AttentionGradOp op) { allGrads.push_back(op); });
+    // Each gradient's forward: the nearest one before it on the same
+    // inputs, the very same values first (a forward that train-remat cloned
+    // into the backward pairs with its clone, not with the original whose
+    // output it chose to free).
+    DenseMap<Operation *, Operation *> ownerOf;
+    SameValues sameValue;
+    getOperation().walk([&](AttentionGradOp grad) {
+      AttentionOp exact, nearest;
+      for (AttentionOp forward : forwards) {
+        if (forward->getBlock() != grad->getBlock() ||
+            !forward->isBeforeInBlock(grad) ||
+            grad.getCausal() != forward.getCausal() ||
+            grad.getScale() != forward.getScale() ||
+            !refusal(cast<RankedTensorType>(forward.getQuery().getType()),
+                     cast<RankedTensorType>(forward.getKey().getType()), cuda)
+                 .empty())
+          continue;
+        if (forward.getQuery() == grad.getQuery() &&
+            forward.getKey() == grad.getKey() &&
+            forward.getValue() == grad.getValue())
+          exact = forward;
+        else if (sameValue(forward.getQuery(), grad.getQuery()) &&
+                 sameValue(forward.getKey(), grad.getKey()) &&
+                 sameValue(forward.getValue(), grad.getValue()))
+          nearest = forward;
+      }
+      if (AttentionOp owner = exact ? exact : nearest)
+        ownerOf[grad] = owner;
+    });
     for (AttentionOp forward : forwards) {
       auto query = cast<RankedTensorType>(forward.getQuery().getType());
       auto key = cast<RankedTensorType>(forward.getKey().getType());
@@ -201,18 +242,14 @@ struct FuseAttention
       Value out = loom::LinalgBuilder(b, loc).convert(fused.getResult(0),
                                                       element),
             lse = fused.getResult(1);
-      // Its gradients: every attention_grad after it on the same inputs
-      // (each taken by the first forward that matches it).
-      llvm::SetVector<AttentionGradOp> grads;
-      for (AttentionGradOp grad : allGrads)
-        if (grad && grad->getBlock() == forward->getBlock() &&
-            forward->isBeforeInBlock(grad) &&
-            isSameValue(forward.getQuery(), grad.getQuery()) &&
-            isSameValue(forward.getKey(), grad.getKey()) &&
-            isSameValue(forward.getValue(), grad.getValue()) &&
-            grad.getCausal() == causal &&
-            grad.getScale().convertToDouble() == scale)
-          grads.insert(grad);
+      // Its gradients.
+      SmallVector<AttentionGradOp> grads;
+      for (auto [grad, owner] : ownerOf)
+        if (owner == forward.getOperation())
+          grads.push_back(cast<AttentionGradOp>(grad));
+      llvm::sort(grads, [](AttentionGradOp x, AttentionGradOp y) {
+        return x->isBeforeInBlock(y);
+      });
       for (AttentionGradOp grad : grads) {
         b.setInsertionPoint(grad);
         Location gradLoc = grad.getLoc();
@@ -236,7 +273,6 @@ struct FuseAttention
         grad.replaceAllUsesWith(llvm::map_to_vector(
             fusedGrad.getResults().take_front(3),
             [&](Value g) { return lb.convert(g, element); }));
-        *llvm::find(allGrads, grad) = nullptr;
         grad.erase();
       }
       forward.replaceAllUsesWith(out);
