@@ -6,6 +6,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <chrono>
 #include <cmath>
+#include <mutex>
 
 #include "CbcModel.hpp"
 #include "CbcSolver.hpp"
@@ -29,7 +30,11 @@ void Milp::addRow(llvm::ArrayRef<std::pair<int, double>> terms, double lo,
 
 Milp::Result Milp::solve(double timeLimitSeconds, double relativeGap,
                          llvm::ArrayRef<double> start) const {
-  // CBC reports internal failures by throwing CoinError: a failed solve.
+  // CbcMain1 parses its arguments into process-wide state: one solve at a
+  // time. CBC reports internal failures by throwing CoinError: a failed
+  // solve.
+  static std::mutex cbcMutex;
+  std::lock_guard<std::mutex> lock(cbcMutex);
   try {
     return solveWithCbc(timeLimitSeconds, relativeGap, start);
   } catch (const CoinError &) {

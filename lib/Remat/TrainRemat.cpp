@@ -101,6 +101,140 @@ double getRecomputeSeconds(const StepGraph &graph, const KeepSet &keep) {
   return seconds;
 }
 
+/// The step-level model: each layer's options, and from the keep-all
+/// timeline what each class of positions needs (see ChainModel).
+ChainModel buildChainModel(const StepGraph &graph,
+                           ArrayRef<std::vector<LayerOption>> classOptions) {
+  unsigned numLayers = graph.layers.size();
+  ChainModel chain;
+  chain.numLayers = numLayers;
+  chain.need.assign(numLayers + 1, {0, 0});
+  for (unsigned layer = 0; layer < numLayers; ++layer) {
+    chain.options.push_back(&classOptions[graph.layerClass[layer]]);
+    chain.fullBytes.push_back(
+        classOptions[graph.layerClass[layer]][0].keptBytes);
+  }
+  // A layer's node, for the backward's position.
+  auto layerRead = [&](Operation &op) {
+    int layer = kEpilogue;
+    for (Value operand : op.getOperands()) {
+      int node = graph.getNodeOf(operand);
+      if (node >= 0 && graph.nodes[node].layer >= 0)
+        layer = std::min(layer, graph.nodes[node].layer);
+    }
+    return layer;
+  };
+  Operation *lastForward = nullptr, *lastLayerRead = nullptr;
+  for (Operation &op : *graph.block) {
+    if (graph.forward.contains(&op))
+      lastForward = &op;
+    else if (layerRead(op) != kEpilogue)
+      lastLayerRead = &op;
+  }
+  MemoryTimeline timeline(*graph.block);
+  unsigned position = 0;
+  // The forward's layer (of its last node) going up; the backward's (of the
+  // last layer node it reads) going down; after the last such read (the
+  // prologue's gradient, the optimizer) no phantom is alive.
+  int forwardLayer = kPrologue, state = kEpilogue;
+  bool inForward = true, inLayers = true;
+  for (Operation &op : *graph.block) {
+    unsigned c = 0, extra = 0;
+    if (inForward) {
+      if (auto it = graph.nodeOf.find(&op); it != graph.nodeOf.end())
+        forwardLayer = graph.nodes[it->second].layer;
+      c = forwardLayer == kEpilogue ? numLayers
+          : forwardLayer < 0        ? 0
+                                    : unsigned(forwardLayer);
+      inForward = &op != lastForward;
+    } else if (inLayers) {
+      state = std::min(state, layerRead(op));
+      if (state == kEpilogue) {
+        c = numLayers;
+      } else {
+        c = state + 1;
+        extra = 1;
+      }
+      inLayers = &op != lastLayerRead;
+    }
+    int64_t live =
+        timeline.getLiveBytes(position) + timeline.getTransientBytes(position);
+    chain.need[c][extra] = std::max(chain.need[c][extra], live);
+    ++position;
+  }
+  return chain;
+}
+
+/// Keeps each layer's output only at the end of every `segment` layers
+/// (every layer with 1, Chen's sqrt(n) with ceil(sqrt(n))); the rest is
+/// recomputed.
+KeepSet everyLayer(const StepGraph &graph, unsigned segment) {
+  KeepSet keep = keepAll(graph);
+  unsigned numLayers = graph.layers.size();
+  for (auto [layer, members] : llvm::enumerate(graph.layers)) {
+    // A segment's last layer keeps its output: the next segment's input.
+    bool boundary = (layer + 1) % segment == 0 || layer + 1 == numLayers;
+    for (unsigned index : members) {
+      const Node &node = graph.nodes[index];
+      if (node.recomputable && !(node.interface && boundary))
+        keep.reset(index);
+    }
+  }
+  return keep;
+}
+
+/// PyTorch's activation_memory_budget: matmuls and attention are never
+/// recomputed; of the rest, the 0-1 knapsack keeps the set with the most
+/// recompute time within the activation budget, which is the budget less
+/// what the keep-all step holds besides activations. It does not check the
+/// peak it reaches.
+KeepSet knapsack(const StepGraph &graph, int64_t keepAllPeak, int64_t budget) {
+  KeepSet keep = keepAll(graph);
+  SmallVector<unsigned> items;
+  int64_t activations = 0;
+  for (const auto &members : graph.layers)
+    for (unsigned index : members) {
+      const Node &node = graph.nodes[index];
+      if (!node.needed)
+        continue;
+      activations += node.bytes;
+      if (!node.heavy && node.recomputable)
+        items.push_back(index);
+    }
+  int64_t capacity = budget - (keepAllPeak - activations);
+  // What the heavy nodes keep comes off first.
+  int64_t fixed = activations;
+  for (unsigned index : items)
+    fixed -= graph.nodes[index].bytes;
+  capacity = std::max<int64_t>(0, capacity - fixed);
+  int64_t total = 0;
+  for (unsigned index : items)
+    total += graph.nodes[index].bytes;
+  constexpr int64_t kStates = 1 << 14;
+  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
+  int64_t states = std::min(capacity / unit, total / unit) + 1;
+  std::vector<double> best(states, 0);
+  std::vector<llvm::BitVector> taken(items.size(), llvm::BitVector(states));
+  for (auto [i, index] : llvm::enumerate(items)) {
+    const Node &node = graph.nodes[index];
+    int64_t weight = (node.bytes + unit - 1) / unit;
+    for (int64_t s = states - 1; s >= weight; --s)
+      if (best[s - weight] + node.seconds > best[s]) {
+        best[s] = best[s - weight] + node.seconds;
+        taken[i].set(s);
+      }
+  }
+  int64_t s = states - 1;
+  for (unsigned i = items.size(); i-- > 0;) {
+    if (taken[i][s]) {
+      s -= (graph.nodes[items[i]].bytes + unit - 1) / unit;
+      continue;
+    }
+    keep.reset(items[i]);
+  }
+  return keep;
+}
+
 struct TrainRematPass
     : public loom::remat::impl::TrainRematPassBase<TrainRematPass> {
   using TrainRematPassBase::TrainRematPassBase;
@@ -159,77 +293,7 @@ struct TrainRematPass
 
   LogicalResult runOnStep(func::FuncOp func, Policy policy,
                           const CostModel &model);
-  KeepSet everyLayer(const StepGraph &graph, unsigned segment);
-  KeepSet knapsack(const StepGraph &graph, int64_t keepAllPeak, int64_t budget);
 };
-
-KeepSet TrainRematPass::everyLayer(const StepGraph &graph, unsigned segment) {
-  KeepSet keep = keepAll(graph);
-  unsigned numLayers = graph.layers.size();
-  for (auto [layer, members] : llvm::enumerate(graph.layers)) {
-    // A segment's last layer keeps its output: the next segment's input.
-    bool boundary = (layer + 1) % segment == 0 || layer + 1 == numLayers;
-    for (unsigned index : members) {
-      const Node &node = graph.nodes[index];
-      if (node.recomputable && !(node.interface && boundary))
-        keep.reset(index);
-    }
-  }
-  return keep;
-}
-
-/// PyTorch's activation_memory_budget: matmuls and attention are never
-/// recomputed; of the rest, the 0-1 knapsack keeps the set with the most
-/// recompute time within the activation budget, which is the budget less
-/// what the keep-all step holds besides activations. It does not check the
-/// peak it reaches.
-KeepSet TrainRematPass::knapsack(const StepGraph &graph, int64_t keepAllPeak,
-                                 int64_t budget) {
-  KeepSet keep = keepAll(graph);
-  SmallVector<unsigned> items;
-  int64_t activations = 0;
-  for (const auto &members : graph.layers)
-    for (unsigned index : members) {
-      const Node &node = graph.nodes[index];
-      if (!node.needed)
-        continue;
-      activations += node.bytes;
-      if (!node.heavy && node.recomputable)
-        items.push_back(index);
-    }
-  int64_t capacity = budget - (keepAllPeak - activations);
-  // What the heavy nodes keep comes off first.
-  int64_t fixed = activations;
-  for (unsigned index : items)
-    fixed -= graph.nodes[index].bytes;
-  capacity = std::max<int64_t>(0, capacity - fixed);
-  int64_t total = 0;
-  for (unsigned index : items)
-    total += graph.nodes[index].bytes;
-  constexpr int64_t kStates = 1 << 14;
-  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
-  int64_t states = std::min(capacity / unit, total / unit) + 1;
-  std::vector<double> best(states, 0);
-  std::vector<llvm::BitVector> taken(items.size(), llvm::BitVector(states));
-  for (auto [i, index] : llvm::enumerate(items)) {
-    const Node &node = graph.nodes[index];
-    int64_t weight = (node.bytes + unit - 1) / unit;
-    for (int64_t s = states - 1; s >= weight; --s)
-      if (best[s - weight] + node.seconds > best[s]) {
-        best[s] = best[s - weight] + node.seconds;
-        taken[i].set(s);
-      }
-  }
-  int64_t s = states - 1;
-  for (unsigned i = items.size(); i-- > 0;) {
-    if (taken[i][s]) {
-      s -= (graph.nodes[items[i]].bytes + unit - 1) / unit;
-      continue;
-    }
-    keep.reset(items[i]);
-  }
-  return keep;
-}
 
 LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                                         const CostModel &model) {
@@ -308,58 +372,7 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                                               layerLimit, gap, stats);
       --classesLeft;
     }
-    // The step-level model, from the keep-all timeline.
-    ChainModel chain;
-    chain.numLayers = numLayers;
-    chain.need.assign(numLayers + 1, {0, 0});
-    for (unsigned layer = 0; layer < numLayers; ++layer) {
-      chain.options.push_back(&classOptions[graph.layerClass[layer]]);
-      chain.fullBytes.push_back(
-          classOptions[graph.layerClass[layer]][0].keptBytes);
-    }
-    {
-      MemoryTimeline timeline(*graph.block);
-      unsigned position = 0;
-      // The forward's layer (of its last node) going up; the backward's
-      // (of the last forward node it reads) going down.
-      int forwardLayer = kPrologue, state = kEpilogue;
-      Operation *lastForward = nullptr;
-      for (Operation &op : *graph.block)
-        if (graph.forward.contains(&op))
-          lastForward = &op;
-      bool inForward = true;
-      for (Operation &op : *graph.block) {
-        unsigned c = 0, extra = 0;
-        if (inForward) {
-          if (auto it = graph.nodeOf.find(&op); it != graph.nodeOf.end())
-            forwardLayer = graph.nodes[it->second].layer;
-          c = forwardLayer == kEpilogue ? numLayers
-              : forwardLayer < 0        ? 0
-                                        : unsigned(forwardLayer);
-          inForward = &op != lastForward;
-        } else {
-          // Layers' nodes only: a prologue value read late (the embedding's
-          // output in its gradient) does not end the layers' backward.
-          for (Value operand : op.getOperands()) {
-            int node = graph.getNodeOf(operand);
-            if (node < 0 || graph.nodes[node].layer < 0 ||
-                graph.nodes[node].layer == kEpilogue)
-              continue;
-            state = std::min(state, graph.nodes[node].layer);
-          }
-          if (state == kEpilogue) {
-            c = numLayers;
-          } else if (state >= 0) {
-            c = state + 1;
-            extra = 1;
-          }
-        }
-        int64_t live = timeline.getLiveBytes(position) +
-                       timeline.getTransientBytes(position);
-        chain.need[c][extra] = std::max(chain.need[c][extra], live);
-        ++position;
-      }
-    }
+    ChainModel chain = buildChainModel(graph, classOptions);
     // The ladder of modelled budgets: fixed by the step alone, so that a
     // larger budget sees every candidate a smaller one does.
     std::vector<unsigned> leanest(numLayers);
@@ -512,7 +525,9 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       << " ms); peak " << formatMiB(after.peakBytes)
       << " (keeping everything: " << formatMiB(keptAll.peakBytes)
       << "), activations " << formatMiB(after.activationBytes) << " (from "
-      << formatMiB(keptAll.activationBytes) << ")";
+      << formatMiB(keptAll.activationBytes) << "); "
+      << llvm::formatv("{0:F2}", seconds) << " s, CBC "
+      << llvm::formatv("{0:F2}", stats.seconds) << " s";
   return success();
 }
 
