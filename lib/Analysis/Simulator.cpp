@@ -2,8 +2,7 @@
 
 #include "loom/Analysis/Simulator.h"
 #include "loom/Analysis/MemoryTimeline.h"
-#include "mlir/Transforms/RegionUtils.h"
-#include "llvm/ADT/SetVector.h"
+#include "loom/Utils/ReadValues.h"
 
 using namespace mlir;
 using namespace loom;
@@ -30,17 +29,6 @@ SimulationResult loom::simulate(Block &block, const CostModel &model,
   return simulate(block, ops, model, options);
 }
 
-/// The values `op` reads, including those its regions read from above.
-static SmallVector<Value> readValues(Operation *op) {
-  SmallVector<Value> values(op->getOperands());
-  if (op->getNumRegions()) {
-    llvm::SetVector<Value> captured;
-    getUsedValuesDefinedAbove(op->getRegions(), captured);
-    values.append(captured.begin(), captured.end());
-  }
-  return values;
-}
-
 SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
                                 const CostModel &model,
                                 SimulationOptions options) {
@@ -58,7 +46,7 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
   for (Operation *op : ops) {
     result.reached[op] = clock;
     double ready = 0;
-    for (Value value : readValues(op))
+    for (Value value : getReadValues(op))
       ready = std::max(ready, finish.lookup(value));
 
     if (auto start = dyn_cast<coll::CollectiveOpInterface>(op)) {

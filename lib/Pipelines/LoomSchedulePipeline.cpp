@@ -21,9 +21,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PipelineParts.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Pipelines/Pipelines.h"
-#include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
 
 using namespace mlir;
@@ -31,12 +31,8 @@ using namespace mlir;
 void loom::buildSchedulePipeline(OpPassManager &pm,
                                  const SchedulePipelineOptions &options) {
   if (options.rematBudgetMb > 0) {
-    remat::TrainRematPassOptions remat;
-    remat.budgetMb = options.rematBudgetMb;
-    remat.solver = options.rematSolver;
-    remat.device = options.device;
-    remat.profile = options.profile;
-    pm.addPass(remat::createTrainRematPass(remat));
+    pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
+                             options.device, options.profile);
   }
   if (options.gatherBudgetMb > 0) {
     sharding::ZeroSelectiveGatherPassOptions gather;

@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PipelineParts.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Pipelines/Pipelines.h"
-#include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Trainer/Passes.h"
 
@@ -46,12 +46,8 @@ void loom::buildShardingPipeline(OpPassManager &pm,
     }
   } else if (options.rematBudgetMb > 0) {
     // Unsharded: no collectives to schedule, activations to recompute.
-    remat::TrainRematPassOptions remat;
-    remat.budgetMb = options.rematBudgetMb;
-    remat.solver = options.rematSolver;
-    remat.device = options.device;
-    remat.profile = options.profile;
-    pm.addPass(remat::createTrainRematPass(remat));
+    pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
+                             options.device, options.profile);
   }
   pm.addPass(trainer::createTrainerRecordScheduledPeakPass());
 }

@@ -8,8 +8,15 @@
 #define LOOM_LIB_PIPELINES_PIPELINEPARTS_H
 
 #include "mlir/Pass/PassManager.h"
+#include <string>
 
 namespace loom::pipelines {
+
+/// train-remat under `budgetMb` with `solver`, op times from `device` (and
+/// `profile`): the sharded step's, and the unsharded one's.
+void addTrainRemat(mlir::OpPassManager &pm, double budgetMb,
+                   const std::string &solver, const std::string &device,
+                   const std::string &profile);
 
 /// One-shot bufferisation of the whole module, results with identity
 /// layouts at function boundaries, then the deallocations.

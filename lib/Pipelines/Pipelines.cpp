@@ -5,6 +5,7 @@
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Remat/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -27,6 +28,18 @@ llvm::StringRef loom::stringifyOptimizer(Optimizer optimizer) {
     return "none";
   }
   llvm_unreachable("unknown optimizer");
+}
+
+void loom::pipelines::addTrainRemat(OpPassManager &pm, double budgetMb,
+                                    const std::string &solver,
+                                    const std::string &device,
+                                    const std::string &profile) {
+  remat::TrainRematPassOptions remat;
+  remat.budgetMb = budgetMb;
+  remat.solver = solver;
+  remat.device = device;
+  remat.profile = profile;
+  pm.addPass(remat::createTrainRematPass(remat));
 }
 
 void loom::pipelines::addBufferize(OpPassManager &pm) {

@@ -6,6 +6,7 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Utils/ReadValues.h"
 #include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -13,7 +14,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
@@ -84,38 +84,18 @@ BlockArgument getGatheredArgument(Value value) {
 
 /// The `train.param` group ("layers.3") of a parameter, "" for a parameter
 /// outside any numbered group, nullopt for anything else.
-std::optional<std::string> getParamGroup(func::FuncOp func, Value value) {
+std::optional<std::string> getGroupOf(func::FuncOp func, Value value) {
   value = stripViews(value);
   BlockArgument argument = getGatheredArgument(value);
   if (!argument)
     argument = dyn_cast<BlockArgument>(value);
   if (!argument || argument.getOwner()->getParentOp() != func)
     return std::nullopt;
-  auto name =
-      func.getArgAttrOfType<StringAttr>(argument.getArgNumber(), "train.param");
+  auto name = func.getArgAttrOfType<StringAttr>(
+      argument.getArgNumber(), train::TrainDialect::kParamAttrName);
   if (!name)
     return std::nullopt;
-  SmallVector<StringRef> parts;
-  name.getValue().split(parts, '.');
-  std::string group;
-  for (StringRef part : parts) {
-    group += group.empty() ? part.str() : "." + part.str();
-    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
-      return group;
-  }
-  return std::string();
-}
-
-/// Every value `op` reads from its block: operands and values its regions
-/// capture.
-SmallVector<Value> getReadValues(Operation *op) {
-  SmallVector<Value> values(op->getOperands());
-  if (op->getNumRegions()) {
-    llvm::SetVector<Value> captured;
-    getUsedValuesDefinedAbove(op->getRegions(), captured);
-    values.append(captured.begin(), captured.end());
-  }
-  return values;
+  return train::getParamGroup(name.getValue());
 }
 
 } // namespace
@@ -168,7 +148,7 @@ FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
     if (!graph.forward.contains(&op))
       continue;
     for (Value operand : op.getOperands()) {
-      std::optional<std::string> group = getParamGroup(func, operand);
+      std::optional<std::string> group = getGroupOf(func, operand);
       if (!group)
         continue;
       if (group->empty()) {
@@ -393,10 +373,9 @@ unsigned loom::remat::rewrite(const StepGraph &graph, const KeepSet &keep) {
             uses.push_back(&operand);
     });
     for (OpOperand *use : uses) {
-      if (graph.getNodeOf(use->get()) < 0 ||
-          !recomputed[graph.getNodeOf(use->get())])
-        continue;
-      use->set(materialize(use->get(), op));
+      int node = graph.getNodeOf(use->get());
+      if (node >= 0 && recomputed[node])
+        use->set(materialize(use->get(), op));
     }
   }
   // A backward gather now read by clones stays gathered until its last

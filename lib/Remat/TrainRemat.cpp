@@ -62,9 +62,9 @@ struct Measured {
   unsigned clonedOps = 0;
 };
 
-Measured measure(const StepGraph &graph, func::FuncOp func) {
-  Block &block = func.getBody().front();
-  MemoryTimeline timeline(block);
+/// `timeline` is `graph`'s block's.
+Measured measure(const StepGraph &graph, const MemoryTimeline &timeline) {
+  Block &block = *graph.block;
   Measured measured;
   measured.peakBytes = timeline.getPeakBytes();
   unsigned position = 0, boundary = 0;
@@ -85,7 +85,7 @@ Measured measureRewritten(const StepGraph &graph, const KeepSet &keep) {
   auto clone = cast<func::FuncOp>(graph.func->clone(mapping));
   StepGraph copy = remapGraph(graph, clone, mapping);
   unsigned cloned = rewrite(copy, keep);
-  Measured measured = measure(copy, clone);
+  Measured measured = measure(copy, MemoryTimeline(*copy.block));
   measured.clonedOps = cloned;
   clone->erase();
   return measured;
@@ -104,7 +104,8 @@ double getRecomputeSeconds(const StepGraph &graph, const KeepSet &keep) {
 /// The step-level model: each layer's options, and from the keep-all
 /// timeline what each class of positions needs (see ChainModel).
 ChainModel buildChainModel(const StepGraph &graph,
-                           ArrayRef<std::vector<LayerOption>> classOptions) {
+                           ArrayRef<std::vector<LayerOption>> classOptions,
+                           const MemoryTimeline &timeline) {
   unsigned numLayers = graph.layers.size();
   ChainModel chain;
   chain.numLayers = numLayers;
@@ -131,7 +132,6 @@ ChainModel buildChainModel(const StepGraph &graph,
     else if (layerRead(op) != kEpilogue)
       lastLayerRead = &op;
   }
-  MemoryTimeline timeline(*graph.block);
   unsigned position = 0;
   // The forward's layer (of its last node) going up; the backward's (of the
   // last layer node it reads) going down; after the last such read (the
@@ -314,7 +314,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   StepGraph &graph = *built;
   int64_t budget =
       int64_t(std::min(std::floor(double(budgetMb) * 1024.0 * 1024.0), 0x1p62));
-  Measured keptAll = measure(graph, func);
+  MemoryTimeline keptAllTimeline(*graph.block);
+  Measured keptAll = measure(graph, keptAllTimeline);
   unsigned numLayers = graph.layers.size();
 
   KeepSet chosen = keepAll(graph);
@@ -372,7 +373,7 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                                               layerLimit, gap, stats);
       --classesLeft;
     }
-    ChainModel chain = buildChainModel(graph, classOptions);
+    ChainModel chain = buildChainModel(graph, classOptions, keptAllTimeline);
     // The ladder of modelled budgets: fixed by the step alone, so that a
     // larger budget sees every candidate a smaller one does.
     std::vector<unsigned> leanest(numLayers);
@@ -457,7 +458,7 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                      "cannot be recomputed");
   double recomputeSeconds = getRecomputeSeconds(graph, chosen);
   unsigned cloned = rewrite(graph, chosen);
-  Measured after = measure(graph, func);
+  Measured after = measure(graph, MemoryTimeline(*graph.block));
   after.clonedOps = cloned;
   if (realised && realised->peakBytes != after.peakBytes)
     return emitError(func.getLoc())

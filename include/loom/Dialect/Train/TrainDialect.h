@@ -9,12 +9,19 @@
 
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include <optional>
+#include <string>
 
 namespace loom::train {
 
 /// The index of the result tagged `train.loss`, if `func` has one: the
 /// functions the training passes transform.
 std::optional<unsigned> getLossResultIndex(mlir::FunctionOpInterface func);
+
+/// The group a `train.param` name belongs to: the name up to and including
+/// its first all-digit component ("layers.3.attn.wq" -> "layers.3", one
+/// transformer block), or "" for a name without one. FSDP's wrapping unit
+/// (coll-reorder-baseline) and train-remat's layer.
+std::string getParamGroup(llvm::StringRef name);
 
 /// Makes train.call_kernel bufferizable (one-shot bufferisation): called
 /// when the dialect loads.

@@ -38,10 +38,10 @@ void hoistStart(Operation *start, Operation *&previousHoisted) {
   previousHoisted = start;
 }
 
-/// FSDP's wrapping unit of a gathered parameter: its name up to the first
-/// numeric component ("layers.3.attn.wq" -> "layers.3", one transformer
-/// block), "" (the root unit) for a name without one. A gather of anything
-/// but a named parameter is a unit of its own (null).
+/// FSDP's wrapping unit of a gathered parameter: its train::getParamGroup
+/// (one transformer block), "" (the root unit) for a name without a
+/// numbered component. A gather of anything but a named parameter is a
+/// unit of its own (null).
 std::optional<std::string> getUnit(AllGatherStartOp start) {
   auto arg = dyn_cast<BlockArgument>(start.getInput());
   auto func =
@@ -52,16 +52,7 @@ std::optional<std::string> getUnit(AllGatherStartOp start) {
       arg.getArgNumber(), loom::train::TrainDialect::kParamAttrName);
   if (!name)
     return std::nullopt;
-  SmallVector<StringRef> parts;
-  name.getValue().split(parts, '.');
-  std::string unit;
-  for (StringRef part : parts) {
-    unit += (unit.empty() ? "" : ".") + part.str();
-    unsigned long long index;
-    if (!part.getAsInteger(10, index))
-      return unit;
-  }
-  return std::string();
+  return loom::train::getParamGroup(name.getValue());
 }
 
 /// One use of a unit: a run of consecutive gathers of its parameters (the

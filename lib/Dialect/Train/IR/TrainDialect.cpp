@@ -53,6 +53,18 @@ loom::train::getLossResultIndex(FunctionOpInterface func) {
   return std::nullopt;
 }
 
+std::string loom::train::getParamGroup(llvm::StringRef name) {
+  SmallVector<StringRef> parts;
+  name.split(parts, '.');
+  std::string group;
+  for (StringRef part : parts) {
+    group += (group.empty() ? "" : ".") + part.str();
+    if (!part.empty() && llvm::all_of(part, llvm::isDigit))
+      return group;
+  }
+  return std::string();
+}
+
 /// Returns the function `op` is if role attributes may sit on it, or emits an
 /// error naming the attribute.
 static FunctionOpInterface getFunctionOrError(Operation *op,
