@@ -458,7 +458,8 @@ MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
   for (auto [index, uses] : getReadBuffers(op)) {
     const Buffer &buffer = buffers[index];
     // A started collective pins its input; an in-place result keeps it.
-    bool pinned = start && bufferOf.lookup(start.getInput()) == index;
+    bool pinned = start && start.getInput() &&
+                  bufferOf.lookup(start.getInput()) == index;
     if (buffer.remaining == uses && !pinned && inPlace != index)
       effect.freed += buffer.bytes;
   }

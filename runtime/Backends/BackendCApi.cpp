@@ -61,6 +61,10 @@ const char *loom::runtime::collectiveKindName(int64_t kind) {
     return "all_reduce";
   case LOOMRT_BROADCAST:
     return "broadcast";
+  case LOOMRT_SEND:
+    return "send";
+  case LOOMRT_RECV:
+    return "recv";
   }
   return "collective";
 }
@@ -98,8 +102,15 @@ double loomrt_now_us(void) { return backend().nowUs(); }
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
                           int64_t arg, int64_t in, int64_t inCount, int64_t out,
                           int64_t outCount, int64_t opId) {
-  if (kind < 0 || kind > LOOMRT_BROADCAST || dtype < 0 || dtype > LOOMRT_BF16)
+  if (kind < 0 || kind > LOOMRT_RECV || dtype < 0 || dtype > LOOMRT_BF16)
     backend().abort("loomrt_coll_start: bad kind or dtype");
+  if ((kind == LOOMRT_SEND || kind == LOOMRT_RECV) &&
+      (arg < 0 || arg >= backend().size || arg == backend().rank))
+    backend().abort("loomrt_coll_start: " +
+                    std::string(loom::runtime::collectiveKindName(kind)) +
+                    " with peer " + std::to_string(arg) + " on rank " +
+                    std::to_string(backend().rank) + " of " +
+                    std::to_string(backend().size));
   return backend().start(
       {kind, reduction, dtype, arg, in, inCount, out, outCount, opId});
 }

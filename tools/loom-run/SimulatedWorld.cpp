@@ -8,8 +8,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -52,6 +57,16 @@ struct World {
   Barrier barrier;
   /// Each rank's contribution to the collective in progress, contiguous.
   std::vector<std::vector<char>> posted;
+  /// Point-to-point messages in flight, per (sender, receiver), in the
+  /// order they were sent: a send never blocks, a receive blocks until its
+  /// message is there.
+  struct Message {
+    int64_t tag;
+    std::vector<char> bytes;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::deque<Message>> mailboxes;
+  std::mutex mailboxMutex;
+  std::condition_variable delivered;
 };
 
 World world;
@@ -177,6 +192,88 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
   }
 }
 
+/// Writes contiguous `bytes` through `out`'s strides.
+void scatterInto(const DynamicMemRefType<char> &out,
+                 const std::vector<char> &bytes, int64_t elementBytes) {
+  std::vector<int64_t> index(out.rank, 0);
+  int64_t count = bytes.size() / elementBytes;
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t offset = out.offset;
+    for (int64_t d = 0; d < out.rank; ++d)
+      offset += index[d] * out.strides[d];
+    std::memcpy(out.data + offset * elementBytes,
+                &bytes[linear * elementBytes], elementBytes);
+    for (int64_t d = out.rank - 1; d >= 0; --d) {
+      if (++index[d] < out.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "loom-run: rank %ld: error: %s\n", long(currentRank),
+               message.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
+template <typename T>
+void send(::UnrankedMemRefType<T> *inArg, int64_t peer, int64_t tag) {
+  DynamicMemRefType<char> in(
+      *reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
+  if (peer < 0 || peer >= world.ranks || peer == currentRank)
+    fail("send to rank " + std::to_string(peer));
+  std::lock_guard<std::mutex> lock(world.mailboxMutex);
+  world.mailboxes[{currentRank, peer}].push_back(
+      {tag, contiguous(in, sizeof(T))});
+  world.delivered.notify_all();
+}
+
+template <typename T>
+void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag) {
+  DynamicMemRefType<char> out(
+      *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
+  if (peer < 0 || peer >= world.ranks || peer == currentRank)
+    fail("receive from rank " + std::to_string(peer));
+  std::unique_lock<std::mutex> lock(world.mailboxMutex);
+  auto &box = world.mailboxes[{peer, currentRank}];
+  if (!world.delivered.wait_for(lock, std::chrono::seconds(120),
+                                [&] { return !box.empty(); }))
+    fail("no message from rank " + std::to_string(peer) + " with tag " +
+         std::to_string(tag) + " in 120 s: the ranks deadlock");
+  World::Message message = std::move(box.front());
+  box.pop_front();
+  lock.unlock();
+  int64_t count = 1;
+  for (int64_t d = 0; d < out.rank; ++d)
+    count *= out.sizes[d];
+  if (message.tag != tag || int64_t(message.bytes.size()) != count * int64_t(sizeof(T)))
+    fail("receive from rank " + std::to_string(peer) + " expected tag " +
+         std::to_string(tag) + " and " + std::to_string(count * sizeof(T)) +
+         " bytes, got tag " + std::to_string(message.tag) + " and " +
+         std::to_string(message.bytes.size()) +
+         ": the programs send and receive in different orders");
+  scatterInto(out, message.bytes, sizeof(T));
+}
+
+extern "C" void loomSimSendF32(::UnrankedMemRefType<float> *in, int64_t peer,
+                               int64_t tag) {
+  send(in, peer, tag);
+}
+extern "C" void loomSimSendF64(::UnrankedMemRefType<double> *in, int64_t peer,
+                               int64_t tag) {
+  send(in, peer, tag);
+}
+extern "C" void loomSimRecvF32(::UnrankedMemRefType<float> *out, int64_t peer,
+                               int64_t tag) {
+  recv(out, peer, tag);
+}
+extern "C" void loomSimRecvF64(::UnrankedMemRefType<double> *out, int64_t peer,
+                               int64_t tag) {
+  recv(out, peer, tag);
+}
+
 extern "C" void loomSimCollectiveF32(::UnrankedMemRefType<float> *in,
                                      ::UnrankedMemRefType<float> *out,
                                      int64_t kind, int64_t reduction,
@@ -197,6 +294,7 @@ void loom::run::initSimulatedWorld(int64_t ranks) {
   world.ranks = ranks;
   world.barrier.reset(ranks);
   world.posted.assign(ranks, {});
+  world.mailboxes.clear();
 }
 
 void loom::run::setSimulatedRank(int64_t rank) { currentRank = rank; }
@@ -212,6 +310,14 @@ loom::run::getSimulatedWorldSymbols(llvm::orc::MangleAndInterner interner) {
       reinterpret_cast<void *>(&loomSimCollectiveF32));
   add("_mlir_ciface_loom_sim_collective_f64",
       reinterpret_cast<void *>(&loomSimCollectiveF64));
+  add("_mlir_ciface_loom_sim_send_f32",
+      reinterpret_cast<void *>(&loomSimSendF32));
+  add("_mlir_ciface_loom_sim_send_f64",
+      reinterpret_cast<void *>(&loomSimSendF64));
+  add("_mlir_ciface_loom_sim_recv_f32",
+      reinterpret_cast<void *>(&loomSimRecvF32));
+  add("_mlir_ciface_loom_sim_recv_f64",
+      reinterpret_cast<void *>(&loomSimRecvF64));
   add("loom_sim_rank", reinterpret_cast<void *>(&loomSimRank));
   return map;
 }
@@ -228,6 +334,62 @@ static func::FuncOp declare(ModuleOp module, StringRef name,
   return func;
 }
 
+/// A send becomes a call at its start (it never blocks), a receive a call
+/// at its wait (where it blocks until the message is there): a receive
+/// started early must not block before the sender can get to its send.
+static void lowerPointToPoint(ModuleOp module, CollectiveOpInterface start,
+                              WaitOp wait, StringRef suffix) {
+  OpBuilder builder(module.getContext());
+  Type i64 = builder.getI64Type();
+  RankedTensorType outType = start.getResultType();
+  Type element = outType.getElementType();
+  auto unranked = mlir::UnrankedMemRefType::get(element, 0);
+  bool isSend = start.getKind() == CollectiveKind::Send;
+  func::FuncOp callee = declare(
+      module, (Twine(isSend ? "loom_sim_send" : "loom_sim_recv") + suffix).str(),
+      builder.getFunctionType({unranked, i64, i64}, {}));
+  int64_t peer = isSend ? cast<SendStartOp>(start).getPeer()
+                        : cast<RecvStartOp>(start).getPeer();
+  int64_t tag = isSend ? cast<SendStartOp>(start).getTag()
+                       : cast<RecvStartOp>(start).getTag();
+  Operation *at = isSend ? start.getOperation() : wait.getOperation();
+  builder.setInsertionPoint(at);
+  Location loc = at->getLoc();
+  auto constant = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(builder, loc, i64, v);
+  };
+  Value buffer;
+  if (isSend) {
+    RankedTensorType inType = start.getInput().getType();
+    auto toBuffer = bufferization::ToBufferOp::create(
+        builder, loc, MemRefType::get(inType.getShape(), element),
+        start.getInput());
+    toBuffer.setReadOnly(true);
+    buffer = toBuffer.getResult();
+  } else {
+    buffer = memref::AllocOp::create(
+        builder, loc, MemRefType::get(outType.getShape(), element));
+  }
+  func::CallOp::create(
+      builder, loc, callee,
+      ValueRange{memref::CastOp::create(builder, loc, unranked, buffer),
+                 constant(peer), constant(tag)});
+  builder.setInsertionPoint(wait);
+  Value result;
+  if (isSend) {
+    result = memref::AllocOp::create(
+        builder, wait.getLoc(), MemRefType::get(outType.getShape(), element));
+    buffer = result;
+  }
+  auto toTensor =
+      bufferization::ToTensorOp::create(builder, wait.getLoc(), outType, buffer);
+  toTensor.setRestrict(true);
+  toTensor.setWritable(true);
+  wait.getResult().replaceAllUsesWith(toTensor.getResult());
+  wait.erase();
+  start->erase();
+}
+
 LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
   module.getContext()
       ->loadDialect<arith::ArithDialect, bufferization::BufferizationDialect,
@@ -242,18 +404,19 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
     auto wait = dyn_cast_or_null<WaitOp>(start.getWait());
     if (!wait)
       return op->emitOpError("has no wait to lower");
-    RankedTensorType inType = start.getInput().getType();
     RankedTensorType outType = start.getResultType();
-    Type element = inType.getElementType();
-    StringRef name;
-    if (element.isF32())
-      name = "loom_sim_collective_f32";
-    else if (element.isF64())
-      name = "loom_sim_collective_f64";
-    else
+    Type element = outType.getElementType();
+    if (!element.isF32() && !element.isF64())
       return op->emitOpError("loom-run simulates collectives of f32 and f64 "
                              "only, got ")
              << element;
+    StringRef suffix = element.isF32() ? "_f32" : "_f64";
+    if (start.isPointToPoint()) {
+      lowerPointToPoint(module, start, wait, suffix);
+      continue;
+    }
+    RankedTensorType inType = start.getInput().getType();
+    std::string name = ("loom_sim_collective" + suffix).str();
     auto unranked = mlir::UnrankedMemRefType::get(element, 0);
     func::FuncOp callee = declare(
         module, name,

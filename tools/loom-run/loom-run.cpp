@@ -8,6 +8,8 @@
 // with, so it favours obviously-correct lowering over speed.
 //
 //   loom-run step.mlir --entry=step --output-dir=out a.npy b.npy ...
+//   loom-run stages.mlir --ranks=2 --entry='stage{rank}' --output-dir=out \
+//       @'args{rank}.txt'
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,9 +67,9 @@ static cl::opt<bool> dumpLowered("dump-lowered",
                                  cl::desc("print the LLVM-dialect module"));
 static cl::opt<int64_t> numRanks(
     "ranks",
-    cl::desc("run the SPMD program on this many ranks (threads); an "
-             "argument file name containing {rank} is read per rank, and "
-             "results go to DIR/rank<r>/"),
+    cl::desc("run the program on this many ranks (threads); {rank} in "
+             "--entry, an argument file's name or an @list file's name is "
+             "the rank, and results go to DIR/rank<r>/"),
     cl::init(1));
 
 namespace {
@@ -239,31 +241,57 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  // Check the entry's signature before lowering hides it.
-  auto func = module->lookupSymbol<func::FuncOp>(entry);
-  if (!func || func.isExternal()) {
-    errs() << "error: no function '" << entry << "' with a body in "
-           << inputFile << "\n";
-    return 1;
-  }
-  FunctionType type = func.getFunctionType();
-  if (arrayFiles.size() != type.getNumInputs()) {
-    errs() << "error: '" << entry << "' takes " << type.getNumInputs()
-           << " arguments, got " << arrayFiles.size() << " .npy files\n";
-    return 1;
-  }
   if (numRanks < 1) {
     errs() << "error: --ranks must be at least 1, got " << numRanks << "\n";
     return 1;
   }
+  // Each rank's entry and arguments: "{rank}" in either is replaced by the
+  // rank, and one positional "@FILE" lists the argument files (one per
+  // line), so that ranks may run different functions (pipeline stages).
+  auto forRank = [](std::string text, int64_t rank) {
+    for (size_t at; (at = text.find("{rank}")) != std::string::npos;)
+      text.replace(at, 6, std::to_string(rank));
+    return text;
+  };
+  std::vector<std::string> entries(numRanks);
+  std::vector<SmallVector<Type>> resultTypes(numRanks);
   std::vector<std::vector<loom::NpyArray>> inputs(numRanks);
   for (int64_t rank = 0; rank < numRanks; ++rank) {
+    entries[rank] = forRank(entry, rank);
+    // Check the entry's signature before lowering hides it.
+    auto func = module->lookupSymbol<func::FuncOp>(entries[rank]);
+    if (!func || func.isExternal()) {
+      errs() << "error: no function '" << entries[rank] << "' with a body in "
+             << inputFile << "\n";
+      return 1;
+    }
+    std::vector<std::string> paths(arrayFiles.begin(), arrayFiles.end());
+    if (paths.size() == 1 && StringRef(paths[0]).starts_with("@")) {
+      std::string listFile = forRank(paths[0].substr(1), rank);
+      auto list = llvm::MemoryBuffer::getFile(listFile);
+      if (!list) {
+        errs() << "error: cannot read " << listFile << ": "
+               << list.getError().message() << "\n";
+        return 1;
+      }
+      paths.clear();
+      SmallVector<StringRef> lines;
+      (*list)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+      for (StringRef line : lines)
+        if (!line.trim().empty())
+          paths.push_back(line.trim().str());
+    }
+    FunctionType type = func.getFunctionType();
+    if (paths.size() != type.getNumInputs()) {
+      errs() << "error: '" << entries[rank] << "' takes "
+             << type.getNumInputs() << " arguments, got " << paths.size()
+             << " .npy files\n";
+      return 1;
+    }
     for (auto [index, argType] : llvm::enumerate(type.getInputs())) {
       if (failed(checkTensorType(argType, "argument #" + Twine(index))))
         return 1;
-      std::string path = arrayFiles[index];
-      for (size_t at; (at = path.find("{rank}")) != std::string::npos;)
-        path.replace(at, 6, std::to_string(rank));
+      std::string path = forRank(paths[index], rank);
       Expected<loom::NpyArray> array = loom::readNpy(path);
       if (!array) {
         errs() << "error: " << toString(array.takeError()) << "\n";
@@ -282,6 +310,11 @@ int main(int argc, char **argv) {
         roundToBf16(*array);
       inputs[rank].push_back(std::move(*array));
     }
+    for (auto [index, resultType] : llvm::enumerate(type.getResults()))
+      if (failed(checkTensorType(resultType, "result #" + Twine(index))))
+        return 1;
+    resultTypes[rank].assign(type.getResults().begin(),
+                             type.getResults().end());
   }
   // The program's communicators must be the world that will run it.
   WalkResult sizes = module->walk([&](loom::coll::CommWorldOp op) {
@@ -296,10 +329,6 @@ int main(int argc, char **argv) {
   });
   if (sizes.wasInterrupted())
     return 1;
-  for (auto [index, resultType] : llvm::enumerate(type.getResults()))
-    if (failed(checkTensorType(resultType, "result #" + Twine(index))))
-      return 1;
-  SmallVector<Type> resultTypes(type.getResults());
 
   if (failed(loom::run::lowerCollectivesToSimulation(*module)))
     return 1;
@@ -331,23 +360,27 @@ int main(int argc, char **argv) {
   }
 
   (*engine)->registerSymbols(loom::run::getSimulatedWorldSymbols);
-  Expected<void (*)(void **)> function = (*engine)->lookupPacked(entry);
-  if (!function) {
-    errs() << "error: cannot find '" << entry
-           << "' in the compiled module: " << toString(function.takeError())
-           << "\n";
-    return 1;
+  std::vector<void (*)(void **)> functions;
+  for (const std::string &name : entries) {
+    Expected<void (*)(void **)> function = (*engine)->lookupPacked(name);
+    if (!function) {
+      errs() << "error: cannot find '" << name
+             << "' in the compiled module: " << toString(function.takeError())
+             << "\n";
+      return 1;
+    }
+    functions.push_back(*function);
   }
   std::vector<PackedCall> calls;
   calls.reserve(numRanks);
   for (int64_t rank = 0; rank < numRanks; ++rank)
-    calls.emplace_back(inputs[rank], resultTypes);
+    calls.emplace_back(inputs[rank], resultTypes[rank]);
   loom::run::initSimulatedWorld(numRanks);
   std::vector<std::thread> threads;
   for (int64_t rank = 0; rank < numRanks; ++rank)
     threads.emplace_back([&, rank] {
       loom::run::setSimulatedRank(rank);
-      (*function)(calls[rank].pointers.data());
+      functions[rank](calls[rank].pointers.data());
     });
   for (std::thread &thread : threads)
     thread.join();
@@ -356,7 +389,7 @@ int main(int argc, char **argv) {
     SmallString<128> dir(outputDir);
     if (numRanks > 1)
       sys::path::append(dir, "rank" + Twine(rank));
-    if (Error error = writeResults(calls[rank], resultTypes, dir)) {
+    if (Error error = writeResults(calls[rank], resultTypes[rank], dir)) {
       errs() << "error: " << toString(std::move(error)) << "\n";
       return 1;
     }

@@ -23,7 +23,7 @@
 
 namespace loom {
 
-constexpr unsigned kNumCollectiveKinds = 4;
+constexpr unsigned kNumCollectiveKinds = 6;
 
 /// One interval on a stream, for traces.
 struct TraceEvent {

@@ -28,7 +28,9 @@ static_assert(int64_t(CollectiveKind::AllGather) == LOOMRT_ALL_GATHER &&
                   int64_t(CollectiveKind::ReduceScatter) ==
                       LOOMRT_REDUCE_SCATTER &&
                   int64_t(CollectiveKind::AllReduce) == LOOMRT_ALL_REDUCE &&
-                  int64_t(CollectiveKind::Broadcast) == LOOMRT_BROADCAST,
+                  int64_t(CollectiveKind::Broadcast) == LOOMRT_BROADCAST &&
+                  int64_t(CollectiveKind::Send) == LOOMRT_SEND &&
+                  int64_t(CollectiveKind::Recv) == LOOMRT_RECV,
               "coll::CollectiveKind and loomrt.h's kinds differ");
 static_assert(int64_t(ReductionKind::Sum) == LOOMRT_SUM &&
                   int64_t(ReductionKind::Avg) == LOOMRT_AVG &&
@@ -56,7 +58,7 @@ Value addressOf(OpBuilder &builder, Location loc, Value memref) {
 
 /// Why `start` cannot lower, or an empty string.
 std::string checkLowerable(CollectiveOpInterface start) {
-  Type element = start.getInput().getType().getElementType();
+  Type element = start.getResultType().getElementType();
   if (!element.isF32() && !element.isF64() && !element.isBF16()) {
     std::string why = "loomrt collectives take f32, f64 or bf16, got ";
     llvm::raw_string_ostream os(why);
@@ -77,14 +79,18 @@ std::string checkLowerable(CollectiveOpInterface start) {
   if (!start.getWait())
     return "the collective has no coll.wait";
   // The result buffer is allocated from the static shape.
-  for (RankedTensorType type : {start.getInput().getType(),
-                                start.getResultType()})
-    if (!loom::getStaticSizeInBytes(type)) {
+  for (Value value : {Value(start.getInput()), Value(start.getFuture())}) {
+    auto future = dyn_cast_or_null<FutureType>(value ? value.getType() : Type());
+    auto type = future ? future.getValueType()
+                       : dyn_cast_or_null<RankedTensorType>(
+                             value ? value.getType() : Type());
+    if (type && !loom::getStaticSizeInBytes(type)) {
       std::string why = "loomrt collectives take static shapes, got ";
       llvm::raw_string_ostream os(why);
       os << type;
       return why;
     }
+  }
   return "";
 }
 
@@ -116,13 +122,18 @@ struct ConvertCollToLoomrtPass
     for (Operation *op : ops.starts) {
       auto start = cast<CollectiveOpInterface>(op);
       auto wait = cast<WaitOp>(start.getWait());
-      RankedTensorType inType = start.getInput().getType();
       RankedTensorType outType = start.getResultType();
-      Type element = inType.getElementType();
+      Type element = outType.getElementType();
+      // A receive reads nothing: its input is the null address.
+      RankedTensorType inType = start.getInput()
+                                    ? start.getInput().getType()
+                                    : RankedTensorType::get({0}, element);
       auto constant = [&](int64_t v) -> Value {
         return arith::ConstantIntOp::create(builder, op->getLoc(), i64, v);
       };
       auto bufferOf = [&](Location loc, Value tensor) -> Value {
+        if (!tensor)
+          return Value();
         auto toBuffer = bufferization::ToBufferOp::create(
             builder, loc, MemRefType::get(inType.getShape(), element), tensor);
         toBuffer.setReadOnly(true);
@@ -154,6 +165,18 @@ struct ConvertCollToLoomrtPass
         reduction = int64_t(*kind);
       if (auto broadcast = dyn_cast<BroadcastStartOp>(op))
         arg = broadcast.getRoot();
+      // Point-to-point: the peer, and the tag in the reduction's place.
+      if (auto send = dyn_cast<SendStartOp>(op)) {
+        arg = send.getPeer();
+        reduction = send.getTag();
+      }
+      if (auto recv = dyn_cast<RecvStartOp>(op)) {
+        arg = recv.getPeer();
+        reduction = recv.getTag();
+      }
+      auto addressOrNull = [&](Value memref) -> Value {
+        return memref ? addressOf(builder, loc, memref) : constant(0);
+      };
       Value handle = func::CallOp::create(
                          builder, loc, startFn,
                          ValueRange{constant(int64_t(start.getKind())),
@@ -161,7 +184,7 @@ struct ConvertCollToLoomrtPass
                                     constant(element.isF64()    ? LOOMRT_F64
                                              : element.isBF16() ? LOOMRT_BF16
                                                                 : LOOMRT_F32),
-                                    constant(arg), addressOf(builder, loc, in),
+                                    constant(arg), addressOrNull(in),
                                     constant(inType.getNumElements()),
                                     addressOf(builder, loc, out),
                                     constant(outType.getNumElements()),
@@ -174,7 +197,7 @@ struct ConvertCollToLoomrtPass
       // buffer alive and unwritten until then.
       Value inAgain = bufferOf(loc, start.getInput());
       func::CallOp::create(builder, loc, waitFn,
-                           ValueRange{handle, addressOf(builder, loc, inAgain),
+                           ValueRange{handle, addressOrNull(inAgain),
                                       addressOf(builder, loc, out)});
       auto toTensor = bufferization::ToTensorOp::create(builder, loc, outType,
                                                         out);

@@ -439,7 +439,9 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
                 : kind == LOOMRT_REDUCE_SCATTER ? inCount == outCount * size
                 : kind == LOOMRT_BROADCAST
                     ? inCount == outCount && arg >= 0 && arg < size
-                    : inCount == outCount;
+                : kind == LOOMRT_SEND ? outCount == 0
+                : kind == LOOMRT_RECV ? inCount == 0
+                                      : inCount == outCount;
   if (!counts)
     abort(what + ": " + std::to_string(inCount) + " elements in, " +
           std::to_string(outCount) + " out do not fit " +
@@ -478,6 +480,18 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
     check(ncclBroadcast(src, dst, size_t(outCount), type, int(arg), nccl,
                         comm),
           what);
+    break;
+  // Point-to-point, each in its own group on the communication stream.
+  // NCCL matches them by order (the tag is MPI's check only).
+  case LOOMRT_SEND:
+    check(ncclGroupStart(), what);
+    check(ncclSend(src, size_t(inCount), type, int(arg), nccl, comm), what);
+    check(ncclGroupEnd(), what);
+    break;
+  case LOOMRT_RECV:
+    check(ncclGroupStart(), what);
+    check(ncclRecv(dst, size_t(outCount), type, int(arg), nccl, comm), what);
+    check(ncclGroupEnd(), what);
     break;
   }
   check(cudaEventRecord(c.done, comm), what);

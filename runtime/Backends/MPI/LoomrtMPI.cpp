@@ -8,6 +8,12 @@
 // MPI_THREAD_SERIALIZED: the trainer's own MPI calls (barrier, gather) go
 // through the same thread.
 //
+// Sends and receives are posted on that thread as MPI_Isend/MPI_Irecv and
+// completed there by polling, so a blocked transfer never holds up the
+// collectives and transfers queued behind it (two stages sending to each
+// other at once would deadlock with blocking calls). Messages between two
+// ranks match in the order they are posted; the receiver checks the tag.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Backends/Backend.h"
@@ -38,6 +44,7 @@ struct Collective {
   int64_t inCount, outCount, opId, bytes;
   bool done = false;
   double beginUs = 0, endUs = 0;
+  MPI_Request request = MPI_REQUEST_NULL;
 };
 
 using loom::runtime::recorder;
@@ -59,12 +66,19 @@ public:
 private:
   void loop();
   void run(Collective &c);
+  /// Posts a send or receive; it completes in poll().
+  void post(Collective &c);
+  /// Completes the posted transfers MPI has finished.
+  void poll();
+  void complete(Collective &c);
   void reduceBf16(Collective &c);
 
   std::thread thread;
   std::condition_variable wake, finished;
   std::deque<std::function<void()>> queue;
   std::vector<std::unique_ptr<Collective>> collectives;
+  /// Posted transfers, touched only by the communication thread.
+  std::vector<Collective *> posted;
   bool stopping = false, initialised = false;
   double timeoutS = 300;
 };
@@ -99,9 +113,21 @@ int Context::init(int *argc, char ***argv) {
 void Context::loop() {
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
-    wake.wait(lock, [&] { return stopping || !queue.empty(); });
-    if (queue.empty())
-      return;
+    auto ready = [&] { return stopping || !queue.empty(); };
+    if (posted.empty())
+      wake.wait(lock, ready);
+    else
+      wake.wait_for(lock, std::chrono::microseconds(100), ready);
+    if (!posted.empty()) {
+      lock.unlock();
+      poll();
+      lock.lock();
+    }
+    if (queue.empty()) {
+      if (stopping && posted.empty())
+        return;
+      continue;
+    }
     std::function<void()> fn = std::move(queue.front());
     queue.pop_front();
     lock.unlock();
@@ -158,6 +184,62 @@ void Context::run(Collective &c) {
   }
 }
 
+void Context::post(Collective &c) {
+  MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
+                      : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                               : MPI_FLOAT;
+  int status =
+      c.kind == LOOMRT_SEND
+          ? MPI_Isend(c.in, int(c.inCount), type, int(c.arg), int(c.reduction),
+                      MPI_COMM_WORLD, &c.request)
+          : MPI_Irecv(c.out, int(c.outCount), type, int(c.arg), MPI_ANY_TAG,
+                      MPI_COMM_WORLD, &c.request);
+  if (status != MPI_SUCCESS)
+    abort(std::string("MPI error posting a ") +
+          loom::runtime::collectiveKindName(c.kind));
+  posted.push_back(&c);
+}
+
+void Context::poll() {
+  for (size_t i = 0; i < posted.size();) {
+    Collective &c = *posted[i];
+    int flag = 0;
+    MPI_Status status;
+    if (MPI_Test(&c.request, &flag, &status) != MPI_SUCCESS)
+      abort(std::string("MPI error in ") +
+            loom::runtime::collectiveKindName(c.kind));
+    if (!flag) {
+      ++i;
+      continue;
+    }
+    if (c.kind == LOOMRT_RECV) {
+      int count = 0;
+      MPI_Get_count(&status, c.dtype == LOOMRT_F64    ? MPI_DOUBLE
+                             : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                                      : MPI_FLOAT,
+                    &count);
+      if (status.MPI_TAG != int(c.reduction) || count != c.outCount)
+        abort("recv from rank " + std::to_string(c.arg) + " expected tag " +
+              std::to_string(c.reduction) + " and " +
+              std::to_string(c.outCount) + " elements, got tag " +
+              std::to_string(status.MPI_TAG) + " and " +
+              std::to_string(count) +
+              ": the two ranks' programs send and receive in different "
+              "orders");
+    }
+    posted.erase(posted.begin() + i);
+    complete(c);
+  }
+}
+
+void Context::complete(Collective &c) {
+  std::lock_guard<std::mutex> lock(mutex);
+  c.endUs = nowUs();
+  c.done = true;
+  recorder().collective(c.kind, c.opId, c.bytes, c.beginUs, c.endUs);
+  finished.notify_all();
+}
+
 /// A bf16 reduce-scatter or all-reduce. MPI has no bf16 type: the input is
 /// widened, reduced in f32 and rounded once into the output.
 void Context::reduceBf16(Collective &c) {
@@ -186,6 +268,17 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
   std::lock_guard<std::mutex> lock(mutex);
   int64_t handle = int64_t(collectives.size());
   collectives.push_back(std::move(owned));
+  if (r.kind == LOOMRT_SEND || r.kind == LOOMRT_RECV) {
+    if (r.reduction < 0 || r.reduction > 32767)
+      abort("a send or receive with tag " + std::to_string(r.reduction) +
+            " (MPI takes 0..32767)");
+    queue.push_back([this, collective] {
+      collective->beginUs = nowUs();
+      post(*collective);
+    });
+    wake.notify_one();
+    return handle;
+  }
   queue.push_back([this, collective] {
     collective->beginUs = nowUs();
     // What MPI's algorithm (and bf16 widening) allocates on this thread.

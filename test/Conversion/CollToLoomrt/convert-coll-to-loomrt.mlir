@@ -91,3 +91,25 @@ func.func @dynamic(%x: tensor<?xf32>) -> tensor<?xf32> {
   %w = coll.wait %f : !coll.future<tensor<?xf32>>
   return %w : tensor<?xf32>
 }
+
+// -----
+
+// Point-to-point: a send is kind 4 with the tag in the reduction's place and
+// the peer as `arg`; a receive is kind 5 and reads the null address.
+// CHECK-LABEL: func.func @point_to_point
+func.func @point_to_point(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %c = coll.comm_world : !coll.comm<2>
+  // CHECK-DAG: %[[SEND:.+]] = arith.constant 4 : i64
+  // CHECK-DAG: %[[TAG:.+]] = arith.constant 7 : i64
+  // CHECK-DAG: %[[PEER:.+]] = arith.constant 1 : i64
+  // CHECK: call @loomrt_coll_start(%[[SEND]], %[[TAG]], %{{.+}}, %[[PEER]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}})
+  %s = coll.send_start %x on %c to = 1 tag = 7 : (tensor<8xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
+  // CHECK: %[[OUT:.+]] = memref.alloc() : memref<8xf32>
+  // CHECK: %[[RECV:.+]] = arith.constant 5 : i64
+  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[RECV]], %{{.+}}, %{{.+}}, %{{.+}}, %{{c0_i64[_0-9]*}}, %{{c0_i64[_0-9]*}}, %{{.+}}, %{{.+}}, %{{.+}})
+  %r = coll.recv_start on %c from = 1 tag = 8 : (!coll.comm<2>) -> !coll.future<tensor<8xf32>>
+  // CHECK: call @loomrt_coll_wait(%[[H]], %{{.+}}, %{{.+}})
+  %y = coll.wait %r : !coll.future<tensor<8xf32>>
+  %done = coll.wait %s : !coll.future<tensor<0xf32>>
+  return %y : tensor<8xf32>
+}

@@ -314,3 +314,47 @@ func.func @use_of_released_input(%c: !coll.comm<2>, %x: tensor<4xf32>) -> tensor
   %y = math.exp %g : tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+func.func @send_result(%c: !coll.comm<2>, %x: tensor<4xf32>) {
+  // expected-error @+1 {{expected future value type 'tensor<0xf32>' (a send returns nothing), got 'tensor<4xf32>'}}
+  %f = coll.send_start %x on %c to = 1 tag = 0 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<4xf32>>
+  %w = coll.wait %f : !coll.future<tensor<4xf32>>
+  return
+}
+
+// -----
+
+func.func @send_peer(%c: !coll.comm<2>, %x: tensor<4xf32>) {
+  // expected-error @+1 {{expected peer to be less than the 2 ranks of the communicator, got 2}}
+  %f = coll.send_start %x on %c to = 2 tag = 0 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
+  %w = coll.wait %f : !coll.future<tensor<0xf32>>
+  return
+}
+
+// -----
+
+func.func @recv_peer(%c: !coll.comm<4>) {
+  // expected-error @+1 {{expected peer to be less than the 4 ranks of the communicator, got 7}}
+  %f = coll.recv_start on %c from = 7 tag = 0 : (!coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  %w = coll.wait %f : !coll.future<tensor<4xf32>>
+  return
+}
+
+// -----
+
+func.func @recv_unwaited(%c: !coll.comm<4>) {
+  // expected-error @+1 {{expected the future to be waited in its block, found no 'coll.wait'}}
+  %f = coll.recv_start on %c from = 1 tag = 0 : (!coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  return
+}
+
+// -----
+
+func.func @recv_negative_tag(%c: !coll.comm<4>) {
+  // expected-error @+1 {{attribute 'tag' failed to satisfy constraint}}
+  %f = coll.recv_start on %c from = 1 tag = -1 : (!coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  %w = coll.wait %f : !coll.future<tensor<4xf32>>
+  return
+}

@@ -126,3 +126,14 @@ func.func @inside_region(%comm: !coll.comm<2>, %x: tensor<8xf32>, %cond: i1) -> 
   }
   return %r : tensor<8xf32>
 }
+
+// CHECK-LABEL: func.func @point_to_point
+func.func @point_to_point(%comm: !coll.comm<4>, %x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // CHECK: coll.send_start %{{.+}} on %{{.+}} to = 1 tag = 3 : (tensor<8x16xf32>, !coll.comm<4>) -> !coll.future<tensor<0xf32>>
+  %s = coll.send_start %x on %comm to = 1 tag = 3 : (tensor<8x16xf32>, !coll.comm<4>) -> !coll.future<tensor<0xf32>>
+  // CHECK: coll.recv_start on %{{.+}} from = 3 tag = 0 : (!coll.comm<4>) -> !coll.future<tensor<8x16xf32>>
+  %r = coll.recv_start on %comm from = 3 tag = 0 : (!coll.comm<4>) -> !coll.future<tensor<8x16xf32>>
+  %y = coll.wait %r : !coll.future<tensor<8x16xf32>>
+  %done = coll.wait %s : !coll.future<tensor<0xf32>>
+  return %y : tensor<8x16xf32>
+}

@@ -29,6 +29,8 @@ def Coll_CollectiveKind : I32EnumAttr<"CollectiveKind",
       I32EnumAttrCase<"ReduceScatter", 1, "reduce_scatter">,
       I32EnumAttrCase<"AllReduce", 2, "all_reduce">,
       I32EnumAttrCase<"Broadcast", 3, "broadcast">,
+      I32EnumAttrCase<"Send", 4, "send">,
+      I32EnumAttrCase<"Recv", 5, "recv">,
     ]> {
   let cppNamespace = "::loom::coll";
 }

@@ -29,7 +29,8 @@ def Coll_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     InterfaceMethod<"Returns the communicator the collective runs on.",
       "::mlir::TypedValue<::loom::coll::CommType>", "getComm">,
     InterfaceMethod<[{Returns the tensor this rank contributes; the collective
-      reads it until the future is waited.}],
+      reads it until the future is waited. Null for `coll.recv_start`, which
+      reads nothing.}],
       "::mlir::TypedValue<::mlir::RankedTensorType>", "getInput">,
     InterfaceMethod<"Returns the future of the collective's result.",
       "::mlir::TypedValue<::loom::coll::FutureType>", "getFuture">,
@@ -45,7 +46,10 @@ def Coll_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
     /// Returns the `coll.wait` of this collective, or null if the IR is not
     /// yet verified and it has none.
     ::mlir::Operation *getWait();
-    /// Returns the bytes of the input this rank contributes, if static.
+    /// Returns true for the point-to-point kinds (send and receive).
+    bool isPointToPoint();
+    /// Returns the bytes of the input this rank contributes, if static (0 for
+    /// a receive).
     std::optional<int64_t> getInputBytes();
     /// Returns the bytes of the result buffer on this rank, if static.
     std::optional<int64_t> getResultBytes();

@@ -158,6 +158,59 @@ def Coll_BroadcastStartOp : Coll_StartOp<"broadcast_start"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Point-to-point
+//===----------------------------------------------------------------------===//
+
+def Coll_SendStartOp : Coll_StartOp<"send_start"> {
+  let summary = "starts sending a tensor to one rank of a communicator";
+  let description = [{
+    Sends `input` to rank `peer` of the communicator. The rank `peer` receives
+    it with a `coll.recv_start` of the same type, the same `tag` and
+    `peer` naming the sender. Messages between two ranks are matched in the
+    order they are started (NCCL matches point-to-point operations only by
+    order; MPI also checks the tag), so a program may start them in any
+    order that the other side starts the matching receives in.
+
+    The future holds nothing (`tensor<0xT>`): its wait says that `input` may
+    be reused. Until then the input stays live, as every collective's does.
+
+    ```mlir
+    %f = coll.send_start %act on %pp to = 1 tag = 3
+        : (tensor<512x64xf32>, !coll.comm<4>) -> !coll.future<tensor<0xf32>>
+    %sent = coll.wait %f : !coll.future<tensor<0xf32>>
+    ```
+  }];
+  let arguments = !con(commonArgs, (ins Coll_NonNegativeI64Attr:$peer,
+                                        Coll_NonNegativeI64Attr:$tag));
+  let assemblyFormat = [{
+    $input `on` $comm `to` `=` $peer `tag` `=` $tag attr-dict
+    `:` `(` type($input) `,` qualified(type($comm)) `)` `->` qualified(type($future))
+  }];
+}
+
+def Coll_RecvStartOp : Coll_StartOp<"recv_start", ["getInput"]> {
+  let summary = "starts receiving a tensor from one rank of a communicator";
+  let description = [{
+    Receives the tensor that rank `peer` sends with the matching
+    `coll.send_start` (same type and `tag`). It reads no tensor of this rank
+    (`getInput` is null); the future's value type is what arrives, and its
+    buffer is allocated from the start, as every collective's result is.
+
+    ```mlir
+    %f = coll.recv_start on %pp from = 0 tag = 3
+        : (!coll.comm<4>) -> !coll.future<tensor<512x64xf32>>
+    %act = coll.wait %f : !coll.future<tensor<512x64xf32>>
+    ```
+  }];
+  let arguments = (ins Coll_Comm:$comm, Coll_NonNegativeI64Attr:$peer,
+                       Coll_NonNegativeI64Attr:$tag);
+  let assemblyFormat = [{
+    `on` $comm `from` `=` $peer `tag` `=` $tag attr-dict
+    `:` `(` qualified(type($comm)) `)` `->` qualified(type($future))
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // Completion and lifetime
 //===----------------------------------------------------------------------===//
 

@@ -35,6 +35,10 @@ struct FoldTrivialCollective : public OpRewritePattern<WaitOp> {
     CollectiveOpInterface start = wait.getStart();
     if (!start)
       return rewriter.notifyMatchFailure(wait, "future has no start op");
+    // A message is matched by the other side's receive or send: never drop
+    // one side alone.
+    if (start.isPointToPoint())
+      return rewriter.notifyMatchFailure(wait, "point-to-point transfer");
     RankedTensorType resultType = wait.getResult().getType();
     Value replacement;
     if (start.getNumRanks() == 1) {

@@ -29,7 +29,13 @@ Operation *CollectiveOpInterface::getWait() {
   return nullptr;
 }
 
+bool CollectiveOpInterface::isPointToPoint() {
+  return getKind() == CollectiveKind::Send || getKind() == CollectiveKind::Recv;
+}
+
 std::optional<int64_t> CollectiveOpInterface::getInputBytes() {
+  if (!getInput())
+    return 0;
   return getStaticSizeInBytes(getInput().getType());
 }
 
@@ -64,6 +70,10 @@ std::optional<CollectiveTraffic> CollectiveOpInterface::getTraffic() {
     // A pipelined chain from the root: a middle rank receives and forwards
     // everything once.
     return CollectiveTraffic{*inputBytes, *inputBytes, n - 1};
+  case CollectiveKind::Send:
+    return CollectiveTraffic{*inputBytes, 0, 1};
+  case CollectiveKind::Recv:
+    return CollectiveTraffic{0, *resultBytes, 1};
   }
   llvm_unreachable("unknown collective kind");
 }

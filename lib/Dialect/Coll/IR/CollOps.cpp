@@ -149,6 +149,37 @@ LogicalResult BroadcastStartOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// SendStartOp and RecvStartOp
+//===----------------------------------------------------------------------===//
+
+/// Checks that `peer` names a rank of a static communicator.
+static LogicalResult verifyPeer(CollectiveOpInterface op, uint64_t peer) {
+  std::optional<int64_t> ranks = op.getNumRanks();
+  if (ranks && static_cast<int64_t>(peer) >= *ranks)
+    return op->emitOpError() << "expected peer to be less than the " << *ranks
+                             << " ranks of the communicator, got " << peer;
+  return success();
+}
+
+CollectiveKind SendStartOp::getKind() { return CollectiveKind::Send; }
+
+LogicalResult SendStartOp::verify() {
+  RankedTensorType input = getInput().getType();
+  RankedTensorType result = getFuture().getType().getValueType();
+  if (result != RankedTensorType::get({0}, input.getElementType()))
+    return emitOpError() << "expected future value type "
+                         << RankedTensorType::get({0}, input.getElementType())
+                         << " (a send returns nothing), got " << result;
+  return verifyPeer(*this, getPeer());
+}
+
+CollectiveKind RecvStartOp::getKind() { return CollectiveKind::Recv; }
+
+TypedValue<RankedTensorType> RecvStartOp::getInput() { return {}; }
+
+LogicalResult RecvStartOp::verify() { return verifyPeer(*this, getPeer()); }
+
+//===----------------------------------------------------------------------===//
 // WaitOp
 //===----------------------------------------------------------------------===//
 

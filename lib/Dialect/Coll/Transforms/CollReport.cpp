@@ -28,7 +28,8 @@ namespace {
 
 constexpr CollectiveKind kKinds[] = {
     CollectiveKind::AllGather, CollectiveKind::ReduceScatter,
-    CollectiveKind::AllReduce, CollectiveKind::Broadcast};
+    CollectiveKind::AllReduce, CollectiveKind::Broadcast,
+    CollectiveKind::Send,      CollectiveKind::Recv};
 
 double toMicros(double seconds) { return seconds * 1e6; }
 

@@ -25,7 +25,7 @@ extern "C" {
 /* Collective kinds and reductions: the numbering of coll::CollectiveKind and
  * coll::ReductionKind. */
 enum { LOOMRT_ALL_GATHER = 0, LOOMRT_REDUCE_SCATTER = 1, LOOMRT_ALL_REDUCE = 2,
-       LOOMRT_BROADCAST = 3 };
+       LOOMRT_BROADCAST = 3, LOOMRT_SEND = 4, LOOMRT_RECV = 5 };
 enum { LOOMRT_SUM = 0, LOOMRT_AVG = 1, LOOMRT_MAX = 2, LOOMRT_MIN = 3 };
 /* Element types. The MPI backend reduces bf16 in f32 and rounds once;
  * the CUDA backend passes ncclBfloat16 to NCCL. */
@@ -46,7 +46,10 @@ void loomrt_abort(const char *message);
 
 /* Called by compiled code. Buffers are passed as addresses. `in_count` and
  * `out_count` are element counts; all collectives are over the flat,
- * rank-major layout (axis 0). `arg` is the root of a broadcast. `op_id` is
+ * rank-major layout (axis 0). `arg` is the root of a broadcast, or the
+ * peer of a send or receive; for those two `reduction` is the message's tag,
+ * which the receiver checks (messages between two ranks are matched in the
+ * order they are started), and a receive's `in` is 0. `op_id` is
  * the start's op id (trainer-stamp-op-ids; -1 for none), which a profile
  * files the collective's time under. */
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
