@@ -1,6 +1,7 @@
 //===- ReverseMode.cpp - reverse-mode differentiation engine --------------===//
 
 #include "ReverseMode.h"
+#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -149,8 +150,20 @@ LogicalResult ReverseMode::differentiate(ArrayRef<Operation *> ops) {
   for (Operation *op : llvm::reverse(ops)) {
     if (llvm::none_of(op->getResults(), [&](Value r) { return getAdjoint(r); }))
       continue;
+    Block *block = builder.getInsertionBlock();
+    Block::iterator end = builder.getInsertionPoint();
+    Operation *before = end == block->begin() ? nullptr : &*std::prev(end);
     if (failed(differentiateOp(op)))
       return failure();
+    // The adjoint's ops are the forward op's: its location (diagnostics,
+    // and what pp-partition places them by) and its microbatch.
+    auto microbatch = op->getAttr(attrs::kMicrobatch);
+    for (auto it = before ? std::next(before->getIterator()) : block->begin();
+         it != builder.getInsertionPoint(); ++it) {
+      it->setLoc(op->getLoc());
+      if (microbatch)
+        it->setAttr(attrs::kMicrobatch, microbatch);
+    }
   }
   return success();
 }

@@ -79,6 +79,16 @@ inline constexpr llvm::StringLiteral kGpuKernelBytes = "loom.gpu_kernel_bytes";
 /// The step's manifest (StepManifest text) before lowering.
 inline constexpr llvm::StringLiteral kStepManifest = "loom.step_manifest";
 
+// Pipeline parallelism (train-microbatch, pp-partition).
+/// On a forward or step: the number of microbatches its batch is split into.
+inline constexpr llvm::StringLiteral kMicrobatches = "loom.microbatches";
+/// On an op train-microbatch cloned: its microbatch.
+inline constexpr llvm::StringLiteral kMicrobatch = "loom.microbatch";
+/// On a stage's function: its stage in the pipeline.
+inline constexpr llvm::StringLiteral kPipelineStage = "loom.pipeline_stage";
+/// On a stage's function: the pipeline's stages, schedule and bubble.
+inline constexpr llvm::StringLiteral kPipeline = "loom.pipeline";
+
 } // namespace loom::attrs
 
 #endif // LOOM_SUPPORT_ATTRNAMES_H

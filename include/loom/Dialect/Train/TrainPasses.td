@@ -173,6 +173,50 @@ def TrainFuseAttentionPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
+  let summary = "Splits a forward's batch into microbatches whose losses are "
+                "summed";
+  let description = [{
+    Runs on a forward (the function with the `train.loss` result) before
+    `train-autodiff`. Every op that carries the batch (dimension 0 of the
+    `train.input` arguments, followed through linalg ops' loop dimensions,
+    reshapes, element-wise ops and the train ops) is cloned once per
+    microbatch on a slice of the inputs, with its types at 1/M of the batch
+    and the attribute `loom.microbatch = m`. Ops that do not read the batch
+    (parameters' casts, constants) stay shared.
+
+    The loss (a `train.cross_entropy` or `train.linear_cross_entropy`) is
+    computed per microbatch with `reduction = <sum>`, and the microbatches'
+    sums are added. With `<mean>`, the sum is divided by the whole batch's
+    count of labels that are not `ignore_index`, or by 1 when there are
+    none. A microbatch whose labels are all ignored adds 0, not NaN.
+    Differentiating the result (`train-autodiff`) gives each microbatch's
+    backward and accumulates the gradients across them: gradient
+    accumulation, which `pp-partition` orders by a pipeline schedule.
+
+    ```mlir
+    %h = train.embedding %table[%tokens] : tensor<32x16xf32>, tensor<8x64xi32> -> tensor<8x64x16xf32>
+    // with microbatches=2 becomes
+    %t0 = tensor.extract_slice %tokens[0, 0] [4, 64] [1, 1] {loom.microbatch = 0 : i64} : ...
+    %h0 = train.embedding %table[%t0] {loom.microbatch = 0 : i64} : tensor<32x16xf32>, tensor<4x64xi32> -> tensor<4x64x16xf32>
+    %t1 = tensor.extract_slice %tokens[4, 0] [4, 64] [1, 1] {loom.microbatch = 1 : i64} : ...
+    %h1 = train.embedding %table[%t1] {loom.microbatch = 1 : i64} : ...
+    ```
+
+    An op that reduces over the batch (other than the loss), a batch that
+    does not divide, or an op whose batch dimension cannot be told is an
+    error. The function gets `loom.microbatches = M`.
+  }];
+  let options = [
+    Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",
+           "How many microbatches the batch is split into (1 leaves the "
+           "forward unchanged)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def TrainDropRolesPass : Pass<"train-drop-roles", "::mlir::ModuleOp"> {
   let summary = "Removes the train role attributes from every function";
   let description = [{
