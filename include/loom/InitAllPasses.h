@@ -10,6 +10,7 @@
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/PipelineParallel/Passes.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
@@ -22,6 +23,7 @@ namespace loom {
 inline void registerAllPasses() {
   train::registerTrainPasses();
   autodiff::registerAutodiffPasses();
+  pp::registerPipelineParallelPasses();
   sharding::registerShardingPasses();
   remat::registerRematPasses();
   coll::registerCollPasses();

@@ -66,6 +66,37 @@ def run_function(source: str, entry: str, args: Sequence, ranks: int = 1,
         return [_load_results(os.path.join(out_dir, f"rank{r}")) for r in range(ranks)]
 
 
+def run_stages(source: str, entry: str, args_per_rank: Sequence[Sequence],
+               timeout_s: float = 600.0) -> list[list[np.ndarray]]:
+    """Runs a different function on each rank (pipeline stages).
+
+    ``entry`` names rank r's function with ``{rank}`` in it (for
+    ``pp-partition``'s stages, ``"forward_stage{rank}"``), and
+    ``args_per_rank[r]`` holds its arguments. Transfers between ranks go
+    through loom-run's mailboxes. Returns one list of results per rank.
+    """
+    ranks = len(args_per_rank)
+    with tempfile.TemporaryDirectory(prefix="loom-run-") as tmp:
+        module_path = os.path.join(tmp, "module.mlir")
+        with open(module_path, "w") as f:
+            f.write(source)
+        for rank, args in enumerate(args_per_rank):
+            paths = []
+            for index, arg in enumerate(args):
+                path = os.path.join(tmp, f"arg{index}.rank{rank}.npy")
+                _save(path, arg, index)
+                paths.append(path)
+            with open(os.path.join(tmp, f"args{rank}.txt"), "w") as f:
+                f.write("\n".join(paths) + "\n")
+        out_dir = os.path.join(tmp, "out")
+        run_tool("loom-run", [module_path, f"--entry={entry}", f"--output-dir={out_dir}",
+                              f"--ranks={ranks}", "@" + os.path.join(tmp, "args{rank}.txt")],
+                 timeout_s=timeout_s)
+        if ranks == 1:
+            return [_load_results(out_dir)]
+        return [_load_results(os.path.join(out_dir, f"rank{r}")) for r in range(ranks)]
+
+
 def directional_gradient_errors(
     forward: str,
     entry: str,

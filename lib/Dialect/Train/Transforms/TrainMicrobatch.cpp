@@ -90,8 +90,8 @@ bool propagateReshape(BatchDims &dims, Value small, Value large,
                       ArrayRef<ReassociationIndices> groups) {
   bool changed = false;
   for (auto [smallDim, group] : llvm::enumerate(groups)) {
-    bool anyLarge = llvm::any_of(
-        group, [&](int64_t d) { return dims.isMarked(large, d); });
+    bool anyLarge =
+        llvm::any_of(group, [&](int64_t d) { return dims.isMarked(large, d); });
     if (anyLarge)
       changed |= dims.mark(small, smallDim);
     else if (dims.isMarked(small, smallDim))
@@ -118,11 +118,11 @@ bool propagate(BatchDims &dims, Operation *op, bool &known) {
     for (OpOperand &operand : op->getOpOperands())
       collect(operand.get(), maps[operand.getOperandNumber()]);
     for (OpResult result : op->getResults())
-      collect(result, maps[linalgOp.getNumDpsInputs() + result.getResultNumber()]);
+      collect(result,
+              maps[linalgOp.getNumDpsInputs() + result.getResultNumber()]);
     for (auto &members : perLoop) {
-      bool any = llvm::any_of(members, [&](auto &m) {
-        return dims.isMarked(m.first, m.second);
-      });
+      bool any = llvm::any_of(
+          members, [&](auto &m) { return dims.isMarked(m.first, m.second); });
       if (any)
         for (auto &[value, d] : members)
           changed |= dims.mark(value, d);
@@ -266,7 +266,8 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
     if (!forward.getArgAttr(arg.getArgNumber(), TrainDialect::kInputAttrName))
       continue;
     auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || type.getRank() == 0 || ShapedType::isDynamic(type.getDimSize(0)))
+    if (!type || type.getRank() == 0 ||
+        ShapedType::isDynamic(type.getDimSize(0)))
       return emitError(arg.getLoc())
              << "train-microbatch: input #" << arg.getArgNumber()
              << " must be a tensor with a static batch dimension 0, got "
@@ -297,8 +298,8 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
       return inputs.contains(v) ||
              (v.getDefiningOp() && perMicrobatch.contains(v.getDefiningOp()));
     });
-    bool carries = llvm::any_of(op.getResults(),
-                                [&](Value v) { return dims.hasAny(v); });
+    bool carries =
+        llvm::any_of(op.getResults(), [&](Value v) { return dims.hasAny(v); });
     if (!readsBatch && !carries)
       continue;
     bool known;
@@ -352,15 +353,17 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
     for (Value input : inputs) {
       auto type = cast<RankedTensorType>(input.getType());
       int64_t rows = type.getDimSize(0) / m;
-      SmallVector<OpFoldResult> offsets(type.getRank(), builder.getIndexAttr(0));
-      SmallVector<OpFoldResult> sizes, strides(type.getRank(),
-                                               builder.getIndexAttr(1));
+      SmallVector<OpFoldResult> offsets(type.getRank(),
+                                        builder.getIndexAttr(0));
+      SmallVector<OpFoldResult> sizes,
+          strides(type.getRank(), builder.getIndexAttr(1));
       offsets[0] = builder.getIndexAttr(mb * rows);
       for (int64_t d = 0; d < type.getRank(); ++d)
-        sizes.push_back(builder.getIndexAttr(d == 0 ? rows : type.getDimSize(d)));
+        sizes.push_back(
+            builder.getIndexAttr(d == 0 ? rows : type.getDimSize(d)));
       auto slice = tensor::ExtractSliceOp::create(
-          builder, input.getLoc(),
-          getMicrobatchType(type, {0}, m), input, offsets, sizes, strides);
+          builder, input.getLoc(), getMicrobatchType(type, {0}, m), input,
+          offsets, sizes, strides);
       slice->setAttr(attrs::kMicrobatch, builder.getI64IntegerAttr(mb));
       mapping.map(input, slice.getResult());
     }
@@ -380,8 +383,9 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
         ce.setReduction(LossReduction::Sum);
       if (&op == lossOp) {
         losses.push_back(clone->getResult(0));
-        Value labels = crossEntropy ? cast<CrossEntropyOp>(clone).getLabels()
-                                    : cast<LinearCrossEntropyOp>(clone).getLabels();
+        Value labels = crossEntropy
+                           ? cast<CrossEntropyOp>(clone).getLabels()
+                           : cast<LinearCrossEntropyOp>(clone).getLabels();
         counts.push_back(labels);
       }
     }
@@ -411,8 +415,8 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
           [&](OpBuilder &b, Location l, ValueRange args) -> Value {
             Value ignore = arith::ConstantOp::create(
                 b, l, b.getIntegerAttr(type.getElementType(), ignoreIndex));
-            Value valid = arith::CmpIOp::create(
-                b, l, arith::CmpIPredicate::ne, args[0], ignore);
+            Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
+                                                args[0], ignore);
             Value one = arith::ConstantOp::create(
                 b, l, b.getFloatAttr(lossElement, 1.0));
             Value zero = arith::ConstantOp::create(

@@ -1,0 +1,88 @@
+//===- Passes.td - pipeline parallelism --------------------*- tablegen -*-===//
+//
+// Splitting a training step into pipeline stages.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PIPELINEPARALLEL_PASSES_TD
+#define LOOM_PIPELINEPARALLEL_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
+  let summary = "Splits a training step into pipeline stages, one program "
+                "per stage running a schedule over the microbatches";
+  let description = [{
+    Runs on a training step (after `train-microbatch`, `train-autodiff` and
+    `train-optimizer`, before `zero-partition`) and replaces it by one
+    function per stage, `@<step>_stage<s>` tagged `loom.pipeline_stage = s`
+    and `loom.pipeline = {stages, microbatches, schedule, layout}`.
+
+    *Units and stages.* Parameters are grouped into units as Megatron's
+    layouts count them: `E` (parameters outside a numbered group that the
+    forward reads before the first block: the embedding), one `t` per
+    numbered group (`layers.3.*`), and `L` (the others: final norm, output
+    projection, whose stage also computes the loss). `layout` assigns units
+    to stages in Megatron's syntax (`"Et*3|t*4|t*4|t*3L"`); without it the
+    units are cut into the contiguous stages that minimise the busiest
+    stage's time on the cost model of `device` (forward, backward and
+    optimizer ops counted). A forward op belongs to the latest unit among
+    its operands', a backward op to its forward op's (train-autodiff gives
+    adjoint ops the forward op's location). Ops reading only constants,
+    inputs and optimizer state are cloned into each stage that uses them.
+
+    *Schedules* (`schedule`), per stage `s` of `P`, over `M` microbatches:
+    `gpipe` runs every forward, then every backward; `1f1b` runs
+    `min(P - s - 1, M)` forwards, then alternates one forward and one
+    backward, then the rest of the backwards; `zb-h1` is `1f1b` with each
+    backward split into `I` (the ops whose results another stage receives,
+    and what they read in the same backward) then `W` (the weight
+    gradients), the cool-down phase's `W`s deferred to the end of the
+    stage. Ops of no single microbatch (gradient accumulation, the loss's
+    sum, the optimizer) run as soon as their operands exist. Each op gets
+    `loom.action = "F3"` (or `B`, `I`, `W`), which `coll-report` and the
+    schedule traces read.
+
+    *Transfers.* A value read on another stage is sent right after it is
+    computed and received right before its first use:
+
+    ```mlir
+    // stage 0
+    %h = linalg.add ins(%a, %b : ...) outs(...) {loom.action = "F0"}
+    %s = coll.send_start %h on %pp to = 1 tag = 0
+        : (tensor<4x8x16xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
+    ...
+    %g = coll.recv_start on %pp from = 1 tag = 0 : (!coll.comm<2>) -> !coll.future<tensor<4x8x16xf32>>
+    %gh = coll.wait %g : !coll.future<tensor<4x8x16xf32>>
+    %done = coll.wait %s : !coll.future<tensor<0xf32>>
+    ```
+
+    Between two stages, values are received in the order they are sent (the
+    tag is the message's index). A send is waited right after the first
+    received value that depends on it, else at the end: sends never wait
+    for their receiver earlier, so a schedule that is valid with buffered
+    transfers cannot deadlock.
+
+    The last stage returns the loss (the other stages return none), each
+    stage its parameters' and their state's updates; a shared counter's
+    update is returned by every stage that reads the counter. A parameter
+    read on two stages (tied embeddings), a layout that does not list the
+    step's units, fewer units than stages, or collectives already in the
+    step are errors.
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "Pipeline stages (one rank each)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
+           "gpipe, 1f1b or zb-h1">,
+    Option<"layout", "layout", "std::string", /*default=*/"\"\"",
+           "Units per stage in Megatron's syntax (E, t, L, *N, |); empty: "
+           "balance on the cost model">,
+    Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
+           "Device description (a name under devices/ or a .json path) the "
+           "balancing times ops with">,
+  ];
+  let dependentDialects = ["::loom::coll::CollDialect"];
+}
+
+#endif // LOOM_PIPELINEPARALLEL_PASSES_TD

@@ -1,0 +1,61 @@
+//===- Schedules.h - pipeline schedules as action lists --------*- C++ -*-===//
+//
+// A pipeline schedule says, per stage, in which order the stage runs its
+// microbatches' forwards and backwards: torch.distributed.pipelining's
+// schedule IR without the transfers (pp-partition places those from the
+// data flow). The same lists drive the stage programs pp-partition emits and
+// the tests that check the schedules' properties.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_PIPELINEPARALLEL_SCHEDULES_H
+#define LOOM_PIPELINEPARALLEL_SCHEDULES_H
+
+#include "llvm/ADT/StringRef.h"
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom::pp {
+
+enum class ScheduleKind { GPipe, OneFOneB, ZeroBubbleH1 };
+
+/// Parses "gpipe", "1f1b" or "zb-h1".
+std::optional<ScheduleKind> parseScheduleKind(llvm::StringRef name);
+llvm::StringRef getScheduleName(ScheduleKind kind);
+
+enum class ActionKind {
+  /// The forward of a microbatch.
+  Forward,
+  /// The whole backward of a microbatch (GPipe, 1F1B).
+  Backward,
+  /// Zero bubble's halves of the backward: the input gradients (what the
+  /// previous stage waits for) and the weight gradients (deferrable).
+  InputGrad,
+  WeightGrad,
+};
+
+struct Action {
+  ActionKind kind;
+  int64_t microbatch;
+  bool operator==(const Action &other) const {
+    return kind == other.kind && microbatch == other.microbatch;
+  }
+  /// "F3", "B0", "I2", "W1".
+  std::string str() const;
+};
+
+/// Each stage's actions in order: GPipe runs every forward then every
+/// backward; 1F1B runs min(P - s - 1, M) warm-up forwards on stage s, then
+/// alternates a forward and a backward, then the remaining backwards; ZB-H1
+/// is 1F1B with each backward split into I then W, and the W's of the
+/// cool-down phase (the last min(P - s - 1, M) backwards) deferred to the
+/// end of the stage, where they fill the time stage s would wait for
+/// gradients. Requires stages >= 1 and microbatches >= 1.
+std::vector<std::vector<Action>>
+buildSchedule(ScheduleKind kind, int64_t stages, int64_t microbatches);
+
+} // namespace loom::pp
+
+#endif // LOOM_PIPELINEPARALLEL_SCHEDULES_H
