@@ -61,6 +61,7 @@ using namespace loom::pp;
 namespace {
 
 constexpr int64_t kFree = -1;
+constexpr llvm::StringLiteral kActionAttr = "loom.action";
 constexpr int64_t kNoMicrobatch = -1;
 constexpr int64_t kManyMicrobatches = -2;
 
@@ -124,9 +125,17 @@ private:
 
 void PPPartitionPass::runOnOperation() {
   func::FuncOp step;
-  for (auto func : getOperation().getOps<func::FuncOp>())
-    if (!func.isExternal() && train::getLossResultIndex(func))
-      step = func;
+  for (auto func : getOperation().getOps<func::FuncOp>()) {
+    if (func.isExternal() || !train::getLossResultIndex(func))
+      continue;
+    if (step) {
+      func.emitError("pp-partition: expected one training step (a function "
+                     "with a train.loss result), found @")
+          << step.getSymName() << " and @" << func.getSymName();
+      return signalPassFailure();
+    }
+    step = func;
+  }
   if (!step) {
     getOperation().emitError("pp-partition: expected a training step (a "
                              "function with a train.loss result), found none");
@@ -144,19 +153,17 @@ LogicalResult PPPartitionPass::partition(func::FuncOp step) {
                           << "' (expected gpipe, 1f1b or zb-h1)";
   if (stages < 1)
     return emitError(loc) << "pp-partition: stages must be at least 1, got "
-                          << stages;
+                          << int64_t(stages);
   if (!step.getBody().hasOneBlock())
     return emitError(loc) << "pp-partition: expected a one-block step";
   Block &body = step.getBody().front();
   bool hasGrad = false;
   for (unsigned i = 0; i < step.getNumResults(); ++i)
     hasGrad |= bool(step.getResultAttr(i, train::TrainDialect::kGradAttrName));
-  bool hasState = false;
-  for (unsigned i = 0; i < step.getNumArguments(); ++i)
-    hasState |= bool(step.getArgAttr(i, train::TrainDialect::kStateAttrName));
-  if (!hasState && !hasGrad)
+  if (!hasGrad && !step->hasAttr(attrs::kOptimizer))
     return emitError(loc) << "pp-partition: expected a differentiated step "
-                             "(run train-autodiff and train-optimizer first)";
+                             "(run train-autodiff, and train-optimizer, "
+                             "first)";
   WalkResult collectives = step.walk([&](Operation *op) {
     if (isa<coll::CollDialect>(op->getDialect()))
       return WalkResult::interrupt();
@@ -743,11 +750,9 @@ LogicalResult PPPartitionPass::partition(func::FuncOp step) {
       }
       Operation *clone = b.clone(*op, mapping);
       const OpInfo &i = info[op];
-      if (std::optional<Action> action = naturalAction(i))
-        clone->setAttr("loom.action", StringAttr::get(ctx, action->str()));
-      else
-        clone->setAttr("loom.action",
-                       StringAttr::get(ctx, actions[s][i.position].str()));
+      // The action it runs in (later than its own when an operand is).
+      clone->setAttr(kActionAttr,
+                     StringAttr::get(ctx, actions[s][i.position].str()));
       for (Value r : op->getResults())
         for (int64_t t = 0; t < numStages; ++t) {
           SmallVector<Value> &queue = messages[{s, t}];

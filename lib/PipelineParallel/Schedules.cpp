@@ -2,6 +2,7 @@
 
 #include "loom/PipelineParallel/Schedules.h"
 #include <algorithm>
+#include <map>
 
 using namespace loom::pp;
 
@@ -76,4 +77,76 @@ std::vector<std::vector<Action>> loom::pp::buildSchedule(ScheduleKind kind,
       actions.push_back({ActionKind::WeightGrad, m});
   }
   return schedule;
+}
+
+std::optional<ScheduleTiming> loom::pp::simulateSchedule(
+    const std::vector<std::vector<Action>> &schedule,
+    const std::function<double(int64_t, const Action &)> &duration,
+    double transfer) {
+  int64_t stages = schedule.size();
+  ScheduleTiming timing;
+  timing.intervals.resize(stages);
+  // End time of each (stage, kind, microbatch) once it has run.
+  std::map<std::tuple<int64_t, int, int64_t>, double> done;
+  auto finished = [&](int64_t s, ActionKind kind,
+                      int64_t m) -> std::optional<double> {
+    auto it = done.find({s, int(kind), m});
+    if (it == done.end())
+      return std::nullopt;
+    return it->second;
+  };
+  // The first backward half of m on stage s, whichever kind it is.
+  auto backwardDone = [&](int64_t s, int64_t m) {
+    if (auto b = finished(s, ActionKind::Backward, m))
+      return b;
+    return finished(s, ActionKind::InputGrad, m);
+  };
+  std::vector<size_t> next(stages, 0);
+  std::vector<double> free(stages, 0);
+  double busy = 0;
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int64_t s = 0; s < stages; ++s) {
+      while (next[s] < schedule[s].size()) {
+        const Action &a = schedule[s][next[s]];
+        std::optional<double> ready = 0.0;
+        auto after = [&](std::optional<double> t, double delay) {
+          if (!ready)
+            return;
+          if (!t)
+            ready = std::nullopt;
+          else
+            ready = std::max(*ready, *t + delay);
+        };
+        if (a.kind == ActionKind::Forward) {
+          if (s > 0)
+            after(finished(s - 1, ActionKind::Forward, a.microbatch), transfer);
+        } else if (a.kind == ActionKind::WeightGrad) {
+          after(finished(s, ActionKind::InputGrad, a.microbatch), 0);
+        } else {
+          after(finished(s, ActionKind::Forward, a.microbatch), 0);
+          if (s + 1 < stages)
+            after(backwardDone(s + 1, a.microbatch), transfer);
+        }
+        if (!ready)
+          break;
+        double start = std::max(free[s], *ready);
+        double length = duration(s, a);
+        free[s] = start + length;
+        busy += length;
+        done[{s, int(a.kind), a.microbatch}] = free[s];
+        timing.intervals[s].push_back({start, free[s]});
+        ++next[s];
+        progress = true;
+      }
+    }
+  }
+  for (int64_t s = 0; s < stages; ++s) {
+    if (next[s] < schedule[s].size())
+      return std::nullopt;
+    timing.makespan = std::max(timing.makespan, free[s]);
+  }
+  timing.bubble =
+      timing.makespan > 0 ? 1 - busy / (double(stages) * timing.makespan) : 0;
+  return timing;
 }

@@ -13,6 +13,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,25 @@ struct Action {
 /// gradients. Requires stages >= 1 and microbatches >= 1.
 std::vector<std::vector<Action>>
 buildSchedule(ScheduleKind kind, int64_t stages, int64_t microbatches);
+
+/// A schedule's timing when each action takes `duration(stage, action)` and
+/// a transfer between stages `transfer`: F(m) on stage s waits for F(m) on
+/// s - 1, the first backward half of m (B or I) for the same on s + 1 and
+/// for F(m), W(m) for I(m).
+struct ScheduleTiming {
+  /// Per stage, each action's start and end, in the schedule's order.
+  std::vector<std::vector<std::pair<double, double>>> intervals;
+  double makespan = 0;
+  /// Idle time over all stages' time: 1 - sum(busy) / (P * makespan).
+  double bubble = 0;
+};
+
+/// Times `schedule`; nullopt if it deadlocks (an action waits for one that
+/// can only run after it).
+std::optional<ScheduleTiming>
+simulateSchedule(const std::vector<std::vector<Action>> &schedule,
+                 const std::function<double(int64_t, const Action &)> &duration,
+                 double transfer = 0);
 
 } // namespace loom::pp
 

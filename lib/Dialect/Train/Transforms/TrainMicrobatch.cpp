@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
 
 namespace loom::train {
 #define GEN_PASS_DEF_TRAINMICROBATCHPASS
@@ -208,13 +209,21 @@ struct TrainMicrobatchPass
     if (microbatches < 1) {
       getOperation().emitError("train-microbatch: microbatches must be at "
                                "least 1, got ")
-          << microbatches;
+          << int64_t(microbatches);
       return signalPassFailure();
     }
     func::FuncOp forward;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal() && getLossResultIndex(func))
-        forward = func;
+    for (auto func : getOperation().getOps<func::FuncOp>()) {
+      if (func.isExternal() || !getLossResultIndex(func))
+        continue;
+      if (forward) {
+        func.emitError("train-microbatch: expected one forward (a function "
+                       "with a train.loss result), found @")
+            << forward.getSymName() << " and @" << func.getSymName();
+        return signalPassFailure();
+      }
+      forward = func;
+    }
     if (!forward) {
       getOperation().emitError("train-microbatch: expected a forward (a "
                                "function with a train.loss result), found "
@@ -261,7 +270,7 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
 
   // The batch: dimension 0 of every train.input argument.
   BatchDims dims;
-  DenseSet<Value> inputs;
+  llvm::SetVector<Value> inputs;
   for (BlockArgument arg : forward.getArguments()) {
     if (!forward.getArgAttr(arg.getArgNumber(), TrainDialect::kInputAttrName))
       continue;

@@ -1,0 +1,41 @@
+// Tests pp-partition's diagnostics: each names what is wrong and the pass
+// fails without changing the module.
+// RUN: not loom-opt %s --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=FORWARD
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=4" 2>&1 | FileCheck %s --check-prefix=UNITS
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t|t" 2>&1 | FileCheck %s --check-prefix=LAYOUT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 layout=t|tL" 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t|tX" 2>&1 | FileCheck %s --check-prefix=TOKEN
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t*0|tL" 2>&1 | FileCheck %s --check-prefix=REPEAT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
+// RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
+
+// FORWARD: error: pp-partition: expected a differentiated step (run train-autodiff, and train-optimizer, first)
+// SCHEDULE: error: pp-partition: unknown schedule 'interleaved' (expected gpipe, 1f1b or zb-h1)
+// UNITS: error: pp-partition: the step has 3 units (embedding, blocks, output) for 4 stages
+// LAYOUT: error: pp-partition: layout "t|t" lists units "tt", the step has "ttL"
+// COUNT: error: pp-partition: layout "t|tL" has 2 stages, expected 3
+// TOKEN: error: pp-partition: unknown unit 'X' in layout "t|tX" (expected E, t, L, *N and |)
+// REPEAT: error: pp-partition: expected a positive count after '*' in layout "t*0|tL"
+// STAGES: error: pp-partition: stages must be at least 1, got 0
+// SHARDED: error: pp-partition: the step already has collectives; pp-partition runs before zero-partition
+// TIED: error: pp-partition: parameter 'embed' of stage 0 is also read on stage 1 (parameters shared across stages, such as tied embeddings, are not supported)
+
+func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
+               %w1: tensor<8x8xf32> {train.param = "layers.1.w"},
+               %head: tensor<4x8xf32> {train.param = "head"},
+               %x: tensor<4x8xf32> {train.input = "x"},
+               %labels: tensor<4xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h1 = linalg.matmul ins(%h0, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %el = tensor.empty() : tensor<4x4xf32>
+  %zl = linalg.fill ins(%zero : f32) outs(%el : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%h1, %head : tensor<4x8xf32>, tensor<4x8xf32>) outs(%zl : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}

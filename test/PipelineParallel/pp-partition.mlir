@@ -1,0 +1,99 @@
+// Tests pp-partition on a two-block MLP with a classifier head, its batch in
+// two microbatches: one function per stage, each running its schedule's
+// actions (loom.action) with the sends and receives between them; the last
+// stage computes and returns the loss, each stage updates its parameters.
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
+
+// 1F1B on two stages. Stage 0 warms up with one forward, sends each
+// microbatch's activation as it is made, and waits each send once the
+// gradient that depends on it is back.
+// ONEF-LABEL: func.func @mlp_stage0(
+// ONEF-SAME: {train.param = "layers.0.w"}
+// ONEF-SAME: {train.input = "x"}) -> (tensor<8x8xf32> {train.param = "layers.0.w"})
+// ONEF-SAME: loom.pipeline = {layout = "t|tL", microbatches = 2 : i64, schedule = "1f1b", stages = 2 : i64}, loom.pipeline_stage = 0 : i64
+// ONEF: %[[H0:.+]] = linalg.matmul {{.*}}loom.action = "F0"
+// ONEF: %[[PP:.+]] = coll.comm_world : !coll.comm<2>
+// ONEF: %[[S0:.+]] = coll.send_start %[[H0]] on %[[PP]] to = 1 tag = 0 : (tensor<2x8xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
+// ONEF: %[[H1:.+]] = linalg.matmul {{.*}}loom.action = "F1"
+// ONEF: %[[S1:.+]] = coll.send_start %[[H1]] on %[[PP]] to = 1 tag = 1
+// ONEF: %[[R0:.+]] = coll.recv_start on %[[PP]] from = 1 tag = 0 : (!coll.comm<2>) -> !coll.future<tensor<2x8xf32>>
+// ONEF-NEXT: coll.wait %[[R0]]
+// ONEF-NEXT: coll.wait %[[S0]] : !coll.future<tensor<0xf32>>
+// ONEF: loom.action = "B0"
+// ONEF: coll.recv_start on %[[PP]] from = 1 tag = 1
+// ONEF: coll.wait %[[S1]]
+// ONEF: loom.action = "B1"
+// ONEF-NOT: coll.send_start
+// ONEF: return
+
+// The last stage alternates: F0 B0 F1 B1, then sums the microbatches' losses
+// over the valid labels of both and returns the loss.
+// ONEF-LABEL: func.func @mlp_stage1(
+// ONEF-SAME: {train.param = "layers.1.w"}
+// ONEF-SAME: {train.param = "head"}
+// ONEF-SAME: {train.input = "labels"}) -> (tensor<f32> {train.loss}, tensor<8x8xf32> {train.param = "layers.1.w"}, tensor<4x8xf32> {train.param = "head"})
+// ONEF-SAME: loom.pipeline_stage = 1 : i64
+// ONEF: coll.recv_start on %{{.+}} from = 0 tag = 0
+// ONEF: train.cross_entropy {{.*}}reduction = <sum>{{.*}}loom.action = "F0"
+// ONEF: train.cross_entropy_grad {{.*}}loom.action = "B0"
+// ONEF: coll.send_start {{.*}} to = 0 tag = 0
+// ONEF: coll.recv_start on %{{.+}} from = 0 tag = 1
+// ONEF: train.cross_entropy {{.*}}loom.action = "F1"
+// ONEF: arith.divf
+// ONEF: train.cross_entropy_grad {{.*}}loom.action = "B1"
+// ONEF: coll.send_start {{.*}} to = 0 tag = 1
+// ONEF: return
+
+// GPipe: every forward, then every backward.
+// GPIPE-LABEL: func.func @mlp_stage1(
+// GPIPE-SAME: layout = "t|tL"
+// GPIPE: train.cross_entropy {{.*}}loom.action = "F0"
+// GPIPE: train.cross_entropy {{.*}}loom.action = "F1"
+// GPIPE: train.cross_entropy_grad {{.*}}loom.action = "B0"
+// GPIPE: coll.send_start {{.*}} to = 0 tag = 0
+// GPIPE: train.cross_entropy_grad {{.*}}loom.action = "B1"
+// GPIPE: coll.send_start {{.*}} to = 0 tag = 1
+
+// ZB-H1: the last stage's backward is split; what stage 0 waits for (I) is
+// sent before the weight gradients (W) are computed. Stage 0 sends nothing
+// back, so all of its backward is W.
+// ZB-LABEL: func.func @mlp_stage0(
+// ZB-NOT: loom.action = "I
+// ZB-NOT: loom.action = "B
+// ZB: loom.action = "W0"
+// ZB-LABEL: func.func @mlp_stage1(
+// ZB: train.cross_entropy_grad {{.*}}loom.action = "I0"
+// ZB: coll.send_start {{.*}} to = 0 tag = 0
+// ZB: loom.action = "W0"
+// ZB: loom.action = "F1"
+// ZB: loom.action = "I1"
+// ZB: coll.send_start {{.*}} to = 0 tag = 1
+// ZB: loom.action = "W1"
+
+// Balanced on the cost model, three units on three stages.
+// THREE: func.func @mlp_stage0({{.*}}"layers.0.w"{{.*}}loom.pipeline = {layout = "t|t|L"
+// THREE: func.func @mlp_stage1(%arg0: tensor<8x8xf32> {train.param = "layers.1.w"}) -> (tensor<8x8xf32> {train.param = "layers.1.w"})
+// THREE: coll.recv_start {{.*}} from = 0
+// THREE: coll.send_start {{.*}} to = 2
+// THREE: func.func @mlp_stage2(%arg0: tensor<4x8xf32> {train.param = "head"}, %arg1: tensor<4xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}
+
+func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
+               %w1: tensor<8x8xf32> {train.param = "layers.1.w"},
+               %head: tensor<4x8xf32> {train.param = "head"},
+               %x: tensor<4x8xf32> {train.input = "x"},
+               %labels: tensor<4xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h0 = linalg.matmul ins(%x, %w0 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h1 = linalg.matmul ins(%h0, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %el = tensor.empty() : tensor<4x4xf32>
+  %zl = linalg.fill ins(%zero : f32) outs(%el : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+      ins(%h1, %head : tensor<4x8xf32>, tensor<4x8xf32>) outs(%zl : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
