@@ -2,10 +2,12 @@
 
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Analysis/OpIds.h"
+#include "loom/Analysis/PipelineSimulator.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "llvm/Support/FileSystem.h"
@@ -360,6 +362,162 @@ void writePlot(llvm::raw_ostream &out, ArrayRef<Operation *> ops,
   out << llvm::format("%.1f,%.1f", x(span), previousY) << "\"/>\n</svg>\n";
 }
 
+//===----------------------------------------------------------------------===//
+// Pipelines (pp-partition's stage functions)
+//===----------------------------------------------------------------------===//
+
+/// The microbatch count and the schedule's textbook bubble, (P-1)/(M+P-1).
+std::pair<int64_t, double> textbookBubble(func::FuncOp stage, int64_t stages) {
+  int64_t microbatches = 1;
+  if (auto pipeline = stage->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
+    if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
+      microbatches = m.getInt();
+  return {microbatches, double(stages - 1) / double(microbatches + stages - 1)};
+}
+
+std::string getSchedule(func::FuncOp stage) {
+  if (auto pipeline = stage->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
+    if (auto name = pipeline.getAs<StringAttr>("schedule"))
+      return name.str();
+  return "?";
+}
+
+void printPipeline(ArrayRef<func::FuncOp> stages, const CostModel &model,
+                   const PipelineSimulation &sim) {
+  llvm::raw_ostream &os = llvm::errs();
+  std::pair<int64_t, double> bubble =
+      textbookBubble(stages.front(), stages.size());
+  int64_t microbatches = bubble.first;
+  double textbook = bubble.second;
+  os << "coll-report: pipeline of " << stages.size() << " stages, "
+     << microbatches << " microbatches, " << getSchedule(stages.front())
+     << ", on " << model.getDevice().name << "\n";
+  os << llvm::format("  %-26s %12.1f us\n", "makespan", toMicros(sim.makespan));
+  os << llvm::format("  %-26s %12.4f  ((P-1)/(M+P-1) = %.4f)\n", "bubble",
+                     sim.bubble, textbook);
+  os << "  stage  peak memory      compute us     stalled us     finish us\n";
+  for (auto [s, stage] : llvm::enumerate(sim.stages))
+    os << llvm::format("  %5zu  %11s  %14.1f %14.1f %13.1f\n", s,
+                       formatBytes(stage.peakBytes).c_str(),
+                       toMicros(stage.busy), toMicros(stage.stalled),
+                       toMicros(stage.finish));
+}
+
+void writePipelineJson(llvm::raw_ostream &out, ArrayRef<func::FuncOp> stages,
+                       const CostModel &model, const PipelineSimulation &sim) {
+  std::pair<int64_t, double> bubble =
+      textbookBubble(stages.front(), stages.size());
+  int64_t microbatches = bubble.first;
+  double textbook = bubble.second;
+  llvm::json::OStream json(out, 2);
+  json.object([&] {
+    json.attribute("device", model.getDevice().name);
+    json.attribute("stages", int64_t(stages.size()));
+    json.attribute("microbatches", microbatches);
+    json.attribute("schedule", getSchedule(stages.front()));
+    json.attribute("makespan_us", jsonMicros(sim.makespan));
+    json.attribute("bubble", sim.bubble);
+    json.attribute("textbook_bubble", textbook);
+    json.attributeArray("per_stage", [&] {
+      for (size_t s = 0; s < sim.stages.size(); ++s)
+        json.object([&] {
+          const StageSimulation &stage = sim.stages[s];
+          func::FuncOp stageFunc = stages[s];
+          json.attribute("function", stageFunc.getName());
+          json.attribute("peak_bytes", stage.peakBytes);
+          json.attribute("compute_us", jsonMicros(stage.busy));
+          json.attribute("stalled_us", jsonMicros(stage.stalled));
+          json.attribute("finish_us", jsonMicros(stage.finish));
+        });
+    });
+  });
+  out << "\n";
+}
+
+/// One process per stage, one event per schedule action.
+void writePipelineTrace(llvm::raw_ostream &out, const PipelineSimulation &sim) {
+  llvm::json::OStream json(out, 1);
+  json.object([&] {
+    json.attributeArray("traceEvents", [&] {
+      for (size_t s = 0; s < sim.stages.size(); ++s) {
+        const StageSimulation &stage = sim.stages[s];
+        json.object([&] {
+          json.attribute("name", "process_name");
+          json.attribute("ph", "M");
+          json.attribute("pid", int64_t(s));
+          json.attributeObject("args", [&] {
+            json.attribute("name", ("stage " + llvm::Twine(s)).str());
+          });
+        });
+        for (const auto &interval : stage.intervals)
+          json.object([&] {
+            json.attribute("name", interval.action.empty()
+                                       ? std::string("stalled")
+                                       : interval.action);
+            json.attribute("ph", "X");
+            json.attribute("pid", int64_t(s));
+            json.attribute("tid", 0);
+            json.attribute("ts", jsonMicros(interval.start));
+            json.attribute("dur", jsonMicros(interval.end - interval.start));
+          });
+      }
+    });
+  });
+  out << "\n";
+}
+
+/// The schedule grid: one row per stage, each action a box coloured by its
+/// kind (F blue, B and I green, W orange), stalls left white.
+void writePipelinePlot(llvm::raw_ostream &out, ArrayRef<func::FuncOp> stages,
+                       const CostModel &model, const PipelineSimulation &sim) {
+  const double width = 1000, rowHeight = 28, left = 70, right = 20, top = 40;
+  double height = top + rowHeight * sim.stages.size() + 40;
+  double span = std::max(sim.makespan, 1e-12);
+  auto x = [&](double t) { return left + t / span * (width - left - right); };
+  out << llvm::format("<svg xmlns=\"http://www.w3.org/2000/svg\" "
+                      "width=\"%.0f\" height=\"%.0f\" "
+                      "font-family=\"sans-serif\" font-size=\"11\">\n",
+                      width, height)
+      << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  int64_t microbatches = textbookBubble(stages.front(), stages.size()).first;
+  out << llvm::format("<text x=\"%.0f\" y=\"20\" font-size=\"14\">", left)
+      << getSchedule(stages.front()) << ", " << stages.size() << " stages, "
+      << microbatches << " microbatches on " << model.getDevice().name
+      << llvm::format(": %.2f ms, bubble %.3f", sim.makespan * 1e3, sim.bubble)
+      << "</text>\n";
+  for (auto [s, stage] : llvm::enumerate(sim.stages)) {
+    double y = top + rowHeight * s;
+    out << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">"
+                        "stage %zu</text>\n",
+                        left - 6, y + rowHeight * 0.65, s);
+    for (const auto &interval : stage.intervals) {
+      if (interval.action.empty())
+        continue;
+      char kind = interval.action.front();
+      const char *fill = kind == 'F'                  ? "#6fa8dc"
+                         : kind == 'B' || kind == 'I' ? "#93c47d"
+                         : kind == 'W'                ? "#f6b26b"
+                                                      : "#cccccc";
+      double x0 = x(interval.start), x1 = x(interval.end);
+      out << llvm::format("<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" "
+                          "height=\"%.1f\" fill=\"%s\" stroke=\"white\" "
+                          "stroke-width=\"0.5\"/>\n",
+                          x0, y + 2, std::max(x1 - x0, 0.1), rowHeight - 4,
+                          fill);
+      if (x1 - x0 > 14)
+        out << llvm::format("<text x=\"%.1f\" y=\"%.1f\" "
+                            "text-anchor=\"middle\">%s</text>\n",
+                            (x0 + x1) / 2, y + rowHeight * 0.65,
+                            interval.action.c_str());
+    }
+  }
+  out << llvm::format("<text x=\"%.1f\" y=\"%.1f\">0</text>\n", left,
+                      height - 12);
+  out << llvm::format("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">"
+                      "%.2f ms</text>\n</svg>\n",
+                      width - right, height - 12, sim.makespan * 1e3);
+}
+
 struct CollReportPass
     : public loom::coll::impl::CollReportPassBase<CollReportPass> {
   using CollReportPassBase::CollReportPassBase;
@@ -371,6 +529,15 @@ struct CollReportPass
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;
+    FailureOr<SmallVector<func::FuncOp>> stages = getPipelineStages(module);
+    if (failed(stages))
+      return signalPassFailure();
+    if (!stages->empty() && function.empty()) {
+      if (failed(reportPipeline(*stages, model)))
+        return signalPassFailure();
+      markAllAnalysesPreserved();
+      return;
+    }
     bool reported = false;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() ||
@@ -435,6 +602,31 @@ struct CollReportPass
       signalPassFailure();
     }
     markAllAnalysesPreserved();
+  }
+
+  LogicalResult reportPipeline(ArrayRef<func::FuncOp> stages,
+                               const CostModel &model) {
+    FailureOr<PipelineSimulation> sim = simulatePipeline(stages, model);
+    if (failed(sim))
+      return failure();
+    printPipeline(stages, model, *sim);
+    Operation *anchor = getOperation();
+    if (!jsonPath.empty() &&
+        failed(writeFile(anchor, jsonPath, [&](llvm::raw_ostream &os) {
+          writePipelineJson(os, stages, model, *sim);
+        })))
+      return failure();
+    if (!tracePath.empty() &&
+        failed(writeFile(anchor, tracePath, [&](llvm::raw_ostream &os) {
+          writePipelineTrace(os, *sim);
+        })))
+      return failure();
+    if (!plotPath.empty() &&
+        failed(writeFile(anchor, plotPath, [&](llvm::raw_ostream &os) {
+          writePipelinePlot(os, stages, model, *sim);
+        })))
+      return failure();
+    return success();
   }
 };
 
