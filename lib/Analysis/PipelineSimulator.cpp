@@ -143,7 +143,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> stages, const CostModel &model) {
       }
     }
   }
-  double busiest = 0;
+  double busy = 0;
   for (int64_t s = 0; s < numStages; ++s) {
     StageState &st = state[s];
     if (st.next < st.ops.size())
@@ -151,8 +151,10 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> stages, const CostModel &model) {
              << s << " waits for a message no stage sends";
     result.stages[s].finish = st.clock;
     result.makespan = std::max(result.makespan, st.clock);
-    busiest = std::max(busiest, result.stages[s].busy);
+    busy += result.stages[s].busy;
   }
-  result.bubble = result.makespan > 0 ? 1 - busiest / result.makespan : 0;
+  result.bubble = result.makespan > 0
+                      ? 1 - busy / (double(numStages) * result.makespan)
+                      : 0;
   return result;
 }

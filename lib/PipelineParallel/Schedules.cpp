@@ -53,6 +53,10 @@ std::vector<std::vector<Action>> loom::pp::buildSchedule(ScheduleKind kind,
     int64_t warmup = std::min(stages - s - 1, microbatches);
     int64_t nextForward = 0, nextBackward = 0;
     std::vector<int64_t> deferred;
+    // Zero bubble splits every backward: I at once, so that the previous
+    // stage gets its gradient before this one computes weight gradients,
+    // W right after it in the steady state, and the cool-down's W's
+    // deferred to the end, where they fill the time the stage would wait.
     auto backward = [&](bool cooldown) {
       int64_t m = nextBackward++;
       if (!split) {

@@ -56,8 +56,16 @@ TEST(Schedules, EveryActionOnceAndInOrder) {
               firstHalves.insert(a.microbatch);
             }
           }
-          int64_t perMicrobatch = kind == ScheduleKind::ZeroBubbleH1 ? 3 : 2;
-          EXPECT_EQ(int64_t(actions.size()), perMicrobatch * m);
+          // F, then B or I and W, per microbatch.
+          EXPECT_EQ(int64_t(forwards.size()), m);
+          EXPECT_EQ(int64_t(firstHalves.size()), m);
+          int64_t split = 0;
+          for (const Action &a : actions)
+            split += a.kind == ActionKind::WeightGrad;
+          for (int64_t mb = 0; mb < m; ++mb)
+            EXPECT_EQ(seen.count({int(ActionKind::InputGrad), mb}),
+                      seen.count({int(ActionKind::WeightGrad), mb}));
+          EXPECT_EQ(int64_t(actions.size()), 2 * m + split);
         }
         EXPECT_TRUE(simulateSchedule(schedule, unitTimes).has_value())
             << getScheduleName(kind).str() << " deadlocks at P=" << p

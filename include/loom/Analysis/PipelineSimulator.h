@@ -44,8 +44,10 @@ struct PipelineSimulation {
   std::vector<StageSimulation> stages;
   /// The last stage's finish.
   double makespan = 0;
-  /// 1 - (the busiest stage's compute) / makespan: how much of the step the
-  /// pipeline adds to the busiest stage's own work.
+  /// The stages' idle share of the step: 1 - sum(compute) / (P *
+  /// makespan). Stalls, and a stage's wait after its program ends for the
+  /// slowest, both count: with equal stages and a textbook schedule it is
+  /// (P-1)/(M+P-1).
   double bubble = 0;
 };
 

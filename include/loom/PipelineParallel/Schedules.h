@@ -50,10 +50,14 @@ struct Action {
 /// Each stage's actions in order: GPipe runs every forward then every
 /// backward; 1F1B runs min(P - s - 1, M) warm-up forwards on stage s, then
 /// alternates a forward and a backward, then the remaining backwards; ZB-H1
-/// is 1F1B with each backward split into I then W, and the W's of the
-/// cool-down phase (the last min(P - s - 1, M) backwards) deferred to the
-/// end of the stage, where they fill the time stage s would wait for
-/// gradients. Requires stages >= 1 and microbatches >= 1.
+/// is 1F1B with each backward split into I (run at once, so that the
+/// previous stage gets its gradient before this one computes weight
+/// gradients) and W (right after I in the steady state; the cool-down's,
+/// the last min(P - s - 1, M), deferred to the end of the stage, where
+/// they fill the time stage s would wait for gradients). The microbatches
+/// in flight are 1F1B's; between a microbatch's I and W the stage also
+/// holds the output gradients W reads. Requires stages >= 1 and
+/// microbatches >= 1.
 std::vector<std::vector<Action>>
 buildSchedule(ScheduleKind kind, int64_t stages, int64_t microbatches);
 

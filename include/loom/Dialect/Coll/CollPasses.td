@@ -166,9 +166,9 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
     `loom.pipeline_stage`) is reported as one pipeline unless `function`
     names a stage: the stages run together, each receive waiting for its
     sender's send, and the table gives each stage's peak memory, compute,
-    stalled time and finish, the makespan and the bubble
-    (1 - the busiest stage's compute / makespan) beside the schedule's
-    textbook (P-1)/(M+P-1). Then `json` holds those figures, `trace` one
+    stalled time and finish, the makespan and the bubble (the stages' idle
+    share, 1 - their compute / (P x makespan)) beside the textbook
+    (P-1)/(M+P-1). Then `json` holds those figures, `trace` one
     process per stage with one event per schedule action (`F3`, `B0`, `I2`,
     `W1`, stalls), and `plot` the schedule grid as an SVG.
 
