@@ -415,6 +415,10 @@ void writePipelineJson(llvm::raw_ostream &out, ArrayRef<func::FuncOp> stages,
     json.attribute("stages", int64_t(stages.size()));
     json.attribute("microbatches", microbatches);
     json.attribute("schedule", getSchedule(stages.front()));
+    if (auto pipeline =
+            stages.front()->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
+      if (auto layout = pipeline.getAs<StringAttr>("layout"))
+        json.attribute("layout", layout.getValue());
     json.attribute("makespan_us", jsonMicros(sim.makespan));
     json.attribute("bubble", sim.bubble);
     json.attribute("textbook_bubble", textbook);
