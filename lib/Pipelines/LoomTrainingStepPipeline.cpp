@@ -1,13 +1,16 @@
 //===- LoomTrainingStepPipeline.cpp - loom-training-step-pipeline ---------===//
 //
 // forward -> training step: the output projection fused into the loss (so
-// that autodiff differentiates the fused op), reverse-mode gradients, and
-// the optimizer update with the learning rate as a run-time input.
+// that autodiff differentiates the fused op), the batch split into
+// microbatches, reverse-mode gradients, the optimizer update with the
+// learning rate as a run-time input, and, for a pipeline, one step per
+// stage.
 //
 //===----------------------------------------------------------------------===//
 
 #include "loom/Autodiff/Passes.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/PipelineParallel/Passes.h"
 #include "loom/Pipelines/Pipelines.h"
 
 using namespace mlir;
@@ -21,6 +24,11 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         train::createTrainFuseLinearCrossEntropyPass(fuse));
   }
+  if (options.microbatches > 1) {
+    train::TrainMicrobatchPassOptions split;
+    split.microbatches = options.microbatches;
+    pm.addPass(train::createTrainMicrobatchPass(split));
+  }
   pm.addPass(autodiff::createTrainAutodiffPass());
   if (options.optimizer == Optimizer::None)
     return;
@@ -30,4 +38,12 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
   optimizer.weightDecay = options.weightDecay;
   optimizer.lrInput = true;
   pm.addPass(autodiff::createTrainOptimizerPass(optimizer));
+  if (options.pipelineStages > 1) {
+    pp::PPPartitionPassOptions partition;
+    partition.stages = options.pipelineStages;
+    partition.schedule = options.pipelineSchedule;
+    partition.layout = options.pipelineLayout;
+    partition.device = options.pipelineDevice;
+    pm.addPass(pp::createPPPartitionPass(partition));
+  }
 }

@@ -36,8 +36,10 @@ int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
 }
 
 func::FuncOp loom::trainer::findStep(ModuleOp module) {
+  // A pipeline stage other than the last returns no loss.
   for (auto func : module.getOps<func::FuncOp>())
-    if (!func.isExternal() && train::getLossResultIndex(func))
+    if (!func.isExternal() && (train::getLossResultIndex(func) ||
+                               func->hasAttr(attrs::kPipelineStage)))
       return func;
   return {};
 }
@@ -155,6 +157,14 @@ describeProperties(func::FuncOp step, StringRef source) {
   if (sizes.wasInterrupted())
     return failure();
   properties["world_size"] = std::to_string(worldSize);
+  if (auto stage = step->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
+    properties["pipeline_stage"] = std::to_string(stage.getInt());
+    auto pipeline = step->getAttrOfType<DictionaryAttr>(attrs::kPipeline);
+    auto stages =
+        pipeline ? pipeline.getAs<IntegerAttr>("stages") : IntegerAttr();
+    properties["pipeline_stages"] =
+        std::to_string(stages ? stages.getInt() : 1);
+  }
   auto stage = step->getAttrOfType<IntegerAttr>(attrs::kZeroStage);
   properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);
   if (auto optimizer = step->getAttrOfType<StringAttr>(attrs::kOptimizer))

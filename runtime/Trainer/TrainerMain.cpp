@@ -30,11 +30,17 @@
 #include <thread>
 #include <vector>
 
-extern "C" void loom_step_packed(void **buffers);
+// A trainer's step: loom_step_packed and its manifest, or for a pipeline
+// (loomc --pipeline-stages) one of each per stage, in the tables below;
+// each is weak so that either kind links.
+extern "C" __attribute__((weak)) void loom_step_packed(void **buffers);
+extern "C" __attribute__((weak)) const char loom_step_manifest[];
+extern "C" __attribute__((weak)) const int64_t loom_pipeline_stages;
+extern "C" __attribute__((weak)) void (*const loom_pipeline_packed[])(void **);
+extern "C" __attribute__((weak)) const char *const loom_pipeline_manifests[];
 // OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
 // still links.
 extern "C" __attribute__((weak)) void openblas_set_num_threads(int);
-extern "C" const char loom_step_manifest[];
 
 using namespace loom::runtime;
 
@@ -86,6 +92,16 @@ struct Options {
 };
 
 int64_t rank = 0, worldSize = 1;
+/// A pipeline's stage count (0: not a pipeline) and this rank's stage.
+int64_t pipelineStages = 0, stage = 0;
+/// Which slice of the data this rank trains on, of how many: the rank and
+/// the world, except that a pipeline's stages all see the same batch.
+int64_t dataRank = 0, dataWorld = 1;
+
+/// The manifest of `s`'s step (the only one outside a pipeline).
+const char *manifestText(int64_t s) {
+  return pipelineStages ? loom_pipeline_manifests[s] : loom_step_manifest;
+}
 
 [[noreturn]] void fail(const std::string &message) {
   loomrt_abort(("trainer: " + message).c_str());
@@ -112,10 +128,10 @@ const char *property(const Manifest &m, const std::string &key) {
                                                         : it->second.c_str();
 }
 
-Manifest readStepManifest() {
+Manifest readStepManifest(int64_t s) {
   loom::runtime::StepManifest parsed;
   std::string error;
-  if (!loom::runtime::StepManifest::parse(loom_step_manifest, parsed, error))
+  if (!loom::runtime::StepManifest::parse(manifestText(s), parsed, error))
     fail("the compiled step's manifest is malformed: " + error);
   Manifest m;
   m.properties = std::move(parsed.properties);
@@ -173,8 +189,7 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
       o.lr = std::strtod(text.c_str(), &end);
       if (end == text.c_str() || *end || !(o.lr > 0))
         fail("--lr expects a positive number, got '" + text + "'");
-    }
-    else if (a == "--data")
+    } else if (a == "--data")
       o.data = need(i);
     else if (a == "--log")
       o.log = need(i);
@@ -195,7 +210,7 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
             "[--trace trace.json]\n       [--profile profile.json (per op "
             "id, for loomc --profile)]\nThe step was compiled for:\n%s",
-            argv[0], loom_step_manifest);
+            argv[0], manifestText(stage));
       loomrt_finalize();
       std::exit(0);
     } else
@@ -222,9 +237,8 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
   }
   if (o.lr == 0) {
     auto compiled = m.properties.find("lr");
-    o.lr = compiled == m.properties.end()
-               ? 0
-               : std::atof(compiled->second.c_str());
+    o.lr = compiled == m.properties.end() ? 0
+                                          : std::atof(compiled->second.c_str());
   }
   if (!(o.lr > 0))
     fail("--lr must be positive");
@@ -256,8 +270,8 @@ float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
   uint64_t key = splitmix64(seed) ^ fnv1a(t.name);
   double u1 = (double(splitmix64(key + 2 * uint64_t(i)) >> 11) + 1.0) /
               9007199254740993.0;
-  double u2 = double(splitmix64(key + 2 * uint64_t(i) + 1) >> 11) /
-              9007199254740992.0;
+  double u2 =
+      double(splitmix64(key + 2 * uint64_t(i) + 1) >> 11) / 9007199254740992.0;
   double normal = std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2);
   return float(normal / std::sqrt(double(t.full.empty() ? 1 : t.full.back())));
 }
@@ -311,8 +325,10 @@ std::vector<uint8_t> readCorpus(const std::string &path, int64_t seq) {
                              std::istreambuf_iterator<char>());
   if (int64_t(bytes.size()) < seq + 2)
     fail("data file " + path + " has " + std::to_string(bytes.size()) +
-         " bytes; a sequence of " + std::to_string(seq) + " tokens needs at "
-         "least " + std::to_string(seq + 2));
+         " bytes; a sequence of " + std::to_string(seq) +
+         " tokens needs at "
+         "least " +
+         std::to_string(seq + 2));
   return bytes;
 }
 
@@ -323,7 +339,7 @@ void fillBatch(const std::vector<uint8_t> &corpus, int64_t step, Tensor *tokens,
                Tensor *labels, int64_t batch, int64_t seq) {
   int64_t span = int64_t(corpus.size()) - seq - 1;
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t g = (step * worldSize + rank) * batch + b;
+    int64_t g = (step * dataWorld + dataRank) * batch + b;
     int64_t start = (g * seq) % span;
     for (int64_t t = 0; t < seq; ++t) {
       if (tokens)
@@ -372,6 +388,41 @@ std::string checkpointFile(const Tensor &t) {
   return file;
 }
 
+/// A pipeline's checkpoint: every stage's parameters and state, each
+/// written once (by the first stage that has it) under its name, as a
+/// single-stage trainer's would be, so that a trainer with any other stage
+/// count loads it. Each tensor goes to rank 0 by a gather in which the other
+/// stages send zeros.
+void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
+                const std::string &tmp, std::string &error) {
+  std::map<std::string, std::pair<int64_t, Tensor>> owners;
+  for (int64_t s = 0; s < pipelineStages; ++s)
+    for (Tensor &t : readStepManifest(s).tensors)
+      if (t.isArgument && (t.role == "param" || t.role == "state"))
+        owners.try_emplace(t.role + "." + t.name, s, std::move(t));
+  std::map<std::string, Tensor *> mine;
+  for (Tensor *t : saved)
+    mine[t->role + "." + t->name] = t;
+  for (auto &[key, owner] : owners) {
+    const Tensor &desc = owner.second;
+    std::vector<float> local(desc.fullCount, 0.0f);
+    auto it = mine.find(key);
+    if (owner.first == stage && it != mine.end()) {
+      Tensor &t = *it->second;
+      for (int64_t i = 0; i < t.fullCount; ++i)
+        local[i] =
+            t.dtype == "bf16" ? loom::bf16ToFloat(t.bf16()[i]) : t.f32()[i];
+    }
+    std::vector<float> all(rank == 0 ? desc.fullCount * worldSize : 0);
+    loomrt_gather_f32(local.data(), desc.fullCount, all.data(), 0);
+    cm.tensors.push_back(
+        {desc.name, desc.role, checkpointFile(desc), desc.full});
+    if (rank == 0 && error.empty())
+      error = writeNpyF32(tmp + "/" + checkpointFile(desc), desc.full,
+                          all.data() + owner.first * desc.fullCount);
+  }
+}
+
 void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
                     int64_t step) {
   CheckpointManifest cm;
@@ -386,15 +437,19 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
     error = beginCheckpoint(o.checkpoint, step, tmp);
     checkpointCrashPoint();
   }
-  for (Tensor *t : saved) {
-    std::vector<float> full = gatherFull(*t);
-    cm.tensors.push_back({t->name, t->role, checkpointFile(*t), t->full});
-    if (rank == 0 && error.empty()) {
-      error = writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
-      if (cm.tensors.size() == 1 || cm.tensors.size() == saved.size())
-        checkpointCrashPoint();
+  if (pipelineStages) {
+    saveStages(cm, saved, tmp, error);
+  } else
+    for (Tensor *t : saved) {
+      std::vector<float> full = gatherFull(*t);
+      cm.tensors.push_back({t->name, t->role, checkpointFile(*t), t->full});
+      if (rank == 0 && error.empty()) {
+        error =
+            writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
+        if (cm.tensors.size() == 1 || cm.tensors.size() == saved.size())
+          checkpointCrashPoint();
+      }
     }
-  }
   if (rank == 0) {
     if (error.empty())
       error = writeManifest(tmp + "/manifest.json", cm);
@@ -431,7 +486,8 @@ int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
   std::map<std::string, const CheckpointTensor *> byKey;
   for (const CheckpointTensor &t : cm.tensors)
     byKey[t.role + "." + t.name] = &t;
-  if (byKey.size() != saved.size())
+  // A pipeline's stage loads its own part of the checkpoint.
+  if (!pipelineStages && byKey.size() != saved.size())
     fail("--resume: " + dir + " holds " + std::to_string(cm.tensors.size()) +
          " tensors; this trainer's step has " + std::to_string(saved.size()));
   for (Tensor *t : saved) {
@@ -479,7 +535,25 @@ int main(int argc, char **argv) {
   if (worldSize > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
       openblas_set_num_threads)
     openblas_set_num_threads(1);
-  Manifest m = readStepManifest();
+  if (&loom_pipeline_stages) {
+    pipelineStages = loom_pipeline_stages;
+    // One rank per stage (data-parallel replicas of a pipeline are not
+    // built yet): every stage trains on the same batch.
+    stage = rank;
+    if (worldSize != pipelineStages)
+      fail("this trainer is a pipeline of " + std::to_string(pipelineStages) +
+           " stages, one rank each, but runs on " + std::to_string(worldSize) +
+           " ranks (launch with mpirun -np " + std::to_string(pipelineStages) +
+           ")");
+  } else {
+    dataRank = rank;
+    dataWorld = worldSize;
+  }
+  if (!pipelineStages && !(loom_step_packed && loom_step_manifest))
+    fail("this trainer has no compiled step");
+  void (*stepPacked)(void **) =
+      pipelineStages ? loom_pipeline_packed[stage] : loom_step_packed;
+  Manifest m = readStepManifest(stage);
   Options o = parseOptions(argc, argv, m);
   int64_t compiledWorld = std::atoll(m.properties["world_size"].c_str());
   if (compiledWorld != worldSize)
@@ -526,9 +600,21 @@ int main(int argc, char **argv) {
     else
       replaces.push_back({it->second, r});
   }
-  if (!tokens || !loss || tokens->local.size() != 2 || tokens->dtype != "i32")
+  // A pipeline's first stage reads the tokens and its last returns the
+  // loss; the batch's shape is the first stage's tokens'.
+  Tensor *shape = tokens;
+  Manifest firstStage;
+  if (pipelineStages && !tokens) {
+    firstStage = readStepManifest(0);
+    for (Tensor &t : firstStage.tensors)
+      if (t.isArgument && t.role == "input" && t.name == "tokens")
+        shape = &t;
+  }
+  bool lastStage = !pipelineStages || stage == pipelineStages - 1;
+  if (!shape || (lastStage && !loss) || shape->local.size() != 2 ||
+      shape->dtype != "i32")
     fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
-  int64_t batch = tokens->local[0], seq = tokens->local[1];
+  int64_t batch = shape->local[0], seq = shape->local[1];
   if ((o.seq && o.seq != seq) || (o.batch && o.batch != batch))
     fail("this trainer was compiled for --seq " + std::to_string(seq) +
          " --batch " + std::to_string(batch) + " per rank");
@@ -536,7 +622,7 @@ int main(int argc, char **argv) {
     if (t->dtype != "f32" && t->dtype != "bf16")
       fail(t->role + " '" + t->name + "' is " + t->dtype +
            "; the trainer handles f32 and bf16 parameters and state");
-  if (loss->dtype != "f32" && loss->dtype != "bf16")
+  if (loss && loss->dtype != "f32" && loss->dtype != "bf16")
     fail("the loss is " + loss->dtype + "; the trainer reads f32 or bf16");
 
   if (learningRate)
@@ -570,9 +656,9 @@ int main(int argc, char **argv) {
       !(log = std::fopen(o.log.c_str(), o.resume ? "a" : "w")))
     fail("cannot write --log " + o.log + ": " + std::strerror(errno));
   if (!o.trace.empty())
-    loomrt_trace_to((o.trace + (worldSize > 1 ? "." + std::to_string(rank)
-                                              : std::string()))
-                        .c_str());
+    loomrt_trace_to(
+        (o.trace + (worldSize > 1 ? "." + std::to_string(rank) : std::string()))
+            .c_str());
 
   // The step's arguments and results: the memory the trainer owns beside
   // what the step allocates (its arena). Storage rounds each tensor up to 8
@@ -634,7 +720,8 @@ int main(int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     fillBatch(corpus, step, tokens, labels, batch, seq);
-    tokens->upload();
+    if (tokens)
+      tokens->upload();
     if (labels)
       labels->upload();
     if (profiling && step == profileFrom)
@@ -643,7 +730,7 @@ int main(int argc, char **argv) {
     loomrt_host_reset_peak();
     loomrt_heap_reset_peak();
     double begin = loomrt_now_us();
-    loom_step_packed(buffers.data());
+    stepPacked(buffers.data());
     loomrt_step_sync();
     double end = loomrt_now_us();
     if (profiling && step >= profileFrom)
@@ -669,13 +756,22 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < m.tensors.size(); ++i)
       buffers[i] = pointerOf(m.tensors[i]);
-    loss->download();
-    float lossValue = loss->get(0);
+    float lossValue = 0;
+    if (loss) {
+      loss->download();
+      lossValue = loss->get(0);
+    }
+    if (pipelineStages) {
+      // The last stage has the loss; every rank reports it.
+      double mine = lossValue, sum = 0;
+      loomrt_allreduce_f64(&mine, &sum, 1, LOOMRT_SUM);
+      lossValue = float(sum);
+    }
     if (!std::isfinite(lossValue))
       fail("step " + std::to_string(step) + ": the loss is " +
            std::to_string(lossValue));
     double seconds = (end - begin) * 1e-6;
-    double tokensPerS = double(batch * seq * worldSize) / seconds;
+    double tokensPerS = double(batch * seq * dataWorld) / seconds;
     if (rank == 0) {
       std::printf("step %lld  loss %.6f  %.0f tok/s  comm %.1f ms (exposed "
                   "%.1f ms)\n",

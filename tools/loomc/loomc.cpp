@@ -39,8 +39,10 @@
 #include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Constants.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
@@ -184,6 +186,25 @@ static cl::opt<loom::Schedule>
                         clEnumValN(loom::Schedule::Original, "original",
                                    "zero-partition's order")),
              cl::init(loom::Schedule::Loom), cl::cat(loomcCategory));
+// Pipeline parallelism.
+static cl::opt<int64_t> pipelineStages(
+    "pipeline-stages",
+    cl::desc("pipeline stages, one rank each (pp-partition; 1: none)"),
+    cl::init(1), cl::cat(loomcCategory));
+static cl::opt<int64_t> microbatches(
+    "microbatches",
+    cl::desc("microbatches the batch is split into; their gradients "
+             "accumulate (train-microbatch)"),
+    cl::init(1), cl::cat(loomcCategory));
+static cl::opt<std::string>
+    pipelineSchedule("pipeline-schedule",
+                     cl::desc("the stages' schedule: gpipe, 1f1b or zb-h1"),
+                     cl::init("1f1b"), cl::cat(loomcCategory));
+static cl::opt<std::string> pipelineLayout(
+    "pipeline-layout",
+    cl::desc("units per stage in Megatron's syntax, e.g. \"Et*3|t*3L\" "
+             "(default: balanced on the cost model)"),
+    cl::init(""), cl::cat(loomcCategory));
 static cl::opt<std::string>
     device("device",
            cl::desc("device description for the scheduler's cost model "
@@ -509,6 +530,61 @@ LogicalResult link(StringRef object, StringRef exe) {
 
 } // namespace
 
+/// One module of a pipeline's stages: stage s's loom_step_packed and
+/// loom_step_manifest become loom_step_packed_stage<s> and
+/// loom_step_manifest_stage<s>, everything else a stage defines becomes
+/// internal to it, and loom_pipeline_stages (the count) with the tables
+/// loom_pipeline_packed and loom_pipeline_manifests let the trainer pick
+/// its rank's stage.
+std::unique_ptr<llvm::Module>
+linkStages(SmallVector<std::unique_ptr<llvm::Module>> &stages) {
+  LLVMContext &context = stages.front()->getContext();
+  auto combined = std::make_unique<llvm::Module>("loom_pipeline", context);
+  combined->setDataLayout(stages.front()->getDataLayout());
+  combined->setTargetTriple(stages.front()->getTargetTriple());
+  llvm::Linker linker(*combined);
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    for (llvm::GlobalValue &value : stage->global_values()) {
+      if (value.isDeclaration())
+        continue;
+      StringRef name = value.getName();
+      if (name == "loom_step_packed" || name == "loom_step_manifest")
+        value.setName((name + "_stage" + Twine(s)).str());
+      else if (!value.hasLocalLinkage())
+        value.setLinkage(llvm::GlobalValue::InternalLinkage);
+    }
+    if (linker.linkInModule(std::move(stage))) {
+      errs() << "loomc: error: linking stage " << s << " failed\n";
+      return nullptr;
+    }
+  }
+  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
+  auto *ptr = llvm::PointerType::get(context, 0);
+  int64_t count = stages.size();
+  new llvm::GlobalVariable(
+      *combined, i64, /*isConstant=*/true, llvm::GlobalValue::ExternalLinkage,
+      llvm::ConstantInt::get(i64, count), "loom_pipeline_stages");
+  for (StringRef table : {"packed", "manifest"}) {
+    SmallVector<llvm::Constant *> entries;
+    for (int64_t s = 0; s < count; ++s) {
+      std::string name = ("loom_step_" + table + "_stage" + Twine(s)).str();
+      llvm::GlobalValue *value = combined->getNamedValue(name);
+      if (!value) {
+        errs() << "loomc: error: stage " << s << " has no " << name << "\n";
+        return nullptr;
+      }
+      entries.push_back(value);
+    }
+    auto *type = llvm::ArrayType::get(ptr, count);
+    new llvm::GlobalVariable(*combined, type, /*isConstant=*/true,
+                             llvm::GlobalValue::ExternalLinkage,
+                             llvm::ConstantArray::get(type, entries),
+                             (table == "packed" ? "loom_pipeline_packed"
+                                                : "loom_pipeline_manifests"));
+  }
+  return combined;
+}
+
 int main(int argc, char **argv) {
   InitLLVM init(argc, argv);
   // --mlir-pass-statistics, --mlir-timing, --mlir-print-ir-after-all...
@@ -553,7 +629,36 @@ int main(int argc, char **argv) {
     errs() << "loomc: error: expected --world-size >= 1\n";
     return 1;
   }
-  if (worldSize > 1 && zeroStage == loom::ZeroStage::None) {
+  if (pipelineStages < 1 || microbatches < 1) {
+    errs() << "loomc: error: expected --pipeline-stages >= 1 and "
+              "--microbatches >= 1\n";
+    return 1;
+  }
+  if (pipelineStages > 1) {
+    if (worldSize != pipelineStages) {
+      errs() << "loomc: error: --world-size " << worldSize
+             << " with --pipeline-stages " << pipelineStages
+             << ": each stage runs on one rank, so the world is the stages "
+                "(data-parallel replicas of a pipeline are not built yet)\n";
+      return 1;
+    }
+    if (zeroStage != loom::ZeroStage::None) {
+      errs() << "loomc: error: --zero-stage shards over data-parallel "
+                "replicas; a pipeline's stages have none (one rank each)\n";
+      return 1;
+    }
+    if (rematBudgetMb > 0 || !profile.empty()) {
+      errs() << "loomc: error: --remat-budget-mb and --profile are not "
+                "built for pipeline stages yet\n";
+      return 1;
+    }
+    if (target == loom::Target::Cuda) {
+      errs() << "loomc: error: pipeline stages compile for --target=cpu; the "
+                "CUDA trainer's point-to-point transfers have not run on a "
+                "GPU yet\n";
+      return 1;
+    }
+  } else if (worldSize > 1 && zeroStage == loom::ZeroStage::None) {
     errs() << "loomc: error: --world-size " << worldSize
            << " needs --zero-stage 1, 2 or 3 (stage 0 is single-rank)\n";
     return 1;
@@ -662,176 +767,240 @@ int main(int argc, char **argv) {
   step.optimizer = optimizer;
   step.lr = lr;
   step.weightDecay = weightDecay;
+  step.microbatches = microbatches;
+  step.pipelineStages = pipelineStages;
+  step.pipelineSchedule = pipelineSchedule;
+  step.pipelineLayout = pipelineLayout;
+  step.pipelineDevice =
+      device.getNumOccurrences() ? device.getValue() : std::string("cpu");
   if (failed(runPhase(*module, "training-step", "loom-training-step-pipeline",
                       step, loom::buildTrainingStepPipeline)))
     return 1;
   if (emit == Emit::TrainingStep)
     return writeModule();
 
-  // 2. ZeRO and the communication schedule, and 3. the static memory plan,
-  // on the decomposed step: its memory timeline (results in the trainer's
-  // buffers) is the prediction, and every buffer it allocates is pinned to
-  // an arena offset.
-  //
-  // --memory-limit-mb bounds what the trainer allocates for the step: the
-  // plan's peak. The scheduler sees the step before decomposition, which
-  // needs less, so where the plan comes out over the limit the schedule is
-  // redone with the scheduler's limit lowered (a remark says so), down to
-  // the synchronous order at worst; a limit even that schedule's plan does
-  // not meet is an error that says what it needs. The scheduler's figure
-  // can be above or below the plan's, so the first schedule is the default
-  // one, which tells loomc the difference to translate the limit by.
-  loom::ShardingOptions sharding;
-  sharding.zeroStage = zeroStage;
-  sharding.worldSize = worldSize;
-  sharding.schedule = schedule;
-  sharding.device =
-      device.getNumOccurrences()
-          ? device.getValue()
-          : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
-  sharding.profile = profile;
-  sharding.rematSolver = rematSolver;
-  loom::MemoryPlanOptions plan;
-  plan.target = target;
-  plan.emulateGpu = emulateGpu;
-  plan.fuseAttention = fuseAttention;
-  plan.lossKernels = targetDefault(lossKernels);
-  plan.embeddingKernel = targetDefault(embeddingKernel);
-  plan.widenCompute = widenCompute;
-  plan.fuseElementwise = targetDefault(fuseElementwise);
-  plan.splitReduction = gpuSplitReduction;
-  plan.splitMinRows = gpuSplitMinRows;
-  plan.gpuThreads = gpuThreads;
-  plan.memoryPlan = memoryPlan;
-  // --remat-budget-mb is such a limit too (when --memory-limit-mb is not
-  // given), met by recomputing activations: train-remat and the scheduler
-  // get the translated limit, and there is no synchronous floor (train-remat
-  // reports the smallest peak it reaches).
-  bool remat = rematBudgetMb > 0;
-  double limitMb = memoryLimitMb > 0 ? double(memoryLimitMb) : rematBudgetMb;
-  OwningOpRef<ModuleOp> unsharded;
-  if (limitMb > 0 && emit != Emit::Step)
-    unsharded = module->clone();
-  // The first schedule is the default one (no rematerialisation): it shows
-  // how the plan compares with the scheduler's view, which then gets the
-  // limit translated.
-  double scheduleLimitMb = unsharded ? 0 : limitMb;
-  for (int attempt = 0;; ++attempt) {
-    sharding.memoryLimitMb = memoryLimitMb > 0 ? scheduleLimitMb : 0;
-    sharding.rematBudgetMb = remat ? scheduleLimitMb : 0;
-    if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline", sharding,
-                        loom::buildShardingPipeline)))
-      return 1;
-    if (emit == Emit::Step)
-      return writeModule();
-    if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline",
-                        plan, loom::buildMemoryPlanPipeline)))
-      return 1;
-    if (!unsharded)
-      break;
-    func::FuncOp stepFunc = loom::trainer::findStep(*module);
-    int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
-    int64_t limit = int64_t(limitMb * kMiB);
-    auto scheduled =
-        stepFunc->getAttrOfType<IntegerAttr>(loom::attrs::kScheduledPeakBytes);
-    auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
-        loom::attrs::kSynchronousPeakBytes);
-    // The least the scheduler accepts: the synchronous order's peak.
-    double floorMb = remat         ? 0
-                     : synchronous ? double(synchronous.getInt() + 1) / kMiB
-                                   : limitMb;
-    if (attempt == 0 && scheduled && (synchronous || remat)) {
-      // The limit at the scheduler's level: the user's, less what the plan
-      // adds to (or plus what it takes from) the scheduler's figure.
-      scheduleLimitMb = std::max(
-          floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
-      module = unsharded->clone();
-      continue;
+  // A pipeline's stages are compiled one by one, each as a module of its
+  // own (one step, one memory plan), and linked into one trainer.
+  SmallVector<OwningOpRef<ModuleOp>> stageModules;
+  if (pipelineStages > 1) {
+    for (int64_t s = 0; s < pipelineStages; ++s) {
+      OwningOpRef<ModuleOp> stage = module->clone();
+      for (auto func :
+           llvm::make_early_inc_range(stage->getOps<func::FuncOp>())) {
+        auto index =
+            func->getAttrOfType<IntegerAttr>(loom::attrs::kPipelineStage);
+        if (index && index.getInt() != s)
+          func.erase();
+      }
+      stageModules.push_back(std::move(stage));
     }
-    if (planned <= limit)
-      break;
-    bool atFloor = scheduleLimitMb <= floorMb;
-    const char *flag =
-        memoryLimitMb > 0 ? "--memory-limit-mb" : "--remat-budget-mb";
-    if (!scheduled || (!synchronous && !remat) || atFloor || attempt == 5) {
-      errs() << formatv("loomc: error: {0} {1:F3} cannot be met: ", flag,
-                        limitMb);
-      if (atFloor)
-        errs() << formatv("with every collective synchronous (the least "
-                          "memory retiming collectives reaches) the step's "
-                          "memory plan needs {0:F3} MiB\n",
-                          planned / kMiB);
-      else
-        errs() << formatv("the step's memory plan needs {0:F3} MiB\n",
-                          planned / kMiB);
-      return 1;
-    }
-    // Lower the scheduler's limit by the excess, or by what decomposition
-    // added, whichever is more, down to the synchronous order.
-    double next = std::max(
-        floorMb,
-        std::min(scheduleLimitMb - double(planned - limit) / kMiB,
-                 limitMb - double(planned - scheduled.getInt()) / kMiB));
-    errs() << formatv("loomc: remark: the memory plan needs {0:F3} MiB, over "
-                      "{1} {2:F3} (the scheduler saw {3:F3} MiB before "
-                      "decomposition); scheduling again with a limit of "
-                      "{4:F3} MiB\n",
-                      planned / kMiB, flag, limitMb, scheduled.getInt() / kMiB,
-                      next);
-    module = unsharded->clone();
-    scheduleLimitMb = next;
-  }
-  if (emit == Emit::MemoryPlan)
-    return writeModule();
-
-  // 4. The trainer's entry point and the runtime's collectives.
-  loom::EntryOptions entry;
-  entry.source = sys::path::filename(inputFile).str();
-  if (failed(runPhase(*module, "entry", "loom-entry-pipeline", entry,
-                      loom::buildEntryPipeline)))
-    return 1;
-  if (emit == Emit::Mlir)
-    return writeModule();
-
-  // 5. Lowering to the LLVM dialect, and the manifest.
-  if (cuda) {
-    loom::LowerToCudaOptions lowering;
-    lowering.memoryPlan = memoryPlan;
-    lowering.chip = gpuChip;
-    lowering.format = emit == Emit::Ptx ? loom::GpuFormat::Ptx : gpuFormat;
-    lowering.gpuThreads = gpuThreads;
-    lowering.gpuBlockReduce = gpuBlockReduce;
-    lowering.gpuVectorBytes = gpuVectorBytes;
-    if (failed(runPhase(*module, "lowering", "loom-lower-to-cuda-pipeline",
-                        lowering, loom::buildLowerToCudaPipeline)))
-      return 1;
   } else {
-    loom::LowerToCpuOptions lowering;
-    lowering.memoryPlan = memoryPlan;
-    lowering.vectorize = vectorize;
-    lowering.emulateGpu = emulateGpu;
-    lowering.gpuThreads = gpuThreads;
-    lowering.gpuBlockReduce = gpuBlockReduce;
-    lowering.gpuVectorBytes = gpuVectorBytes;
-    if (failed(runPhase(*module, "lowering", "loom-lower-to-cpu-pipeline",
-                        lowering, loom::buildLowerToCpuPipeline)))
-      return 1;
+    stageModules.push_back(std::move(module));
   }
-  if (emit == Emit::Ptx)
-    return write([&](raw_ostream &os) { printPtx(*module, os); });
-  if (emit == Emit::LlvmMlir)
-    return writeModule();
+  // What --emit writes past the training step: each stage's module in
+  // turn, as loom-opt --split-input-file reads them.
+  std::string emitted;
+  auto emitStage = [&](auto print) {
+    llvm::raw_string_ostream os(emitted);
+    if (!emitted.empty())
+      os << "// -----\n";
+    print(os);
+  };
+  SmallVector<OwningOpRef<ModuleOp>> lowered;
+  for (OwningOpRef<ModuleOp> &stageModule : stageModules) {
+    OwningOpRef<ModuleOp> module = std::move(stageModule);
+    auto writeModule = [&] {
+      emitStage([&](raw_ostream &os) {
+        module->print(os);
+        os << "\n";
+      });
+      return 2;
+    };
+    int result = [&]() -> int {
+      // 2. ZeRO and the communication schedule, and 3. the static memory plan,
+      // on the decomposed step: its memory timeline (results in the trainer's
+      // buffers) is the prediction, and every buffer it allocates is pinned to
+      // an arena offset.
+      //
+      // --memory-limit-mb bounds what the trainer allocates for the step: the
+      // plan's peak. The scheduler sees the step before decomposition, which
+      // needs less, so where the plan comes out over the limit the schedule is
+      // redone with the scheduler's limit lowered (a remark says so), down to
+      // the synchronous order at worst; a limit even that schedule's plan does
+      // not meet is an error that says what it needs. The scheduler's figure
+      // can be above or below the plan's, so the first schedule is the default
+      // one, which tells loomc the difference to translate the limit by.
+      loom::ShardingOptions sharding;
+      sharding.zeroStage = zeroStage;
+      sharding.worldSize = worldSize;
+      sharding.schedule = schedule;
+      sharding.device =
+          device.getNumOccurrences()
+              ? device.getValue()
+              : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
+      sharding.profile = profile;
+      sharding.rematSolver = rematSolver;
+      loom::MemoryPlanOptions plan;
+      plan.target = target;
+      plan.emulateGpu = emulateGpu;
+      plan.fuseAttention = fuseAttention;
+      plan.lossKernels = targetDefault(lossKernels);
+      plan.embeddingKernel = targetDefault(embeddingKernel);
+      plan.widenCompute = widenCompute;
+      plan.fuseElementwise = targetDefault(fuseElementwise);
+      plan.splitReduction = gpuSplitReduction;
+      plan.splitMinRows = gpuSplitMinRows;
+      plan.gpuThreads = gpuThreads;
+      plan.memoryPlan = memoryPlan;
+      // --remat-budget-mb is such a limit too (when --memory-limit-mb is not
+      // given), met by recomputing activations: train-remat and the scheduler
+      // get the translated limit, and there is no synchronous floor
+      // (train-remat reports the smallest peak it reaches).
+      bool remat = rematBudgetMb > 0;
+      double limitMb =
+          memoryLimitMb > 0 ? double(memoryLimitMb) : rematBudgetMb;
+      OwningOpRef<ModuleOp> unsharded;
+      if (limitMb > 0 && emit != Emit::Step)
+        unsharded = module->clone();
+      // The first schedule is the default one (no rematerialisation): it shows
+      // how the plan compares with the scheduler's view, which then gets the
+      // limit translated.
+      double scheduleLimitMb = unsharded ? 0 : limitMb;
+      for (int attempt = 0;; ++attempt) {
+        sharding.memoryLimitMb = memoryLimitMb > 0 ? scheduleLimitMb : 0;
+        sharding.rematBudgetMb = remat ? scheduleLimitMb : 0;
+        if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline",
+                            sharding, loom::buildShardingPipeline)))
+          return 1;
+        if (emit == Emit::Step)
+          return writeModule();
+        if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline",
+                            plan, loom::buildMemoryPlanPipeline)))
+          return 1;
+        if (!unsharded)
+          break;
+        func::FuncOp stepFunc = loom::trainer::findStep(*module);
+        int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
+        int64_t limit = int64_t(limitMb * kMiB);
+        auto scheduled = stepFunc->getAttrOfType<IntegerAttr>(
+            loom::attrs::kScheduledPeakBytes);
+        auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
+            loom::attrs::kSynchronousPeakBytes);
+        // The least the scheduler accepts: the synchronous order's peak.
+        double floorMb = remat         ? 0
+                         : synchronous ? double(synchronous.getInt() + 1) / kMiB
+                                       : limitMb;
+        if (attempt == 0 && scheduled && (synchronous || remat)) {
+          // The limit at the scheduler's level: the user's, less what the plan
+          // adds to (or plus what it takes from) the scheduler's figure.
+          scheduleLimitMb = std::max(
+              floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
+          module = unsharded->clone();
+          continue;
+        }
+        if (planned <= limit)
+          break;
+        bool atFloor = scheduleLimitMb <= floorMb;
+        const char *flag =
+            memoryLimitMb > 0 ? "--memory-limit-mb" : "--remat-budget-mb";
+        if (!scheduled || (!synchronous && !remat) || atFloor || attempt == 5) {
+          errs() << formatv("loomc: error: {0} {1:F3} cannot be met: ", flag,
+                            limitMb);
+          if (atFloor)
+            errs() << formatv("with every collective synchronous (the least "
+                              "memory retiming collectives reaches) the step's "
+                              "memory plan needs {0:F3} MiB\n",
+                              planned / kMiB);
+          else
+            errs() << formatv("the step's memory plan needs {0:F3} MiB\n",
+                              planned / kMiB);
+          return 1;
+        }
+        // Lower the scheduler's limit by the excess, or by what decomposition
+        // added, whichever is more, down to the synchronous order.
+        double next = std::max(
+            floorMb,
+            std::min(scheduleLimitMb - double(planned - limit) / kMiB,
+                     limitMb - double(planned - scheduled.getInt()) / kMiB));
+        errs() << formatv(
+            "loomc: remark: the memory plan needs {0:F3} MiB, over "
+            "{1} {2:F3} (the scheduler saw {3:F3} MiB before "
+            "decomposition); scheduling again with a limit of "
+            "{4:F3} MiB\n",
+            planned / kMiB, flag, limitMb, scheduled.getInt() / kMiB, next);
+        module = unsharded->clone();
+        scheduleLimitMb = next;
+      }
+      if (emit == Emit::MemoryPlan)
+        return writeModule();
+
+      // 4. The trainer's entry point and the runtime's collectives.
+      loom::EntryOptions entry;
+      entry.source = sys::path::filename(inputFile).str();
+      if (failed(runPhase(*module, "entry", "loom-entry-pipeline", entry,
+                          loom::buildEntryPipeline)))
+        return 1;
+      if (emit == Emit::Mlir)
+        return writeModule();
+
+      // 5. Lowering to the LLVM dialect, and the manifest.
+      if (cuda) {
+        loom::LowerToCudaOptions lowering;
+        lowering.memoryPlan = memoryPlan;
+        lowering.chip = gpuChip;
+        lowering.format = emit == Emit::Ptx ? loom::GpuFormat::Ptx : gpuFormat;
+        lowering.gpuThreads = gpuThreads;
+        lowering.gpuBlockReduce = gpuBlockReduce;
+        lowering.gpuVectorBytes = gpuVectorBytes;
+        if (failed(runPhase(*module, "lowering", "loom-lower-to-cuda-pipeline",
+                            lowering, loom::buildLowerToCudaPipeline)))
+          return 1;
+      } else {
+        loom::LowerToCpuOptions lowering;
+        lowering.memoryPlan = memoryPlan;
+        lowering.vectorize = vectorize;
+        lowering.emulateGpu = emulateGpu;
+        lowering.gpuThreads = gpuThreads;
+        lowering.gpuBlockReduce = gpuBlockReduce;
+        lowering.gpuVectorBytes = gpuVectorBytes;
+        if (failed(runPhase(*module, "lowering", "loom-lower-to-cpu-pipeline",
+                            lowering, loom::buildLowerToCpuPipeline)))
+          return 1;
+      }
+      if (emit == Emit::Ptx) {
+        emitStage([&](raw_ostream &os) { printPtx(*module, os); });
+        return 2;
+      }
+      if (emit == Emit::LlvmMlir)
+        return writeModule();
+      return 0;
+    }();
+    if (result == 1)
+      return 1;
+    if (result == 0)
+      lowered.push_back(std::move(module));
+  }
+  if (lowered.size() != stageModules.size())
+    return write([&](raw_ostream &os) { os << emitted; });
 
   // 6. LLVM IR and the object file.
   InitializeNativeTarget();
   InitializeNativeTargetAsmPrinter();
   LLVMContext llvmContext;
-  std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(*module, llvmContext, "loom_step");
-  if (!llvmModule) {
-    errs() << "loomc: error: the LLVM IR translation phase failed\n";
-    return 1;
+  SmallVector<std::unique_ptr<llvm::Module>> stageLlvm;
+  for (OwningOpRef<ModuleOp> &stageModule : lowered) {
+    stageLlvm.push_back(
+        translateModuleToLLVMIR(*stageModule, llvmContext, "loom_step"));
+    if (!stageLlvm.back()) {
+      errs() << "loomc: error: the LLVM IR translation phase failed\n";
+      return 1;
+    }
   }
+  std::unique_ptr<llvm::Module> llvmModule = stageLlvm.size() == 1
+                                                 ? std::move(stageLlvm.front())
+                                                 : linkStages(stageLlvm);
+  if (!llvmModule)
+    return 1;
   if (emit == Emit::Llvm)
     return write([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
   if (emit == Emit::Obj)

@@ -83,6 +83,29 @@ struct TrainingStepOptions
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("AdamW/SGD weight decay"),
                              llvm::cl::init(0.0)};
+  Option<int64_t> microbatches{
+      *this, "microbatches",
+      llvm::cl::desc("split the batch into this many microbatches whose "
+                     "gradients accumulate (train-microbatch)"),
+      llvm::cl::init(1)};
+  Option<int64_t> pipelineStages{
+      *this, "pipeline-stages",
+      llvm::cl::desc("split the step into this many pipeline stages "
+                     "(pp-partition; 1: none)"),
+      llvm::cl::init(1)};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule",
+      llvm::cl::desc("the stages' schedule: gpipe, 1f1b or zb-h1"),
+      llvm::cl::init("1f1b")};
+  Option<std::string> pipelineLayout{
+      *this, "pipeline-layout",
+      llvm::cl::desc("units per stage in Megatron's syntax (empty: "
+                     "balanced on the cost model)"),
+      llvm::cl::init("")};
+  Option<std::string> pipelineDevice{
+      *this, "pipeline-device",
+      llvm::cl::desc("device description the stages are balanced on"),
+      llvm::cl::init("cpu")};
 };
 
 struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {

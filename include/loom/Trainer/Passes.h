@@ -18,7 +18,8 @@ namespace loom::trainer {
 #include "loom/Trainer/Passes.h.inc"
 
 /// The training step of `module`: its one function with a `train.loss`
-/// result (null if there is none).
+/// result, or a pipeline stage's (`loom.pipeline_stage`, which only the last
+/// stage's has), or null.
 mlir::func::FuncOp findStep(mlir::ModuleOp module);
 
 /// The step's predicted peak, what the trainer allocates for it: the memory
