@@ -761,11 +761,24 @@ int main(int argc, char **argv) {
       loss->download();
       lossValue = loss->get(0);
     }
+    // A pipeline's stages, each rank's own figures side by side: its heap
+    // high-water, its plan, its step time and the time it stalled at
+    // waits (receives mostly). The last stage has the loss.
+    constexpr int kStageFields = 5;
+    std::vector<double> stageFigures;
     if (pipelineStages) {
-      // The last stage has the loss; every rank reports it.
-      double mine = lossValue, sum = 0;
-      loomrt_allreduce_f64(&mine, &sum, 1, LOOMRT_SUM);
-      lossValue = float(sum);
+      std::vector<double> mine(kStageFields * pipelineStages + 1, 0.0);
+      double *own = &mine[kStageFields * stage];
+      own[0] = double(peakBytes);
+      own[1] = std::atof(property(m, "planned_peak_bytes"));
+      own[2] = end - begin;
+      own[3] = stats.exposed_us;
+      own[4] = double(bufferBytes);
+      mine.back() = lossValue;
+      stageFigures.assign(mine.size(), 0.0);
+      loomrt_allreduce_f64(mine.data(), stageFigures.data(),
+                           int64_t(mine.size()), LOOMRT_SUM);
+      lossValue = float(stageFigures.back());
     }
     if (!std::isfinite(lossValue))
       fail("step " + std::to_string(step) + ": the loss is " +
@@ -792,7 +805,7 @@ int main(int argc, char **argv) {
             "\"rss_bytes\": %lld, \"max_rss_bytes\": %lld, "
             "\"device_bytes\": %lld, \"cublas_workspace_bytes\": %lld, "
             "\"module_bytes\": %lld, \"nccl_bytes\": %lld, "
-            "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f}\n",
+            "\"comm_us\": %.1f, \"exposed_comm_us\": %.1f",
             (long long)step, lossValue, tokensPerS, (long long)peakBytes,
             (long long)stepAllocBytes, property(m, "predicted_peak_bytes"),
             property(m, "planned_peak_bytes"),
@@ -805,6 +818,19 @@ int main(int argc, char **argv) {
             (long long)deviceLines.cublas_workspace,
             (long long)deviceLines.modules, (long long)deviceLines.nccl,
             worst[0], worst[1]);
+        if (pipelineStages) {
+          std::fprintf(log, ", \"stages\": [");
+          for (int64_t s = 0; s < pipelineStages; ++s) {
+            const double *f = &stageFigures[kStageFields * s];
+            std::fprintf(log,
+                         "%s{\"peak_bytes\": %.0f, \"planned_peak_bytes\": "
+                         "%.0f, \"step_us\": %.1f, \"stalled_us\": %.1f, "
+                         "\"buffer_bytes\": %.0f}",
+                         s ? ", " : "", f[0], f[1], f[2], f[3], f[4]);
+          }
+          std::fprintf(log, "]");
+        }
+        std::fprintf(log, "}\n");
         std::fflush(log);
       }
     }
