@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include <functional>
+#include <set>
 
 using namespace mlir;
 using namespace loom;
@@ -44,7 +45,8 @@ int64_t getMicrobatch(Value v) {
 
 } // namespace
 
-void loom::pp::accumulateInMicrobatchOrder(Block &body) {
+void loom::pp::accumulateInMicrobatchOrder(
+    Block &body, const DenseSet<Operation *> &forward) {
   SmallVector<Operation *> roots;
   auto inTree = [](Value v) {
     Operation *def = v.getDefiningOp();
@@ -52,7 +54,7 @@ void loom::pp::accumulateInMicrobatchOrder(Block &body) {
            getAccumulation(*def->getUsers().begin());
   };
   for (Operation &op : body) {
-    if (!getAccumulation(&op))
+    if (!getAccumulation(&op) || forward.contains(&op))
       continue;
     bool inner = op.hasOneUse() && getAccumulation(*op.getUsers().begin());
     if (!inner)
@@ -72,7 +74,11 @@ void loom::pp::accumulateInMicrobatchOrder(Block &body) {
       }
     };
     collect(root);
-    if (leaves.size() < 3)
+    std::set<int64_t> microbatches;
+    for (Value leaf : leaves)
+      microbatches.insert(getMicrobatch(leaf));
+    if (leaves.size() < 3 || microbatches.size() < 2 ||
+        microbatches.count(INT64_MAX))
       continue;
     SmallVector<Value> sorted = leaves;
     llvm::stable_sort(sorted, [](Value a, Value b) {

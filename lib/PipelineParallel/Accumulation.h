@@ -5,6 +5,7 @@
 #define LOOM_LIB_PIPELINEPARALLEL_ACCUMULATION_H
 
 #include "mlir/IR/Block.h"
+#include "llvm/ADT/DenseSet.h"
 
 namespace loom::pp {
 
@@ -12,8 +13,10 @@ namespace loom::pp {
 /// them in reverse, the last microbatch first) as a chain in microbatch
 /// order, in f32 for narrower floats, so that each microbatch's gradient is
 /// added, and freed, in its own backward instead of all living until the
-/// last one.
-void accumulateInMicrobatchOrder(mlir::Block &body);
+/// last one. Only sums outside `forward` whose terms come from two
+/// microbatches or more are rebuilt.
+void accumulateInMicrobatchOrder(
+    mlir::Block &body, const llvm::DenseSet<mlir::Operation *> &forward);
 
 } // namespace loom::pp
 

@@ -29,8 +29,11 @@
 //    message's index, which the MPI backend checks). A send is waited after
 //    a received value that depends on it (then the peer has surely received
 //    it: the activation's send is complete once its gradient is back), else
-//    at the end of the program: sends never block, so no schedule that is
-//    valid with buffered transfers deadlocks.
+//    at the end of the program. The MPI backend and loom-run post sends and
+//    complete them without waiting for the receiver, so no schedule that is
+//    valid with buffered transfers deadlocks. NCCL, whose send waits for
+//    its receive on an in-order stream, would need crossing transfers
+//    grouped: the CUDA target does not take stages yet.
 //
 //===----------------------------------------------------------------------===//
 
@@ -138,6 +141,9 @@ private:
   std::vector<SmallVector<Operation *>> order;
   /// Values sent between each pair of stages, in the sender's order.
   std::map<std::pair<int64_t, int64_t>, SmallVector<Value>> messages;
+  /// (value, receiving stage) -> its index among its sender's messages to
+  /// that stage (the tag).
+  DenseMap<std::pair<Value, int64_t>, int64_t> messageIndex;
   std::vector<llvm::SetVector<unsigned>> stageArgs;
   std::vector<SmallVector<unsigned>> stageResults;
 };
@@ -169,10 +175,25 @@ Operation *Partitioner::topLevel(Operation *user) const {
 LogicalResult Partitioner::run() {
   if (auto attr = step->getAttrOfType<IntegerAttr>(attrs::kMicrobatches))
     microbatches = attr.getInt();
-  accumulateInMicrobatchOrder(body);
+  if (microbatches < 1)
+    return emitError(loc) << "pp-partition: " << attrs::kMicrobatches
+                          << " must be at least 1, got " << microbatches;
+  WalkResult outOfRange = step.walk([&](Operation *op) {
+    auto mb = op->getAttrOfType<IntegerAttr>(attrs::kMicrobatch);
+    if (mb && (mb.getInt() < 0 || mb.getInt() >= microbatches)) {
+      op->emitOpError("pp-partition: ")
+          << attrs::kMicrobatch << " " << mb.getInt() << " is not one of the "
+          << microbatches << " microbatches";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (outOfRange.wasInterrupted())
+    return failure();
+  findForward();
+  accumulateInMicrobatchOrder(body, forward);
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
-  findForward();
   if (failed(assignParameterUnits()) || failed(assignOpUnits()) ||
       failed(assignStages()))
     return failure();
@@ -242,9 +263,11 @@ LogicalResult Partitioner::assignParameterUnits() {
       auto [it, inserted] = blockFirst.try_emplace(p.group, p.first);
       it->second = std::min(it->second, p.first);
     }
-  std::map<int64_t, std::string> blocks;
+  // (first use, name): groups the forward never reads sort last, by name.
+  SmallVector<std::pair<int64_t, std::string>> blocks;
   for (auto &[group, first] : blockFirst)
-    blocks[first] = group;
+    blocks.push_back({first, group});
+  llvm::sort(blocks);
   auto isE = [&](const Param &p) {
     return p.group.empty() && p.first < firstBlock;
   };
@@ -498,6 +521,9 @@ LogicalResult Partitioner::planTransfers() {
           messages[{s, t}].push_back(r);
       }
   for (auto &[pair, values] : messages)
+    for (auto [index, value] : llvm::enumerate(values))
+      messageIndex[{value, pair.second}] = index;
+  for (auto &[pair, values] : messages)
     if (values.size() > 32768)
       return emitError(loc)
              << "pp-partition: " << values.size() << " transfers from stage "
@@ -508,7 +534,11 @@ LogicalResult Partitioner::planTransfers() {
 
 /// Every parameter is read on its own stage only.
 LogicalResult Partitioner::checkParameters() {
-  for (auto &[value, unit] : unitOf)
+  for (BlockArgument value : step.getArguments()) {
+    auto found = unitOf.find(value);
+    if (found == unitOf.end())
+      continue;
+    int64_t unit = found->second;
     for (Operation *user : value.getUsers()) {
       Operation *top = topLevel(user);
       if (!top || info[top].stage == stageOfUnit[unit])
@@ -524,6 +554,7 @@ LogicalResult Partitioner::checkParameters() {
              << " (parameters shared across stages, such as tied embeddings, "
                 "are not supported)";
     }
+  }
   return success();
 }
 
@@ -680,15 +711,14 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
                    StringAttr::get(ctx, actions[s][info[op].position].str()));
     for (Value r : op->getResults())
       for (int64_t t = 0; t < numStages; ++t) {
-        SmallVector<Value> &queue = messages[{s, t}];
-        auto it = llvm::find(queue, r);
-        if (t == s || it == queue.end())
+        auto it = messageIndex.find({r, t});
+        if (t == s || it == messageIndex.end())
           continue;
         auto element = cast<RankedTensorType>(r.getType()).getElementType();
         auto send = coll::SendStartOp::create(
             b, op->getLoc(),
             coll::FutureType::get(RankedTensorType::get({0}, element)),
-            mapping.lookup(r), getComm(), t, int64_t(it - queue.begin()));
+            mapping.lookup(r), getComm(), t, it->second);
         sends.push_back({r, t, send});
       }
   }
@@ -700,8 +730,16 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
   auto newRet = func::ReturnOp::create(b, ret.getLoc(), returned);
 
   // Each send is waited right after the first received value that depends
-  // on it (the peer has received it by then), else before the return.
+  // on it (the peer has received it by then), else before the return. The
+  // search follows the peer's ops of the sent value's microbatch (what the
+  // value's gradient is computed from), not the accumulation across them.
   for (auto [value, peer, send] : sends) {
+    int64_t microbatch = info[value.getDefiningOp()].microbatch;
+    if (microbatch < 0) {
+      b.setInsertionPoint(newRet);
+      coll::WaitOp::create(b, send.getLoc(), send.getFuture());
+      continue;
+    }
     DenseSet<Operation *> reached;
     SmallVector<Operation *> worklist;
     for (Operation *user : value.getUsers())
@@ -709,7 +747,8 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
         worklist.push_back(top);
     while (!worklist.empty()) {
       Operation *op = worklist.pop_back_val();
-      if (info[op].stage != peer || !reached.insert(op).second)
+      if (info[op].stage != peer || info[op].microbatch != microbatch ||
+          !reached.insert(op).second)
         continue;
       for (Operation *user : op->getUsers())
         if (Operation *top = topLevel(user))

@@ -30,14 +30,14 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
     pm.addPass(train::createTrainMicrobatchPass(split));
   }
   pm.addPass(autodiff::createTrainAutodiffPass());
-  if (options.optimizer == Optimizer::None)
-    return;
-  autodiff::TrainOptimizerPassOptions optimizer;
-  optimizer.kind = stringifyOptimizer(options.optimizer).str();
-  optimizer.lr = options.lr;
-  optimizer.weightDecay = options.weightDecay;
-  optimizer.lrInput = true;
-  pm.addPass(autodiff::createTrainOptimizerPass(optimizer));
+  if (options.optimizer != Optimizer::None) {
+    autodiff::TrainOptimizerPassOptions optimizer;
+    optimizer.kind = stringifyOptimizer(options.optimizer).str();
+    optimizer.lr = options.lr;
+    optimizer.weightDecay = options.weightDecay;
+    optimizer.lrInput = true;
+    pm.addPass(autodiff::createTrainOptimizerPass(optimizer));
+  }
   if (options.pipelineStages > 1) {
     pp::PPPartitionPassOptions partition;
     partition.stages = options.pipelineStages;

@@ -548,6 +548,8 @@ linkStages(SmallVector<std::unique_ptr<llvm::Module>> &stages) {
       if (value.isDeclaration())
         continue;
       StringRef name = value.getName();
+      if (name.starts_with("llvm."))
+        continue;
       if (name == "loom_step_packed" || name == "loom_step_manifest")
         value.setName((name + "_stage" + Twine(s)).str());
       else if (!value.hasLocalLinkage())

@@ -42,7 +42,7 @@ struct StageSimulation {
 
 struct PipelineSimulation {
   std::vector<StageSimulation> stages;
-  /// The last stage's finish.
+  /// When the last of the stages finishes.
   double makespan = 0;
   /// The stages' idle share of the step: 1 - sum(compute) / (P *
   /// makespan). Stalls, and a stage's wait after its program ends for the

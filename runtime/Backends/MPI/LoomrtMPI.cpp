@@ -79,6 +79,8 @@ private:
   std::vector<std::unique_ptr<Collective>> collectives;
   /// Posted transfers, touched only by the communication thread.
   std::vector<Collective *> posted;
+  /// Compute-thread waits in progress (under `mutex`).
+  int waiting = 0;
   bool stopping = false, initialised = false;
   double timeoutS = 300;
 };
@@ -112,12 +114,15 @@ int Context::init(int *argc, char ***argv) {
 
 void Context::loop() {
   std::unique_lock<std::mutex> lock(mutex);
+  double stoppingSince = -1;
   while (true) {
     auto ready = [&] { return stopping || !queue.empty(); };
+    // Transfers in flight are polled, often while the compute thread waits
+    // for one.
     if (posted.empty())
       wake.wait(lock, ready);
     else
-      wake.wait_for(lock, std::chrono::microseconds(100), ready);
+      wake.wait_for(lock, std::chrono::microseconds(waiting ? 5 : 100), ready);
     if (!posted.empty()) {
       lock.unlock();
       poll();
@@ -126,6 +131,17 @@ void Context::loop() {
     if (queue.empty()) {
       if (stopping && posted.empty())
         return;
+      if (stopping) {
+        // A transfer the program never waited for, whose peer never came.
+        if (stoppingSince < 0)
+          stoppingSince = nowUs();
+        if (nowUs() - stoppingSince > timeoutS * 1e6) {
+          lock.unlock();
+          abort(std::to_string(posted.size()) +
+                " sends or receives did not finish by loomrt_finalize in " +
+                std::to_string(int(timeoutS)) + " s (LOOMRT_TIMEOUT_S)");
+        }
+      }
       continue;
     }
     std::function<void()> fn = std::move(queue.front());
@@ -306,8 +322,11 @@ void Context::wait(int64_t handle, int64_t in, int64_t out) {
   if (int64_t(c.in) != in || int64_t(c.out) != out)
     abort("coll.wait with buffers that differ from its start's");
   double begin = nowUs();
+  ++waiting;
+  wake.notify_one();
   bool done = finished.wait_for(lock, std::chrono::duration<double>(timeoutS),
                                 [&] { return c.done; });
+  --waiting;
   if (!done) {
     std::string what = loom::runtime::collectiveKindName(c.kind);
     lock.unlock();

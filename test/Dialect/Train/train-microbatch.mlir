@@ -6,7 +6,7 @@
 // RUN: not loom-opt %s --train-microbatch=microbatches=3 2>&1 | FileCheck %s --check-prefix=DIVIDE
 // RUN: not loom-opt %s --train-microbatch=microbatches=0 2>&1 | FileCheck %s --check-prefix=ZERO
 // RUN: not loom-opt %s --train-microbatch=microbatches=2 --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=TWICE
-// RUN: not loom-opt %S/Inputs/batch-reduction.mlir --train-microbatch=microbatches=2 --split-input-file 2>&1 | FileCheck %s --check-prefixes=REDUCE,NOTCE
+// RUN: not loom-opt %S/Inputs/batch-reduction.mlir --train-microbatch=microbatches=2 --split-input-file 2>&1 | FileCheck %s --check-prefixes=REDUCE,NOTCE,CONST
 // RUN: not loom-opt %S/Inputs/batch-reduction.mlir --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=TWO
 
 // CHECK-LABEL: func.func @mlp(
@@ -34,6 +34,7 @@
 // REDUCE: error: 'linalg.generic' op train-microbatch: a result reads the batch but has no batch dimension (a reduction over the batch); only the loss may
 // TWO: error: train-microbatch: expected one forward (a function with a train.loss result), found @batch_mean and @square
 // NOTCE: error: train-microbatch: the loss must be the result of train.cross_entropy or train.linear_cross_entropy, so that it can be summed over microbatches
+// CONST: error: 'arith.constant' op train-microbatch: a constant carries the batch; compute it from the inputs instead
 
 func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
                %w1: tensor<8x8xf32> {train.param = "layers.1.w"},

@@ -29,9 +29,9 @@ void sinkWait(WaitOp wait);
 /// The synchronous order, the memory-minimal one reordering collectives
 /// reaches: each all-gather and broadcast starts right before the first use
 /// of its result, each reduce-scatter and all-reduce right after its input
-/// exists, and every wait follows its start directly. A receive waits where
-/// its result is first used, like a gather; sends stay where they are. On `zero-partition`'s
-/// output this only moves each wait up to its start.
+/// exists, and every wait follows its start directly. Sends and receives
+/// stay where they are (receives are matched in the order they are posted). On
+/// `zero-partition`'s output this only moves each wait up to its start.
 void synchronize(mlir::Block &block);
 
 /// Moves each start of collective `kind` in `block` up, by at most

@@ -38,13 +38,13 @@ void loom::coll::synchronize(Block &block) {
     auto wait = dyn_cast_or_null<WaitOp>(start.getWait());
     if (!wait || wait->getBlock() != &block)
       continue;
-    // A send keeps its place and its wait's: where a send may complete
-    // without a deadlock is the pipeline's decision (pp-partition).
-    if (start.getKind() == CollectiveKind::Send)
+    // Transfers keep their places: receives from a peer are posted in the
+    // order it sends (which is how they are matched), and where a send may
+    // complete without a deadlock is the pipeline's decision (pp-partition).
+    if (start.isPointToPoint())
       continue;
     if (start.getKind() == CollectiveKind::AllGather ||
-        start.getKind() == CollectiveKind::Broadcast ||
-        start.getKind() == CollectiveKind::Recv) {
+        start.getKind() == CollectiveKind::Broadcast) {
       // Down to the first use: its operands are defined above already.
       sinkWait(wait);
       start->moveBefore(wait);

@@ -316,6 +316,10 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
     if (!known)
       return op.emitOpError("train-microbatch: cannot tell how this op "
                             "carries the batch");
+    if (isa<arith::ConstantOp>(op) &&
+        llvm::any_of(op.getResults(), [&](Value v) { return dims.hasAny(v); }))
+      return op.emitOpError("train-microbatch: a constant carries the batch; "
+                            "compute it from the inputs instead");
     for (Value v : op.getResults()) {
       SmallVector<int64_t> batch = dims.getDims(v);
       auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -414,35 +418,56 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   for (Value next : ArrayRef(losses).drop_front())
     total = add(total, next);
   if (reduction == LossReduction::Mean) {
+    // Counted in f32 (exact to 2^24 tokens), whatever the loss's type.
+    Type f32 = builder.getF32Type();
+    auto addF32 = [&](Value a, Value b) {
+      return lb.generic(lb.empty({}, f32), {a, b},
+                        {scalarMap(0), scalarMap(0), scalarMap(0)},
+                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
+                          return arith::AddFOp::create(b, l, args[0], args[1]);
+                        });
+    };
     Value count;
     for (Value labels : counts) {
       auto type = cast<RankedTensorType>(labels.getType());
       unsigned rank = type.getRank();
       Value mbCount = lb.generic(
-          lb.filled({}, lossElement, 0.0), {labels},
+          lb.filled({}, f32, 0.0), {labels},
           {lb.identity(rank), scalarMap(rank)},
           [&](OpBuilder &b, Location l, ValueRange args) -> Value {
             Value ignore = arith::ConstantOp::create(
                 b, l, b.getIntegerAttr(type.getElementType(), ignoreIndex));
             Value valid = arith::CmpIOp::create(b, l, arith::CmpIPredicate::ne,
                                                 args[0], ignore);
-            Value one = arith::ConstantOp::create(
-                b, l, b.getFloatAttr(lossElement, 1.0));
-            Value zero = arith::ConstantOp::create(
-                b, l, b.getFloatAttr(lossElement, 0.0));
+            Value one =
+                arith::ConstantOp::create(b, l, b.getFloatAttr(f32, 1.0));
+            Value zero =
+                arith::ConstantOp::create(b, l, b.getFloatAttr(f32, 0.0));
             Value add = arith::SelectOp::create(b, l, valid, one, zero);
             return arith::AddFOp::create(b, l, args[1], add);
           });
-      count = count ? add(count, mbCount) : mbCount;
+      count = count ? addF32(count, mbCount) : mbCount;
     }
+    // sum / max(count, 1), divided in f32 for a narrower loss.
     total = lb.generic(
         lb.empty({}, lossElement), {total, count},
         {scalarMap(0), scalarMap(0), scalarMap(0)},
         [&](OpBuilder &b, Location l, ValueRange args) -> Value {
+          Value sum = args[0];
+          Type wide =
+              lossElement.getIntOrFloatBitWidth() < 32 ? f32 : lossElement;
+          if (sum.getType() != wide)
+            sum = arith::ExtFOp::create(b, l, wide, sum);
+          Value n = args[1];
+          if (wide != f32)
+            n = arith::ExtFOp::create(b, l, wide, n);
           Value one =
-              arith::ConstantOp::create(b, l, b.getFloatAttr(lossElement, 1.0));
-          Value denominator = arith::MaximumFOp::create(b, l, args[1], one);
-          return arith::DivFOp::create(b, l, args[0], denominator);
+              arith::ConstantOp::create(b, l, b.getFloatAttr(wide, 1.0));
+          Value denominator = arith::MaximumFOp::create(b, l, n, one);
+          Value mean = arith::DivFOp::create(b, l, sum, denominator);
+          if (wide != lossElement)
+            mean = arith::TruncFOp::create(b, l, lossElement, mean);
+          return mean;
         });
   }
   ret->setOperand(0, total);

@@ -40,3 +40,20 @@ func.func @square(%w: tensor<8xf32> {train.param = "w"},
   } -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// A constant the size of the batch: its clones would need a slice of it.
+func.func @batch_constant(%w: tensor<8x4xf32> {train.param = "w"},
+                          %x: tensor<4x8xf32> {train.input = "x"},
+                          %labels: tensor<4xi32> {train.input = "labels"}) -> (tensor<f32> {train.loss}) {
+  %bias = arith.constant dense<0.5> : tensor<4x8xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %y = linalg.add ins(%x, %bias : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %zero = arith.constant 0.0 : f32
+  %el = tensor.empty() : tensor<4x4xf32>
+  %zl = linalg.fill ins(%zero : f32) outs(%el : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %logits = linalg.matmul ins(%y, %w : tensor<4x8xf32>, tensor<8x4xf32>) outs(%zl : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
+  return %loss : tensor<f32>
+}
