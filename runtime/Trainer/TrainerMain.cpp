@@ -417,9 +417,12 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
     loomrt_gather_f32(local.data(), desc.fullCount, all.data(), 0);
     cm.tensors.push_back(
         {desc.name, desc.role, checkpointFile(desc), desc.full});
-    if (rank == 0 && error.empty())
+    if (rank == 0 && error.empty()) {
       error = writeNpyF32(tmp + "/" + checkpointFile(desc), desc.full,
                           all.data() + owner.first * desc.fullCount);
+      if (cm.tensors.size() == 1 || cm.tensors.size() == owners.size())
+        checkpointCrashPoint();
+    }
   }
 }
 
@@ -764,7 +767,7 @@ int main(int argc, char **argv) {
     // A pipeline's stages, each rank's own figures side by side: its heap
     // high-water, its plan, its step time and the time it stalled at
     // waits (receives mostly). The last stage has the loss.
-    constexpr int kStageFields = 5;
+    constexpr int kStageFields = 6;
     std::vector<double> stageFigures;
     if (pipelineStages) {
       std::vector<double> mine(kStageFields * pipelineStages + 1, 0.0);
@@ -774,6 +777,7 @@ int main(int argc, char **argv) {
       own[2] = end - begin;
       own[3] = stats.exposed_us;
       own[4] = double(bufferBytes);
+      own[5] = double(stats.scratch_bytes);
       mine.back() = lossValue;
       stageFigures.assign(mine.size(), 0.0);
       loomrt_allreduce_f64(mine.data(), stageFigures.data(),
@@ -825,8 +829,9 @@ int main(int argc, char **argv) {
             std::fprintf(log,
                          "%s{\"peak_bytes\": %.0f, \"planned_peak_bytes\": "
                          "%.0f, \"step_us\": %.1f, \"stalled_us\": %.1f, "
-                         "\"buffer_bytes\": %.0f}",
-                         s ? ", " : "", f[0], f[1], f[2], f[3], f[4]);
+                         "\"buffer_bytes\": %.0f, \"comm_scratch_bytes\": "
+                         "%.0f}",
+                         s ? ", " : "", f[0], f[1], f[2], f[3], f[4], f[5]);
           }
           std::fprintf(log, "]");
         }

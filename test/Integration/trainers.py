@@ -550,6 +550,22 @@ def pipeline(work: str) -> None:
               f"{name}: {STEPS} losses within {worst_loss:.1e} and {len(state)} final tensors "
               f"within {worst_state:.1e} relative of one rank's")
         by_microbatches.setdefault(micro, []).append((name, got, state))
+        # Each stage's process heap during a step (every malloc, measured
+        # by the stage itself) against its own memory plan plus what MPI
+        # held for the transfers in flight (a named line: messages that
+        # arrived before their receive was posted).
+        log = os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl")
+        rows = [json.loads(line) for line in open(log)]
+        fits = []
+        for s in range(stages):
+            heap = max(r["stages"][s]["peak_bytes"] for r in rows)
+            plan = rows[-1]["stages"][s]["planned_peak_bytes"]
+            mpi = max(r["stages"][s]["comm_scratch_bytes"] for r in rows)
+            fits.append((plan <= heap <= 1.05 * plan + mpi, heap / plan, mpi))
+        check(len(fits) == stages and all(f[0] for f in fits),
+              f"{name}: each stage's heap high-water within 5% above its plan plus MPI's "
+              f"transfer buffers (" + ", ".join(f"{f[1]:.3f} with {f[2] / 1024:.0f} KiB"
+                                                for f in fits) + ")")
     # The schedule and the stage count change where each op runs, not what
     # it computes: with the same microbatches, the same bits.
     for micro, runs in by_microbatches.items():

@@ -71,6 +71,7 @@ private:
   /// Completes the posted transfers MPI has finished.
   void poll();
   void complete(Collective &c);
+  void recordTransferScratch();
   void reduceBf16(Collective &c);
 
   std::thread thread;
@@ -81,6 +82,8 @@ private:
   std::vector<Collective *> posted;
   /// Compute-thread waits in progress (under `mutex`).
   int waiting = 0;
+  /// The communication thread's heap when it started.
+  int64_t startHeap = 0;
   bool stopping = false, initialised = false;
   double timeoutS = 300;
 };
@@ -113,6 +116,7 @@ int Context::init(int *argc, char ***argv) {
 }
 
 void Context::loop() {
+  startHeap = loomrt_heap_thread_bytes();
   std::unique_lock<std::mutex> lock(mutex);
   double stoppingSince = -1;
   while (true) {
@@ -174,16 +178,16 @@ void Context::run(Collective &c) {
                                       MPI_COMM_WORLD);
     break;
   case LOOMRT_ALL_REDUCE:
-    status = MPI_Allreduce(c.in, c.out, int(c.outCount), type, op,
-                           MPI_COMM_WORLD);
+    status =
+        MPI_Allreduce(c.in, c.out, int(c.outCount), type, op, MPI_COMM_WORLD);
     break;
   case LOOMRT_BROADCAST:
     std::memcpy(c.out, c.in,
                 c.outCount * (c.dtype == LOOMRT_F64    ? 8
                               : c.dtype == LOOMRT_BF16 ? 2
                                                        : 4));
-    status = MPI_Bcast(c.out, int(c.outCount), type, int(c.arg),
-                       MPI_COMM_WORLD);
+    status =
+        MPI_Bcast(c.out, int(c.outCount), type, int(c.arg), MPI_COMM_WORLD);
     break;
   }
   if (status != MPI_SUCCESS)
@@ -200,20 +204,28 @@ void Context::run(Collective &c) {
   }
 }
 
+/// What MPI holds on this thread for transfers (messages a peer sent
+/// before their receive was posted, and the pools it keeps for them after):
+/// the thread's heap above what it held when it started, reported as the
+/// step's scratch.
+void Context::recordTransferScratch() {
+  recorder().scratch(loomrt_heap_thread_peak_bytes() - startHeap);
+}
+
 void Context::post(Collective &c) {
   MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
                       : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
                                                : MPI_FLOAT;
-  int status =
-      c.kind == LOOMRT_SEND
-          ? MPI_Isend(c.in, int(c.inCount), type, int(c.arg), int(c.reduction),
-                      MPI_COMM_WORLD, &c.request)
-          : MPI_Irecv(c.out, int(c.outCount), type, int(c.arg), MPI_ANY_TAG,
-                      MPI_COMM_WORLD, &c.request);
+  int status = c.kind == LOOMRT_SEND
+                   ? MPI_Isend(c.in, int(c.inCount), type, int(c.arg),
+                               int(c.reduction), MPI_COMM_WORLD, &c.request)
+                   : MPI_Irecv(c.out, int(c.outCount), type, int(c.arg),
+                               MPI_ANY_TAG, MPI_COMM_WORLD, &c.request);
   if (status != MPI_SUCCESS)
     abort(std::string("MPI error posting a ") +
           loom::runtime::collectiveKindName(c.kind));
   posted.push_back(&c);
+  recordTransferScratch();
 }
 
 void Context::poll() {
@@ -230,22 +242,23 @@ void Context::poll() {
     }
     if (c.kind == LOOMRT_RECV) {
       int count = 0;
-      MPI_Get_count(&status, c.dtype == LOOMRT_F64    ? MPI_DOUBLE
-                             : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
-                                                      : MPI_FLOAT,
+      MPI_Get_count(&status,
+                    c.dtype == LOOMRT_F64    ? MPI_DOUBLE
+                    : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                             : MPI_FLOAT,
                     &count);
       if (status.MPI_TAG != int(c.reduction) || count != c.outCount)
         abort("recv from rank " + std::to_string(c.arg) + " expected tag " +
               std::to_string(c.reduction) + " and " +
               std::to_string(c.outCount) + " elements, got tag " +
-              std::to_string(status.MPI_TAG) + " and " +
-              std::to_string(count) +
+              std::to_string(status.MPI_TAG) + " and " + std::to_string(count) +
               ": the two ranks' programs send and receive in different "
               "orders");
     }
     posted.erase(posted.begin() + i);
     complete(c);
   }
+  recordTransferScratch();
 }
 
 void Context::complete(Collective &c) {
@@ -407,8 +420,8 @@ void loomrt_allreduce_f64(const double *in, double *out, int64_t count,
 void loomrt_gather_f32(const float *in, int64_t count, float *out,
                        int64_t root) {
   context().runOnStream([=] {
-    MPI_Gather(in, int(count), MPI_FLOAT, out, int(count), MPI_FLOAT,
-               int(root), MPI_COMM_WORLD);
+    MPI_Gather(in, int(count), MPI_FLOAT, out, int(count), MPI_FLOAT, int(root),
+               MPI_COMM_WORLD);
   });
 }
 
