@@ -97,7 +97,10 @@ public:
 
 private:
   /// The values `op` (and ops in its regions) reads from the step's block.
-  SetVector<Value> readValues(Operation *op) const;
+  /// The values `op` and the ops in its regions read from the step's
+  /// block, in walk order (which orders the clones of free ops), found
+  /// once per op.
+  ArrayRef<Value> readValues(Operation *op) const;
   /// The unit of a parameter or of the op defining `v`; kFree otherwise.
   int64_t unitOfValue(Value v) const;
   /// The top-level op of the step that uses a value in `user`, or null
@@ -146,16 +149,22 @@ private:
   DenseMap<std::pair<Value, int64_t>, int64_t> messageIndex;
   std::vector<llvm::SetVector<unsigned>> stageArgs;
   std::vector<SmallVector<unsigned>> stageResults;
+  mutable std::map<Operation *, SmallVector<Value>> reads;
 };
 
-SetVector<Value> Partitioner::readValues(Operation *op) const {
-  SetVector<Value> values;
-  op->walk([&](Operation *inner) {
-    for (Value v : inner->getOperands())
-      if (v.getParentBlock() == &body)
-        values.insert(v);
-  });
-  return values;
+ArrayRef<Value> Partitioner::readValues(Operation *op) const {
+  // A std::map: its entries stay where they are while others are added.
+  auto [it, inserted] = reads.try_emplace(op);
+  if (inserted) {
+    SetVector<Value> values;
+    op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (v.getParentBlock() == &body)
+          values.insert(v);
+    });
+    it->second.assign(values.begin(), values.end());
+  }
+  return it->second;
 }
 
 int64_t Partitioner::unitOfValue(Value v) const {
@@ -192,6 +201,7 @@ LogicalResult Partitioner::run() {
     return failure();
   findForward();
   accumulateInMicrobatchOrder(body, forward);
+  reads.clear(); // the rewrite erased ops and made new ones
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
   if (failed(assignParameterUnits()) || failed(assignOpUnits()) ||
@@ -778,21 +788,14 @@ struct PPPartitionPass
 };
 
 void PPPartitionPass::runOnOperation() {
-  func::FuncOp step;
-  for (auto func : getOperation().getOps<func::FuncOp>()) {
-    if (func.isExternal() || !train::getLossResultIndex(func))
-      continue;
-    if (step) {
-      func.emitError("pp-partition: expected one training step (a function "
-                     "with a train.loss result), found @")
-          << step.getSymName() << " and @" << func.getSymName();
-      return signalPassFailure();
-    }
-    step = func;
-  }
+  FailureOr<FunctionOpInterface> found =
+      train::findLossFunction(getOperation(), "pp-partition", "training step");
+  if (failed(found))
+    return signalPassFailure();
+  auto step = dyn_cast<func::FuncOp>(found->getOperation());
   if (!step) {
-    getOperation().emitError("pp-partition: expected a training step (a "
-                             "function with a train.loss result), found none");
+    found->emitError("pp-partition: expected the training step to be a "
+                     "func.func");
     return signalPassFailure();
   }
   Location loc = step.getLoc();

@@ -26,6 +26,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,11 +129,19 @@ const char *property(const Manifest &m, const std::string &key) {
                                                         : it->second.c_str();
 }
 
-Manifest readStepManifest(int64_t s) {
+/// Stage `s`'s manifest as compiled: the tensors described, none
+/// allocated.
+loom::runtime::StepManifest parseStepManifest(int64_t s) {
   loom::runtime::StepManifest parsed;
   std::string error;
   if (!loom::runtime::StepManifest::parse(manifestText(s), parsed, error))
     fail("the compiled step's manifest is malformed: " + error);
+  return parsed;
+}
+
+/// Stage `s`'s manifest with this process's storage for each tensor.
+Manifest readStepManifest(int64_t s) {
+  loom::runtime::StepManifest parsed = parseStepManifest(s);
   Manifest m;
   m.properties = std::move(parsed.properties);
   for (const loom::runtime::StepTensor &s : parsed.tensors) {
@@ -380,8 +389,8 @@ std::string trimMetricsLog(const std::string &path, int64_t first) {
   return writeFileDurably(path, kept);
 }
 
-std::string checkpointFile(const Tensor &t) {
-  std::string file = t.role + "." + t.name + ".npy";
+std::string checkpointFile(const std::string &role, const std::string &name) {
+  std::string file = role + "." + name + ".npy";
   for (char &c : file)
     if (c == '/')
       c = '_';
@@ -395,17 +404,18 @@ std::string checkpointFile(const Tensor &t) {
 /// stages send zeros.
 void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
                 const std::string &tmp, std::string &error) {
-  std::map<std::string, std::pair<int64_t, Tensor>> owners;
+  std::map<std::string, std::pair<int64_t, loom::runtime::StepTensor>> owners;
   for (int64_t s = 0; s < pipelineStages; ++s)
-    for (Tensor &t : readStepManifest(s).tensors)
+    for (loom::runtime::StepTensor &t : parseStepManifest(s).tensors)
       if (t.isArgument && (t.role == "param" || t.role == "state"))
         owners.try_emplace(t.role + "." + t.name, s, std::move(t));
   std::map<std::string, Tensor *> mine;
   for (Tensor *t : saved)
     mine[t->role + "." + t->name] = t;
   for (auto &[key, owner] : owners) {
-    const Tensor &desc = owner.second;
-    std::vector<float> local(desc.fullCount, 0.0f);
+    const loom::runtime::StepTensor &desc = owner.second;
+    int64_t count = desc.getFullCount();
+    std::vector<float> local(count, 0.0f);
     auto it = mine.find(key);
     if (owner.first == stage && it != mine.end()) {
       Tensor &t = *it->second;
@@ -413,13 +423,13 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
         local[i] =
             t.dtype == "bf16" ? loom::bf16ToFloat(t.bf16()[i]) : t.f32()[i];
     }
-    std::vector<float> all(rank == 0 ? desc.fullCount * worldSize : 0);
-    loomrt_gather_f32(local.data(), desc.fullCount, all.data(), 0);
-    cm.tensors.push_back(
-        {desc.name, desc.role, checkpointFile(desc), desc.full});
+    std::vector<float> all(rank == 0 ? count * worldSize : 0);
+    loomrt_gather_f32(local.data(), count, all.data(), 0);
+    std::string file = checkpointFile(desc.role, desc.name);
+    cm.tensors.push_back({desc.name, desc.role, file, desc.fullShape});
     if (rank == 0 && error.empty()) {
-      error = writeNpyF32(tmp + "/" + checkpointFile(desc), desc.full,
-                          all.data() + owner.first * desc.fullCount);
+      error = writeNpyF32(tmp + "/" + file, desc.fullShape,
+                          all.data() + owner.first * count);
       if (cm.tensors.size() == 1 || cm.tensors.size() == owners.size())
         checkpointCrashPoint();
     }
@@ -445,10 +455,11 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
   } else
     for (Tensor *t : saved) {
       std::vector<float> full = gatherFull(*t);
-      cm.tensors.push_back({t->name, t->role, checkpointFile(*t), t->full});
+      cm.tensors.push_back(
+          {t->name, t->role, checkpointFile(t->role, t->name), t->full});
       if (rank == 0 && error.empty()) {
-        error =
-            writeNpyF32(tmp + "/" + checkpointFile(*t), t->full, full.data());
+        error = writeNpyF32(tmp + "/" + checkpointFile(t->role, t->name),
+                            t->full, full.data());
         if (cm.tensors.size() == 1 || cm.tensors.size() == saved.size())
           checkpointCrashPoint();
       }
@@ -605,19 +616,18 @@ int main(int argc, char **argv) {
   }
   // A pipeline's first stage reads the tokens and its last returns the
   // loss; the batch's shape is the first stage's tokens'.
-  Tensor *shape = tokens;
-  Manifest firstStage;
-  if (pipelineStages && !tokens) {
-    firstStage = readStepManifest(0);
-    for (Tensor &t : firstStage.tensors)
+  std::optional<std::pair<std::vector<int64_t>, std::string>> shape;
+  if (tokens)
+    shape = {tokens->local, tokens->dtype};
+  else if (pipelineStages)
+    for (const loom::runtime::StepTensor &t : parseStepManifest(0).tensors)
       if (t.isArgument && t.role == "input" && t.name == "tokens")
-        shape = &t;
-  }
+        shape = {t.localShape, t.dtype};
   bool lastStage = !pipelineStages || stage == pipelineStages - 1;
-  if (!shape || (lastStage && !loss) || shape->local.size() != 2 ||
-      shape->dtype != "i32")
+  if (!shape || (lastStage && !loss) || shape->first.size() != 2 ||
+      shape->second != "i32")
     fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
-  int64_t batch = shape->local[0], seq = shape->local[1];
+  int64_t batch = shape->first[0], seq = shape->first[1];
   if ((o.seq && o.seq != seq) || (o.batch && o.batch != batch))
     fail("this trainer was compiled for --seq " + std::to_string(seq) +
          " --batch " + std::to_string(batch) + " per rank");

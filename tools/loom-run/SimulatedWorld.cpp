@@ -72,6 +72,25 @@ struct World {
 World world;
 thread_local int64_t currentRank = 0;
 
+/// Calls `fn(linear, offset)` for each of the first `count` elements of a
+/// strided memref in row-major order: its index in a contiguous copy and
+/// its element offset in `m`.
+void forEachElement(const DynamicMemRefType<char> &m, int64_t count,
+                    llvm::function_ref<void(int64_t, int64_t)> fn) {
+  std::vector<int64_t> index(m.rank, 0);
+  for (int64_t linear = 0; linear < count; ++linear) {
+    int64_t offset = m.offset;
+    for (int64_t d = 0; d < m.rank; ++d)
+      offset += index[d] * m.strides[d];
+    fn(linear, offset);
+    for (int64_t d = m.rank - 1; d >= 0; --d) {
+      if (++index[d] < m.sizes[d])
+        break;
+      index[d] = 0;
+    }
+  }
+}
+
 /// Copies a strided memref into a contiguous byte buffer.
 std::vector<char> contiguous(const DynamicMemRefType<char> &m,
                              int64_t elementBytes) {
@@ -79,19 +98,10 @@ std::vector<char> contiguous(const DynamicMemRefType<char> &m,
   for (int64_t i = 0; i < m.rank; ++i)
     count *= m.sizes[i];
   std::vector<char> out(count * elementBytes);
-  std::vector<int64_t> index(m.rank, 0);
-  for (int64_t linear = 0; linear < count; ++linear) {
-    int64_t offset = m.offset;
-    for (int64_t d = 0; d < m.rank; ++d)
-      offset += index[d] * m.strides[d];
+  forEachElement(m, count, [&](int64_t linear, int64_t offset) {
     std::memcpy(&out[linear * elementBytes], m.data + offset * elementBytes,
                 elementBytes);
-    for (int64_t d = m.rank - 1; d >= 0; --d) {
-      if (++index[d] < m.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
+  });
   return out;
 }
 
@@ -102,6 +112,16 @@ std::pair<int64_t, int64_t> splitAt(const DynamicMemRefType<char> &m,
   for (int64_t d = 0; d < m.rank; ++d)
     (d < axis ? outer : inner) *= (d == axis ? 1 : m.sizes[d]);
   return {outer, inner};
+}
+
+/// Writes contiguous `bytes` through `out`'s strides.
+void scatterInto(const DynamicMemRefType<char> &out,
+                 const std::vector<char> &bytes, int64_t elementBytes) {
+  forEachElement(out, bytes.size() / elementBytes,
+                 [&](int64_t linear, int64_t offset) {
+                   std::memcpy(out.data + offset * elementBytes,
+                               &bytes[linear * elementBytes], elementBytes);
+                 });
 }
 
 template <typename T>
@@ -175,40 +195,7 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
     break;
   }
   world.barrier.arrive();
-  // Write the contiguous result through the output's strides.
-  std::vector<int64_t> index(out.rank, 0);
-  int64_t count = result.size() / sizeof(T);
-  for (int64_t linear = 0; linear < count; ++linear) {
-    int64_t offset = out.offset;
-    for (int64_t d = 0; d < out.rank; ++d)
-      offset += index[d] * out.strides[d];
-    std::memcpy(out.data + offset * sizeof(T), &result[linear * sizeof(T)],
-                sizeof(T));
-    for (int64_t d = out.rank - 1; d >= 0; --d) {
-      if (++index[d] < out.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
-}
-
-/// Writes contiguous `bytes` through `out`'s strides.
-void scatterInto(const DynamicMemRefType<char> &out,
-                 const std::vector<char> &bytes, int64_t elementBytes) {
-  std::vector<int64_t> index(out.rank, 0);
-  int64_t count = bytes.size() / elementBytes;
-  for (int64_t linear = 0; linear < count; ++linear) {
-    int64_t offset = out.offset;
-    for (int64_t d = 0; d < out.rank; ++d)
-      offset += index[d] * out.strides[d];
-    std::memcpy(out.data + offset * elementBytes,
-                &bytes[linear * elementBytes], elementBytes);
-    for (int64_t d = out.rank - 1; d >= 0; --d) {
-      if (++index[d] < out.sizes[d])
-        break;
-      index[d] = 0;
-    }
-  }
+  scatterInto(out, result, sizeof(T));
 }
 
 [[noreturn]] void fail(const std::string &message) {
@@ -218,12 +205,17 @@ void scatterInto(const DynamicMemRefType<char> &out,
   std::_Exit(1);
 }
 
+/// A transfer's peer is another rank of the world.
+void checkPeer(int64_t peer, const char *what) {
+  if (peer < 0 || peer >= world.ranks || peer == currentRank)
+    fail(std::string(what) + " rank " + std::to_string(peer));
+}
+
 template <typename T>
 void send(::UnrankedMemRefType<T> *inArg, int64_t peer, int64_t tag) {
   DynamicMemRefType<char> in(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
-  if (peer < 0 || peer >= world.ranks || peer == currentRank)
-    fail("send to rank " + std::to_string(peer));
+  checkPeer(peer, "send to");
   std::lock_guard<std::mutex> lock(world.mailboxMutex);
   world.mailboxes[{currentRank, peer}].push_back(
       {tag, contiguous(in, sizeof(T))});
@@ -234,8 +226,7 @@ template <typename T>
 void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag) {
   DynamicMemRefType<char> out(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
-  if (peer < 0 || peer >= world.ranks || peer == currentRank)
-    fail("receive from rank " + std::to_string(peer));
+  checkPeer(peer, "receive from");
   std::unique_lock<std::mutex> lock(world.mailboxMutex);
   auto &box = world.mailboxes[{peer, currentRank}];
   if (!world.delivered.wait_for(lock, std::chrono::seconds(120),
@@ -348,10 +339,7 @@ static void lowerPointToPoint(ModuleOp module, CollectiveOpInterface start,
   func::FuncOp callee = declare(
       module, (Twine(isSend ? "loom_sim_send" : "loom_sim_recv") + suffix).str(),
       builder.getFunctionType({unranked, i64, i64}, {}));
-  int64_t peer = isSend ? cast<SendStartOp>(start).getPeer()
-                        : cast<RecvStartOp>(start).getPeer();
-  int64_t tag = isSend ? cast<SendStartOp>(start).getTag()
-                       : cast<RecvStartOp>(start).getTag();
+  auto [peer, tag] = getPeerAndTag(start);
   Operation *at = isSend ? start.getOperation() : wait.getOperation();
   builder.setInsertionPoint(at);
   Location loc = at->getLoc();

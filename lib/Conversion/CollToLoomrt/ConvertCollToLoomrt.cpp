@@ -166,14 +166,8 @@ struct ConvertCollToLoomrtPass
       if (auto broadcast = dyn_cast<BroadcastStartOp>(op))
         arg = broadcast.getRoot();
       // Point-to-point: the peer, and the tag in the reduction's place.
-      if (auto send = dyn_cast<SendStartOp>(op)) {
-        arg = send.getPeer();
-        reduction = send.getTag();
-      }
-      if (auto recv = dyn_cast<RecvStartOp>(op)) {
-        arg = recv.getPeer();
-        reduction = recv.getTag();
-      }
+      if (start.isPointToPoint())
+        std::tie(arg, reduction) = getPeerAndTag(start);
       auto addressOrNull = [&](Value memref) -> Value {
         return memref ? addressOf(builder, loc, memref) : constant(0);
       };

@@ -49,6 +49,13 @@ struct Collective {
 
 using loom::runtime::recorder;
 
+/// The MPI type of a loomrt dtype (bf16 moves as 16-bit words).
+MPI_Datatype mpiType(int64_t dtype) {
+  return dtype == LOOMRT_F64    ? MPI_DOUBLE
+         : dtype == LOOMRT_BF16 ? MPI_UINT16_T
+                                : MPI_FLOAT;
+}
+
 /// The whole state of the MPI backend.
 class Context : public loom::runtime::Backend {
 public:
@@ -161,9 +168,7 @@ void Context::run(Collective &c) {
   if (c.dtype == LOOMRT_BF16 &&
       (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE))
     return reduceBf16(c);
-  MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
-                      : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
-                                               : MPI_FLOAT;
+  MPI_Datatype type = mpiType(c.dtype);
   MPI_Op op = c.reduction == LOOMRT_MAX   ? MPI_MAX
               : c.reduction == LOOMRT_MIN ? MPI_MIN
                                           : MPI_SUM;
@@ -213,9 +218,7 @@ void Context::recordTransferScratch() {
 }
 
 void Context::post(Collective &c) {
-  MPI_Datatype type = c.dtype == LOOMRT_F64    ? MPI_DOUBLE
-                      : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
-                                               : MPI_FLOAT;
+  MPI_Datatype type = mpiType(c.dtype);
   int status = c.kind == LOOMRT_SEND
                    ? MPI_Isend(c.in, int(c.inCount), type, int(c.arg),
                                int(c.reduction), MPI_COMM_WORLD, &c.request)
@@ -242,11 +245,7 @@ void Context::poll() {
     }
     if (c.kind == LOOMRT_RECV) {
       int count = 0;
-      MPI_Get_count(&status,
-                    c.dtype == LOOMRT_F64    ? MPI_DOUBLE
-                    : c.dtype == LOOMRT_BF16 ? MPI_UINT16_T
-                                             : MPI_FLOAT,
-                    &count);
+      MPI_Get_count(&status, mpiType(c.dtype), &count);
       if (status.MPI_TAG != int(c.reduction) || count != c.outCount)
         abort("recv from rank " + std::to_string(c.arg) + " expected tag " +
               std::to_string(c.reduction) + " and " +

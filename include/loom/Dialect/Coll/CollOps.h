@@ -16,4 +16,11 @@
 #define GET_OP_CLASSES
 #include "loom/Dialect/Coll/CollOps.h.inc"
 
+namespace loom::coll {
+
+/// The peer and the tag of a send or a receive (`isPointToPoint`).
+std::pair<int64_t, int64_t> getPeerAndTag(CollectiveOpInterface op);
+
+} // namespace loom::coll
+
 #endif // LOOM_DIALECT_COLL_COLLOPS_H

@@ -17,6 +17,13 @@ namespace loom::train {
 /// functions the training passes transform.
 std::optional<unsigned> getLossResultIndex(mlir::FunctionOpInterface func);
 
+/// The one function of `module` with a `train.loss` result. Otherwise emits
+/// "<pass>: expected one <what> (a function with a train.loss result),
+/// found @a and @b", or "... expected a <what> ..., found none", and fails.
+mlir::FailureOr<mlir::FunctionOpInterface>
+findLossFunction(mlir::Operation *module, llvm::StringRef pass,
+                 llvm::StringRef what);
+
 /// The group a `train.param` name belongs to: the name up to and including
 /// its first all-digit component ("layers.3.attn.wq" -> "layers.3", one
 /// transformer block), or "" for a name without one. FSDP's wrapping unit

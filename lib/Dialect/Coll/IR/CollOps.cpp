@@ -179,6 +179,14 @@ TypedValue<RankedTensorType> RecvStartOp::getInput() { return {}; }
 
 LogicalResult RecvStartOp::verify() { return verifyPeer(*this, getPeer()); }
 
+std::pair<int64_t, int64_t>
+loom::coll::getPeerAndTag(CollectiveOpInterface op) {
+  if (auto send = dyn_cast<SendStartOp>(op.getOperation()))
+    return {send.getPeer(), send.getTag()};
+  auto recv = cast<RecvStartOp>(op.getOperation());
+  return {recv.getPeer(), recv.getTag()};
+}
+
 //===----------------------------------------------------------------------===//
 // WaitOp
 //===----------------------------------------------------------------------===//

@@ -53,6 +53,28 @@ loom::train::getLossResultIndex(FunctionOpInterface func) {
   return std::nullopt;
 }
 
+FailureOr<FunctionOpInterface> loom::train::findLossFunction(Operation *module,
+                                                             StringRef pass,
+                                                             StringRef what) {
+  FunctionOpInterface found;
+  for (Region &region : module->getRegions())
+    for (auto func : region.getOps<FunctionOpInterface>()) {
+      if (func.isExternal() || !getLossResultIndex(func))
+        continue;
+      if (found)
+        return func->emitError()
+               << pass << ": expected one " << what
+               << " (a function with a train.loss result), found @"
+               << found.getName() << " and @" << func.getName();
+      found = func;
+    }
+  if (!found)
+    return module->emitError()
+           << pass << ": expected a " << what
+           << " (a function with a train.loss result), found none";
+  return found;
+}
+
 std::string loom::train::getParamGroup(llvm::StringRef name) {
   SmallVector<StringRef> parts;
   name.split(parts, '.');

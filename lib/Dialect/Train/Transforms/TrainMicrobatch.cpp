@@ -212,22 +212,14 @@ struct TrainMicrobatchPass
           << int64_t(microbatches);
       return signalPassFailure();
     }
-    func::FuncOp forward;
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      if (func.isExternal() || !getLossResultIndex(func))
-        continue;
-      if (forward) {
-        func.emitError("train-microbatch: expected one forward (a function "
-                       "with a train.loss result), found @")
-            << forward.getSymName() << " and @" << func.getSymName();
-        return signalPassFailure();
-      }
-      forward = func;
-    }
+    FailureOr<FunctionOpInterface> found =
+        findLossFunction(getOperation(), "train-microbatch", "forward");
+    if (failed(found))
+      return signalPassFailure();
+    auto forward = dyn_cast<func::FuncOp>(found->getOperation());
     if (!forward) {
-      getOperation().emitError("train-microbatch: expected a forward (a "
-                               "function with a train.loss result), found "
-                               "none");
+      found->emitError("train-microbatch: expected the forward to be a "
+                       "func.func");
       return signalPassFailure();
     }
     if (microbatches == 1)
@@ -407,8 +399,10 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   int64_t ignoreIndex = crossEntropy ? crossEntropy.getIgnoreIndex()
                                      : linearCrossEntropy.getIgnoreIndex();
   auto scalarMap = [&](unsigned rank) { return lb.map(rank, {}); };
+  // a + b on 0-d tensors of `element`.
   auto add = [&](Value a, Value b) {
-    return lb.generic(lb.empty({}, lossElement), {a, b},
+    Type element = cast<RankedTensorType>(a.getType()).getElementType();
+    return lb.generic(lb.empty({}, element), {a, b},
                       {scalarMap(0), scalarMap(0), scalarMap(0)},
                       [](OpBuilder &b, Location l, ValueRange args) -> Value {
                         return arith::AddFOp::create(b, l, args[0], args[1]);
@@ -420,13 +414,6 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   if (reduction == LossReduction::Mean) {
     // Counted in f32 (exact to 2^24 tokens), whatever the loss's type.
     Type f32 = builder.getF32Type();
-    auto addF32 = [&](Value a, Value b) {
-      return lb.generic(lb.empty({}, f32), {a, b},
-                        {scalarMap(0), scalarMap(0), scalarMap(0)},
-                        [](OpBuilder &b, Location l, ValueRange args) -> Value {
-                          return arith::AddFOp::create(b, l, args[0], args[1]);
-                        });
-    };
     Value count;
     for (Value labels : counts) {
       auto type = cast<RankedTensorType>(labels.getType());
@@ -446,7 +433,7 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
             Value add = arith::SelectOp::create(b, l, valid, one, zero);
             return arith::AddFOp::create(b, l, args[1], add);
           });
-      count = count ? addF32(count, mbCount) : mbCount;
+      count = count ? add(count, mbCount) : mbCount;
     }
     // sum / max(count, 1), divided in f32 for a narrower loss.
     total = lb.generic(
