@@ -86,12 +86,13 @@ struct OpInfo {
 /// comment lists, in order.
 class Partitioner {
 public:
-  Partitioner(func::FuncOp step, int64_t stages, ScheduleKind kind,
-              StringRef scheduleName, StringRef layout, StringRef device)
+  Partitioner(func::FuncOp step, int64_t stages, int64_t replicas,
+              ScheduleKind kind, StringRef scheduleName, StringRef layout,
+              StringRef device)
       : step(step), body(step.getBody().front()),
         ret(cast<func::ReturnOp>(body.getTerminator())), numStages(stages),
-        kind(kind), scheduleName(scheduleName), layout(layout), device(device),
-        loc(step.getLoc()) {}
+        numReplicas(replicas), kind(kind), scheduleName(scheduleName),
+        layout(layout), device(device), loc(step.getLoc()) {}
 
   LogicalResult run();
 
@@ -126,6 +127,9 @@ private:
   Block &body;
   func::ReturnOp ret;
   int64_t numStages;
+  /// Data-parallel replicas of the pipeline: the world is numStages x
+  /// numReplicas ranks.
+  int64_t numReplicas;
   ScheduleKind kind;
   StringRef scheduleName, layout, device;
   Location loc;
@@ -660,6 +664,7 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
                 DictionaryAttr::get(
                     ctx, {named("stages", i64(numStages)),
                           named("microbatches", i64(microbatches)),
+                          named("replicas", i64(numReplicas)),
                           named("schedule", StringAttr::get(ctx, scheduleName)),
                           named("layout", StringAttr::get(ctx, layoutText))}));
 
@@ -670,9 +675,17 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
     mapping.map(step.getArgument(a), entry->getArgument(k));
   Value comm;
   auto getComm = [&]() {
-    if (!comm)
-      comm = coll::CommWorldOp::create(b, loc,
-                                       coll::CommType::get(ctx, numStages));
+    if (comm)
+      return comm;
+    // At the entry: every rank makes its communicators before any transfer.
+    OpBuilder atEntry = OpBuilder::atBlockBegin(entry);
+    comm = coll::CommWorldOp::create(
+        atEntry, loc, coll::CommType::get(ctx, numStages * numReplicas));
+    // Replica d's stages: ranks d, D + d, 2 D + d, ...
+    if (numReplicas > 1)
+      comm = coll::CommGroupOp::create(atEntry, loc,
+                                       coll::CommType::get(ctx, numStages),
+                                       comm, numStages, numReplicas);
     return comm;
   };
   // Receives from each peer, in the peer's send order, up to `v`.
@@ -805,9 +818,10 @@ void PPPartitionPass::runOnOperation() {
                    << "' (expected gpipe, 1f1b or zb-h1)";
     return signalPassFailure();
   }
-  if (stages < 1) {
-    emitError(loc) << "pp-partition: stages must be at least 1, got "
-                   << int64_t(stages);
+  if (stages < 1 || replicas < 1) {
+    emitError(loc) << "pp-partition: stages and replicas must be at least 1, "
+                      "got "
+                   << int64_t(stages) << " and " << int64_t(replicas);
     return signalPassFailure();
   }
   if (!step.getBody().hasOneBlock()) {
@@ -831,7 +845,8 @@ void PPPartitionPass::runOnOperation() {
                       "pp-partition runs before zero-partition";
     return signalPassFailure();
   }
-  Partitioner partitioner(step, stages, *kind, schedule, layout, device);
+  Partitioner partitioner(step, stages, replicas, *kind, schedule, layout,
+                          device);
   if (failed(partitioner.run()))
     signalPassFailure();
 }

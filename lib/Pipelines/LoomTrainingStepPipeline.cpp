@@ -41,6 +41,7 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
   if (options.pipelineStages > 1) {
     pp::PPPartitionPassOptions partition;
     partition.stages = options.pipelineStages;
+    partition.replicas = options.pipelineReplicas;
     partition.schedule = options.pipelineSchedule;
     partition.layout = options.pipelineLayout;
     partition.device = options.pipelineDevice;

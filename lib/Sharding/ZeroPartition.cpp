@@ -85,7 +85,14 @@ public:
   Partitioner(func::FuncOp func, unsigned stage, int64_t ranks,
               ReductionKind reduction)
       : func(func), stage(stage), ranks(ranks), reduction(reduction),
-        builder(func.getContext()) {}
+        builder(func.getContext()) {
+    if (auto pipeline = func->getAttrOfType<DictionaryAttr>(attrs::kPipeline)) {
+      auto stages = pipeline.getAs<IntegerAttr>("stages");
+      auto replicas = pipeline.getAs<IntegerAttr>("replicas");
+      pipelineStages = stages ? stages.getInt() : 1;
+      pipelineReplicas = replicas ? replicas.getInt() : 1;
+    }
+  }
 
   LogicalResult run();
 
@@ -120,6 +127,14 @@ private:
   unsigned stage;
   int64_t ranks;
   ReductionKind reduction;
+  /// A pipeline stage's (pp-partition): the world is pipelineStages x
+  /// pipelineReplicas ranks, and the step is sharded over the stage's
+  /// replicas. 0 for a whole step.
+  int64_t pipelineStages = 0, pipelineReplicas = 1;
+  /// The world's ranks.
+  int64_t getWorldRanks() const {
+    return pipelineStages ? pipelineStages * pipelineReplicas : ranks;
+  }
   OpBuilder builder;
   Value comm, rank;
   func::ReturnOp ret;
@@ -141,11 +156,20 @@ LogicalResult Partitioner::checkInput() {
     else if (func.getArgAttr(arg.getArgNumber(), TrainDialect::kStateAttrName))
       states.push_back(arg);
     else if (auto commType = dyn_cast<CommType>(arg.getType());
-             commType && commType.getSize() != ranks)
+             commType && commType.getSize() != getWorldRanks())
       return func.emitOpError("world size ")
-             << ranks << " does not match the communicator argument #"
+             << getWorldRanks() << " does not match the communicator argument #"
              << arg.getArgNumber() << " of type " << commType;
   }
+  if (pipelineStages && ranks != pipelineReplicas)
+    return func.emitOpError("world-size ")
+           << ranks << " does not match the pipeline's " << pipelineReplicas
+           << " data-parallel replicas (pp-partition{replicas}): a stage is "
+              "sharded over its replicas";
+  if (pipelineStages && stage == 3)
+    return func.emitOpError("is a pipeline stage: zero-partition shards "
+                            "stages at ZeRO stage 1 or 2 (stage 3 would "
+                            "gather each parameter once per microbatch)");
   if (params.empty())
     return func.emitOpError("is not a training step: it has a train.loss "
                             "result but no train.param argument");
@@ -178,9 +202,9 @@ LogicalResult Partitioner::checkInput() {
                << " keeps parameters whole; run train-optimizer first, or "
                   "use stage 3";
   WalkResult walk = func.walk([&](CommWorldOp op) {
-    if (op.getComm().getType().getSize() != ranks) {
+    if (op.getComm().getType().getSize() != getWorldRanks()) {
       op.emitOpError("world size ")
-          << ranks << " does not match this communicator of type "
+          << getWorldRanks() << " does not match this communicator of type "
           << op.getComm().getType();
       return WalkResult::interrupt();
     }
@@ -188,7 +212,13 @@ LogicalResult Partitioner::checkInput() {
   });
   if (walk.wasInterrupted())
     return failure();
-  if (!func.walk([](CollectiveOpInterface) { return WalkResult::interrupt(); })
+  // A pipeline stage's transfers stay; any other collective means the step
+  // is sharded already.
+  if (!func.walk([&](CollectiveOpInterface op) {
+             return pipelineStages && op.isPointToPoint()
+                        ? WalkResult::advance()
+                        : WalkResult::interrupt();
+           })
            .wasInterrupted())
     return success();
   return func.emitOpError("is already partitioned: it contains collectives");
@@ -428,12 +458,28 @@ LogicalResult Partitioner::run() {
     return failure();
   Block &block = func.getBody().front();
   ret = cast<func::ReturnOp>(block.getTerminator());
-  unsigned lossIndex = *train::getLossResultIndex(func);
-  lossOp = ret.getOperand(lossIndex).getDefiningOp();
+  // A pipeline's stages other than the last return no loss.
+  std::optional<unsigned> lossIndex = train::getLossResultIndex(func);
+  if (lossIndex)
+    lossOp = ret.getOperand(*lossIndex).getDefiningOp();
 
   builder.setInsertionPointToStart(&block);
-  comm = CommWorldOp::create(builder, func.getLoc(),
-                             CommType::get(func.getContext(), ranks));
+  // The world (the stage's own, if pp-partition made one), and on a
+  // pipeline's stage, its replicas: ranks s * D ... s * D + D - 1.
+  for (CommWorldOp world : block.getOps<CommWorldOp>()) {
+    comm = world;
+    world->moveBefore(&block, block.begin());
+    break;
+  }
+  if (!comm)
+    comm =
+        CommWorldOp::create(builder, func.getLoc(),
+                            CommType::get(func.getContext(), getWorldRanks()));
+  builder.setInsertionPointAfterValue(comm);
+  if (pipelineStages)
+    comm = CommGroupOp::create(builder, func.getLoc(),
+                               CommType::get(func.getContext(), ranks), comm,
+                               ranks, /*stride=*/1);
   if (failed(findUpdateRegion()))
     return failure();
 
@@ -489,14 +535,15 @@ LogicalResult Partitioner::run() {
     if (isParam && stage != 3)
       operands[i] = gather(ret.getLoc(), *shard, type).second;
   }
-  Value loss = operands[lossIndex];
-  if (auto lossType = dyn_cast<RankedTensorType>(loss.getType())) {
-    auto start = AllReduceStartOp::create(builder, ret.getLoc(),
-                                          FutureType::get(lossType), loss, comm,
-                                          ReductionKind::Avg);
-    operands[lossIndex] =
-        WaitOp::create(builder, ret.getLoc(), start.getFuture());
-  }
+  if (lossIndex)
+    if (auto lossType =
+            dyn_cast<RankedTensorType>(operands[*lossIndex].getType())) {
+      auto start = AllReduceStartOp::create(
+          builder, ret.getLoc(), FutureType::get(lossType),
+          operands[*lossIndex], comm, ReductionKind::Avg);
+      operands[*lossIndex] =
+          WaitOp::create(builder, ret.getLoc(), start.getFuture());
+    }
   ret->setOperands(operands);
   builder.setInsertionPoint(ret);
   for (Value gradient : releasedAtEnd)
@@ -558,7 +605,8 @@ struct ZeroPartitionPass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      if (!train::getLossResultIndex(func))
+      if (!train::getLossResultIndex(func) &&
+          !func->hasAttr(attrs::kPipelineStage))
         continue;
       found = true;
       FunctionType fullType = func.getFunctionType();

@@ -164,6 +164,10 @@ describeProperties(func::FuncOp step, StringRef source) {
         pipeline ? pipeline.getAs<IntegerAttr>("stages") : IntegerAttr();
     properties["pipeline_stages"] =
         std::to_string(stages ? stages.getInt() : 1);
+    auto replicas =
+        pipeline ? pipeline.getAs<IntegerAttr>("replicas") : IntegerAttr();
+    properties["pipeline_replicas"] =
+        std::to_string(replicas ? replicas.getInt() : 1);
   }
   auto stage = step->getAttrOfType<IntegerAttr>(attrs::kZeroStage);
   properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);

@@ -12,14 +12,17 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace loom::runtime {
 
 /// One collective as the compiled step starts it: loomrt_coll_start's
 /// arguments (buffers as addresses, counts in elements).
 struct CollRequest {
-  int64_t kind, reduction, dtype, arg;
+  int64_t kind, reduction, dtype, comm, arg;
   int64_t in, inCount, out, outCount;
   /// The start's op id (trainer-stamp-op-ids), -1 for none.
   int64_t opId;
@@ -38,6 +41,18 @@ public:
   virtual int finalize() = 0;
   /// Prints `message` with the rank and ends every rank. Never returns.
   [[noreturn]] virtual void abort(const std::string &message) = 0;
+  /// One communicator: the world (handle 0) or a group of a parent.
+  struct Comm {
+    int64_t size, rank;
+    /// The world ranks of its members, by their rank in it.
+    std::vector<int> worldRanks;
+  };
+  /// loomrt_comm_group: the handle of this rank's group of `parent`,
+  /// made (makeGroup) on the first call and cached.
+  int64_t group(int64_t parent, int64_t size, int64_t stride);
+  /// The communicator `handle` (aborts on an unknown one).
+  const Comm &comm(int64_t handle);
+
   /// Enqueues `request` and returns its handle at once.
   virtual int64_t start(const CollRequest &request) = 0;
   /// Blocks until the collective `handle`, started on `in` and `out`, is
@@ -61,7 +76,16 @@ public:
 
   int rank = 0, size = 1;
 
+protected:
+  /// Makes the backend's communicator for comms[handle], a new group (a
+  /// collective call among its members). By default: not supported.
+  virtual void makeGroup(int64_t handle);
+  /// The world, then each group in the order this rank made them.
+  std::vector<Comm> comms;
+
 private:
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> groups;
+
   /// The bracket opBegin opened: its op and start.
   int64_t openOp = -1;
   double openSinceUs = 0, waitedBeforeUs = 0;

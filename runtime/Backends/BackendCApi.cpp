@@ -7,6 +7,7 @@
 
 #include "Backends/Backend.h"
 #include "Backends/RuntimeSupport.h"
+#include "loom/Runtime/CommGroups.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -25,6 +26,7 @@ using loom::runtime::recorder;
   static_assert(sizeof(&function) != 0, #function " is not declared");
 LOOMRT_CHECK_SYMBOL(kCollStart, loomrt_coll_start)
 LOOMRT_CHECK_SYMBOL(kCollWait, loomrt_coll_wait)
+LOOMRT_CHECK_SYMBOL(kCommGroup, loomrt_comm_group)
 LOOMRT_CHECK_SYMBOL(kRank, loomrt_rank)
 LOOMRT_CHECK_SYMBOL(kOpBegin, loomrt_op_begin)
 LOOMRT_CHECK_SYMBOL(kOpEnd, loomrt_op_end)
@@ -74,6 +76,45 @@ int64_t loom::runtime::CollRequest::getBytes() const {
   return (inCount > outCount ? inCount : outCount) * element;
 }
 
+const loom::runtime::Backend::Comm &
+loom::runtime::Backend::comm(int64_t handle) {
+  if (comms.empty()) {
+    Comm world{size, rank, {}};
+    for (int r = 0; r < size; ++r)
+      world.worldRanks.push_back(r);
+    comms.push_back(std::move(world));
+  }
+  if (handle < 0 || handle >= int64_t(comms.size()))
+    abort("unknown communicator handle " + std::to_string(handle));
+  return comms[handle];
+}
+
+int64_t loom::runtime::Backend::group(int64_t parent, int64_t size,
+                                      int64_t stride) {
+  const Comm &of = comm(parent);
+  if (size < 1 || stride < 1 || of.size % (size * stride) != 0)
+    abort("loomrt_comm_group: a communicator of " + std::to_string(of.size) +
+          " ranks has no groups of " + std::to_string(size) + " ranks " +
+          std::to_string(stride) + " apart");
+  auto [it, inserted] =
+      groups.try_emplace({parent, size, stride}, int64_t(comms.size()));
+  if (!inserted)
+    return it->second;
+  StridedGroup group = StridedGroup::of(of.rank, size, stride);
+  Comm made{size, StridedGroup::rankOf(of.rank, size, stride), {}};
+  for (int64_t i = 0; i < size; ++i)
+    made.worldRanks.push_back(of.worldRanks[group.member(i)]);
+  comms.push_back(std::move(made));
+  makeGroup(it->second);
+  return it->second;
+}
+
+void loom::runtime::Backend::makeGroup(int64_t) {
+  abort(std::string("communicator groups (coll.comm_group) are not built on "
+                    "the ") +
+        target() + " backend");
+}
+
 void loom::runtime::Backend::opBegin(int64_t opId) {
   openOp = opId;
   waitedBeforeUs = recorder().waitedUs();
@@ -99,20 +140,29 @@ int64_t loomrt_world_size(void) { return backend().size; }
 void loomrt_abort(const char *message) { backend().abort(message); }
 double loomrt_now_us(void) { return backend().nowUs(); }
 
+int64_t loomrt_comm_group(int64_t parent, int64_t size, int64_t stride) {
+  return backend().group(parent, size, stride);
+}
+
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
-                          int64_t arg, int64_t in, int64_t inCount, int64_t out,
-                          int64_t outCount, int64_t opId) {
+                          int64_t comm, int64_t arg, int64_t in,
+                          int64_t inCount, int64_t out, int64_t outCount,
+                          int64_t opId) {
   if (kind < 0 || kind > LOOMRT_RECV || dtype < 0 || dtype > LOOMRT_BF16)
     backend().abort("loomrt_coll_start: bad kind or dtype");
+  const loom::runtime::Backend::Comm &c = backend().comm(comm);
   if ((kind == LOOMRT_SEND || kind == LOOMRT_RECV) &&
-      (arg < 0 || arg >= backend().size || arg == backend().rank))
+      (arg < 0 || arg >= c.size || arg == c.rank))
     backend().abort("loomrt_coll_start: " +
                     std::string(loom::runtime::collectiveKindName(kind)) +
                     " with peer " + std::to_string(arg) + " on rank " +
-                    std::to_string(backend().rank) + " of " +
-                    std::to_string(backend().size));
+                    std::to_string(c.rank) + " of " + std::to_string(c.size) +
+                    (comm ? " (a group)" : ""));
+  if (kind == LOOMRT_BROADCAST && (arg < 0 || arg >= c.size))
+    backend().abort("loomrt_coll_start: broadcast from root " +
+                    std::to_string(arg) + " of " + std::to_string(c.size));
   return backend().start(
-      {kind, reduction, dtype, arg, in, inCount, out, outCount, opId});
+      {kind, reduction, dtype, comm, arg, in, inCount, out, outCount, opId});
 }
 
 void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {

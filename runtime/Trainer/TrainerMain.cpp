@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -95,9 +96,14 @@ struct Options {
 int64_t rank = 0, worldSize = 1;
 /// A pipeline's stage count (0: not a pipeline) and this rank's stage.
 int64_t pipelineStages = 0, stage = 0;
-/// Which slice of the data this rank trains on, of how many: the rank and
-/// the world, except that a pipeline's stages all see the same batch.
+/// Which slice of the data this rank trains on, of how many, which is also
+/// its ZeRO shard: the rank and the world, except that in a pipeline of P
+/// stages by D replicas rank s * D + d runs stage s of replica d, and the
+/// stages of a replica see the same batch.
 int64_t dataRank = 0, dataWorld = 1;
+/// A pipeline's figures per stage in the log: heap, plan, step time,
+/// stalls, buffers, MPI's scratch.
+constexpr int kStageFields = 6;
 
 /// The manifest of `s`'s step (the only one outside a pipeline).
 const char *manifestText(int64_t s) {
@@ -286,10 +292,10 @@ float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
 }
 
 /// This rank's part of a full tensor given element by element: the whole
-/// tensor if it is replicated, else the flat shard [rank*L, rank*L+L),
-/// zero-padded past the end (bf16 values rounded to nearest even).
+/// tensor if it is replicated, else the flat shard [d*L, d*L+L) of its data
+/// rank d, zero-padded past the end (bf16 values rounded to nearest even).
 template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
-  int64_t offset = t.sharded() ? rank * t.localCount : 0;
+  int64_t offset = t.sharded() ? dataRank * t.localCount : 0;
   auto value = [&](int64_t i) {
     return offset + i < t.fullCount ? fullValue(offset + i) : 0.0f;
   };
@@ -400,8 +406,9 @@ std::string checkpointFile(const std::string &role, const std::string &name) {
 /// A pipeline's checkpoint: every stage's parameters and state, each
 /// written once (by the first stage that has it) under its name, as a
 /// single-stage trainer's would be, so that a trainer with any other stage
-/// count loads it. Each tensor goes to rank 0 by a gather in which the other
-/// stages send zeros.
+/// or replica count loads it. Each tensor goes to rank 0 by a gather in
+/// which each of its stage's replicas sends its shard in its place (the
+/// whole tensor, if it is not sharded) and the other ranks send zeros.
 void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
                 const std::string &tmp, std::string &error) {
   std::map<std::string, std::pair<int64_t, loom::runtime::StepTensor>> owners;
@@ -417,10 +424,14 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
     int64_t count = desc.getFullCount();
     std::vector<float> local(count, 0.0f);
     auto it = mine.find(key);
+    // A shard of L elements holds [d L, d L + L) of the tensor, zero-padded.
+    int64_t shard = desc.getLocalCount();
+    bool sharded = shard != count;
     if (owner.first == stage && it != mine.end()) {
       Tensor &t = *it->second;
-      for (int64_t i = 0; i < t.fullCount; ++i)
-        local[i] =
+      int64_t offset = sharded ? dataRank * shard : 0;
+      for (int64_t i = 0; i < t.localCount && offset + i < count; ++i)
+        local[offset + i] =
             t.dtype == "bf16" ? loom::bf16ToFloat(t.bf16()[i]) : t.f32()[i];
     }
     std::vector<float> all(rank == 0 ? count * worldSize : 0);
@@ -428,8 +439,14 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
     std::string file = checkpointFile(desc.role, desc.name);
     cm.tensors.push_back({desc.name, desc.role, file, desc.fullShape});
     if (rank == 0 && error.empty()) {
-      error = writeNpyF32(tmp + "/" + file, desc.fullShape,
-                          all.data() + owner.first * count);
+      // Rank s * D + d's part of stage s's tensor.
+      std::vector<float> full(all.begin() + owner.first * dataWorld * count,
+                              all.begin() +
+                                  (owner.first * dataWorld + 1) * count);
+      for (int64_t d = 1; sharded && d < dataWorld; ++d)
+        for (int64_t i = d * shard; i < std::min(count, d * shard + shard); ++i)
+          full[i] = all[(owner.first * dataWorld + d) * count + i];
+      error = writeNpyF32(tmp + "/" + file, desc.fullShape, full.data());
       if (cm.tensors.size() == 1 || cm.tensors.size() == owners.size())
         checkpointCrashPoint();
     }
@@ -551,14 +568,15 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(1);
   if (&loom_pipeline_stages) {
     pipelineStages = loom_pipeline_stages;
-    // One rank per stage (data-parallel replicas of a pipeline are not
-    // built yet): every stage trains on the same batch.
-    stage = rank;
-    if (worldSize != pipelineStages)
+    if (worldSize % pipelineStages != 0)
       fail("this trainer is a pipeline of " + std::to_string(pipelineStages) +
-           " stages, one rank each, but runs on " + std::to_string(worldSize) +
-           " ranks (launch with mpirun -np " + std::to_string(pipelineStages) +
-           ")");
+           " stages, but runs on " + std::to_string(worldSize) +
+           " ranks, not a multiple of them");
+    // D replicas of the pipeline: rank s * D + d runs stage s of replica
+    // d, and the stages of a replica train on the same batch.
+    dataWorld = worldSize / pipelineStages;
+    dataRank = rank % dataWorld;
+    stage = rank / dataWorld;
   } else {
     dataRank = rank;
     dataWorld = worldSize;
@@ -761,6 +779,7 @@ int main(int argc, char **argv) {
     int64_t peakBytes =
         onDevice ? stepAllocBytes : loomrt_heap_peak_bytes() - heapBase;
     loomrt_device_lines deviceLines = loomrt_device_named_bytes();
+
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
     for (auto &[arg, result] : replaces) {
@@ -777,7 +796,6 @@ int main(int argc, char **argv) {
     // A pipeline's stages, each rank's own figures side by side: its heap
     // high-water, its plan, its step time and the time it stalled at
     // waits (receives mostly). The last stage has the loss.
-    constexpr int kStageFields = 6;
     std::vector<double> stageFigures;
     if (pipelineStages) {
       std::vector<double> mine(kStageFields * pipelineStages + 1, 0.0);
@@ -789,6 +807,10 @@ int main(int argc, char **argv) {
       own[4] = double(bufferBytes);
       own[5] = double(stats.scratch_bytes);
       mine.back() = lossValue;
+      // A stage's figures are its first replica's; the loss, averaged over
+      // the replicas already, is the last stage's.
+      if (dataRank != 0)
+        std::fill(mine.begin(), mine.end(), 0.0);
       stageFigures.assign(mine.size(), 0.0);
       loomrt_allreduce_f64(mine.data(), stageFigures.data(),
                            int64_t(mine.size()), LOOMRT_SUM);

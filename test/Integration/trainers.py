@@ -191,8 +191,9 @@ def check_memory(name: str, log: str) -> bool:
     for itself before its first step; it must lie within 5% above the plan
     plus the named lines the plan does not include, each counted on its
     own: OpenBLAS's per-call job array (probed at start-up), the bf16 GEMMs'
-    widening buffers, and the most one collective took on the communication
-    thread (Open MPI's reduce-scatter temporaries, bf16 widening). The step's own allocations, counted, equal
+    widening buffers, and the most the communication thread held (Open
+    MPI's reduce-scatter temporaries, bf16 widening, the pools it keeps).
+    The step's own allocations, counted, equal
     the plan exactly, and the plan equals the memory timeline's peak: the
     arena packs to the most arena bytes live at once."""
     with open(log) as f:
@@ -489,6 +490,53 @@ def npy(path: str):
     return np.load(path)
 
 
+def train_checkpointed(work, name, ranks, steps, ckpt, *extra) -> list[float]:
+    """Runs trainer `name` on `ranks` ranks for `steps` steps, checkpointing
+    into `ckpt` (anew, unless resuming); returns the logged losses."""
+    log = os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl")
+    remove(log)
+    if "--resume" not in extra:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    run(work, name, ranks, "--steps", str(steps), "--log", log, "--checkpoint", ckpt, *extra)
+    return losses(log)
+
+
+def final(ckpt: str, step: int) -> dict:
+    """The checkpoint's tensors at `step`, by role and name."""
+    directory = os.path.join(ckpt, f"step-{step}")
+    manifest = json.load(open(os.path.join(directory, "manifest.json")))
+    return {t["role"] + "." + t["name"]: npy(os.path.join(directory, t["file"]))
+            for t in manifest["tensors"]}
+
+
+def state_error(state: dict, want: dict) -> float:
+    """The largest |a - b| / |b| of the tensors, in norm (inf if any is
+    missing): single elements whose gradient is near zero can take Adam
+    steps of either sign when sums are added in another order."""
+    import numpy as np
+    if set(state) != set(want):
+        return math.inf
+    return max((float(np.linalg.norm(state[k] - v) / max(np.linalg.norm(v), 1e-30))
+                for k, v in want.items()), default=math.inf)
+
+
+def stage_heaps(log: str, stages: int) -> list:
+    """Each stage's heap high-water against its plan: (fits, heap / plan,
+    what MPI held). The heap (every malloc, measured by the stage itself)
+    must lie within 5% above the plan plus the most MPI held on the
+    communication thread during the step (a named line: messages that
+    arrived before their receive was posted, the pools kept for them, a
+    collective's temporaries)."""
+    rows = [json.loads(line) for line in open(log)]
+    fits = []
+    for s in range(stages):
+        heap = max(r["stages"][s]["peak_bytes"] for r in rows)
+        plan = rows[-1]["stages"][s]["planned_peak_bytes"]
+        mpi = max(r["stages"][s]["comm_scratch_bytes"] for r in rows)
+        fits.append((plan <= heap <= 1.05 * plan + mpi, heap / plan, mpi))
+    return fits
+
+
 def pipeline(work: str) -> None:
     """Pipelined trainers (2 and 4 stages, 4 and 8 microbatches, every
     schedule) run 20 steps with the single-rank trainer's losses and final
@@ -518,53 +566,26 @@ def pipeline(work: str) -> None:
     reference, trainers = names[0], names[1:]
 
     def train(name, ranks, steps, ckpt, *extra):
-        log = os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl")
-        remove(log)
-        if "--resume" not in extra:
-            shutil.rmtree(ckpt, ignore_errors=True)
-        run(work, name, ranks, "--steps", str(steps), "--log", log, "--checkpoint", ckpt, *extra)
-        return losses(log)
-
-    def final(ckpt, step):
-        directory = os.path.join(ckpt, f"step-{step}")
-        manifest = json.load(open(os.path.join(directory, "manifest.json")))
-        return {t["role"] + "." + t["name"]: npy(os.path.join(directory, t["file"]))
-                for t in manifest["tensors"]}
+        return train_checkpointed(work, name, ranks, steps, ckpt, *extra)
 
     base_ckpt = os.path.join(work, "pp-ckpt-reference")
     want = train(reference, 1, STEPS, base_ckpt)
     want_state = final(base_ckpt, STEPS)
-    # Tensors compare in norm, |a - b| / |a|: single elements whose gradient
-    # is near zero can take Adam steps of either sign when the microbatches'
-    # sums are added in another order.
     by_microbatches = {}
     for (stages, micro, schedule), name in zip(PIPELINES, trainers):
         ckpt = os.path.join(work, f"pp-ckpt-{name}")
         got = train(name, stages, STEPS, ckpt)
         state = final(ckpt, STEPS)
         worst_loss = max(relative_errors(got, want)) if got else math.inf
-        worst_state = max((float(np.linalg.norm(state[k] - v) / max(np.linalg.norm(v), 1e-30))
-                           for k, v in want_state.items() if k in state), default=math.inf)
-        check(len(got) == STEPS and worst_loss <= 1e-5 and set(state) == set(want_state) and
-              worst_state <= 1e-5,
+        worst_state = state_error(state, want_state)
+        check(len(got) == STEPS and worst_loss <= 1e-5 and worst_state <= 1e-5,
               f"{name}: {STEPS} losses within {worst_loss:.1e} and {len(state)} final tensors "
               f"within {worst_state:.1e} relative of one rank's")
         by_microbatches.setdefault(micro, []).append((name, got, state))
-        # Each stage's process heap during a step (every malloc, measured
-        # by the stage itself) against its own memory plan plus what MPI
-        # held for the transfers in flight (a named line: messages that
-        # arrived before their receive was posted).
-        log = os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl")
-        rows = [json.loads(line) for line in open(log)]
-        fits = []
-        for s in range(stages):
-            heap = max(r["stages"][s]["peak_bytes"] for r in rows)
-            plan = rows[-1]["stages"][s]["planned_peak_bytes"]
-            mpi = max(r["stages"][s]["comm_scratch_bytes"] for r in rows)
-            fits.append((plan <= heap <= 1.05 * plan + mpi, heap / plan, mpi))
+        fits = stage_heaps(os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl"), stages)
         check(len(fits) == stages and all(f[0] for f in fits),
-              f"{name}: each stage's heap high-water within 5% above its plan plus MPI's "
-              f"transfer buffers (" + ", ".join(f"{f[1]:.3f} with {f[2] / 1024:.0f} KiB"
+              f"{name}: each stage's heap high-water within 5% above its plan plus what "
+              f"MPI held (" + ", ".join(f"{f[1]:.3f} with {f[2] / 1024:.0f} KiB"
                                                 for f in fits) + ")")
     # The schedule and the stage count change where each op runs, not what
     # it computes: with the same microbatches, the same bits.
@@ -586,6 +607,76 @@ def pipeline(work: str) -> None:
         worst = max(relative_errors(got, want[10:])) if got else math.inf
         check(len(got) == 10 and worst <= 1e-5,
               f"a 2-stage checkpoint resumes on {name}: steps 11-20 within {worst:.1e}")
+
+
+# (stages, replicas, ZeRO stage, microbatches, schedule) of the grids.
+GRIDS = [(2, 2, 1, 4, "1f1b"), (2, 2, 2, 4, "zb-h1"), (2, 2, 2, 2, "gpipe"), (4, 2, 2, 4, "1f1b")]
+
+
+def pipeline_replicas(work: str) -> None:
+    """Pipeline stages x data-parallel ZeRO replicas (rank s * D + d runs
+    stage s of replica d): 20 steps with the losses and final parameters and
+    optimizer state of the data-parallel trainer on D ranks (the same ZeRO
+    stage and microbatches, each replica its own batch) within 1e-5
+    relative; each stage's heap within its plan; a grid's checkpoint resumes
+    on the data-parallel trainer and back."""
+    loomc = find_tool("loomc")
+    forward = os.path.join(work, "tiny-b4-grid.mlir")
+    with open(forward, "w") as f:
+        f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=4)))
+
+    def compile_one(spec):
+        stages, replicas, zero, micro, schedule = spec
+        name = (f"grid{stages}x{replicas}-z{zero}-m{micro}-{schedule}" if stages
+                else f"dp{replicas}-z{zero}-m{micro}")
+        cmd = [loomc, forward, "--lr", str(LR), "-O1", "-o", os.path.join(work, name),
+               "--zero-stage", str(zero), "--microbatches", str(micro),
+               "--world-size", str(max(stages, 1) * replicas)]
+        if stages:
+            cmd += ["--pipeline-stages", str(stages), "--pipeline-schedule", schedule]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        check(proc.returncode == 0, f"loomc {name}")
+        if proc.returncode:
+            print(proc.stderr)
+        return name
+
+    references = sorted({(0, r, z, m, "") for _, r, z, m, _ in GRIDS})
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        names = dict(zip(references + GRIDS, pool.map(compile_one, references + GRIDS)))
+    expected = {}
+    for spec in references:
+        ckpt = os.path.join(work, f"grid-ckpt-{names[spec]}")
+        expected[spec] = (train_checkpointed(work, names[spec], spec[1], STEPS, ckpt),
+                          final(ckpt, STEPS))
+    for spec in GRIDS:
+        stages, replicas, zero, micro, _ = spec
+        name = names[spec]
+        want, want_state = expected[(0, replicas, zero, micro, "")]
+        ckpt = os.path.join(work, f"grid-ckpt-{name}")
+        got = train_checkpointed(work, name, stages * replicas, STEPS, ckpt)
+        worst_loss = max(relative_errors(got, want)) if got else math.inf
+        worst_state = state_error(final(ckpt, STEPS), want_state)
+        check(len(got) == STEPS and worst_loss <= 1e-5 and worst_state <= 1e-5,
+              f"{name}: {STEPS} losses within {worst_loss:.1e} and the final state within "
+              f"{worst_state:.1e} relative of the {replicas}-rank ZeRO-{zero} trainer's")
+        fits = stage_heaps(os.path.join(work, f"{name}-{os.path.basename(ckpt)}.jsonl"), stages)
+        check(len(fits) == stages and all(f[0] for f in fits),
+              f"{name}: each stage's heap high-water within 5% above its plan plus what "
+              f"MPI held (" + ", ".join(f"{f[1]:.3f} with {f[2] / 1024:.0f} KiB"
+                                                for f in fits) + ")")
+
+    # Checkpoints name tensors whole: a grid's resumes on the data-parallel
+    # trainer, and the data-parallel trainer's on a grid.
+    grid, dp = GRIDS[1], (0, 2, 2, 4, "")
+    want = expected[dp][0]
+    for first, then, ranks in ((grid, dp, 2), (dp, grid, 4)):
+        part = os.path.join(work, f"grid-ckpt-part-{names[first]}")
+        train_checkpointed(work, names[first], first[1] * max(first[0], 1), 10, part)
+        got = train_checkpointed(work, names[then], ranks, 10, part, "--resume")
+        worst = max(relative_errors(got, want[10:])) if got else math.inf
+        check(len(got) == 10 and worst <= 1e-5,
+              f"{names[first]}'s checkpoint at step 10 resumes on {names[then]}: steps 11-20 "
+              f"within {worst:.1e}")
 
 
 def torch_reference(work: str) -> None:
@@ -941,13 +1032,14 @@ echo "kept=$(ls ck | tr '\n' ' ')"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("test", choices=["build", "equal", "memory", "remat", "profile",
-                                         "resume", "reshard", "pipeline", "torch", "bad-input",
+                                         "resume", "reshard", "pipeline", "pipeline-replicas",
+                                         "torch", "bad-input",
                                          "durable"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
     {"build": build, "equal": equal, "memory": memory, "remat": remat, "profile": profile,
      "resume": resume,
-     "reshard": reshard, "pipeline": pipeline,
+     "reshard": reshard, "pipeline": pipeline, "pipeline-replicas": pipeline_replicas,
      "torch": torch_reference, "bad-input": bad_input, "durable": durable}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
     return 1 if check.failures else 0

@@ -20,7 +20,7 @@
 // COUNT: error: pp-partition: layout "t|tL" has 2 stages, expected 3
 // TOKEN: error: pp-partition: unknown unit 'X' in layout "t|tX" (expected E, t, L, *N and |)
 // REPEAT: error: pp-partition: expected a positive count after '*' in layout "t*0|tL"
-// STAGES: error: pp-partition: stages must be at least 1, got 0
+// STAGES: error: pp-partition: stages and replicas must be at least 1, got 0 and 1
 // SHARDED: error: pp-partition: the step already has collectives; pp-partition runs before zero-partition
 // TIED: error: pp-partition: parameter 'embed' of stage 0 is also read on stage 1 (parameters shared across stages, such as tied embeddings, are not supported)
 

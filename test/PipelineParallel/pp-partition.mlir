@@ -6,6 +6,8 @@
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --pp-partition="stages=2 replicas=2 layout=t|tL" | FileCheck %s --check-prefix=GRID
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --pp-partition="stages=2 replicas=2 layout=t|tL" --zero-partition="stage=2 world-size=2" | FileCheck %s --check-prefix=ZERO
 
 // 1F1B on two stages. Stage 0 warms up with one forward, sends each
 // microbatch's activation as it is made, and waits each send once the
@@ -13,9 +15,9 @@
 // ONEF-LABEL: func.func @mlp_stage0(
 // ONEF-SAME: {train.param = "layers.0.w"}
 // ONEF-SAME: {train.input = "x"}) -> (tensor<8x8xf32> {train.param = "layers.0.w"})
-// ONEF-SAME: loom.pipeline = {layout = "t|tL", microbatches = 2 : i64, schedule = "1f1b", stages = 2 : i64}, loom.pipeline_stage = 0 : i64
-// ONEF: %[[H0:.+]] = linalg.matmul {{.*}}loom.action = "F0"
+// ONEF-SAME: loom.pipeline = {layout = "t|tL", microbatches = 2 : i64, replicas = 1 : i64, schedule = "1f1b", stages = 2 : i64}, loom.pipeline_stage = 0 : i64
 // ONEF: %[[PP:.+]] = coll.comm_world : !coll.comm<2>
+// ONEF: %[[H0:.+]] = linalg.matmul {{.*}}loom.action = "F0"
 // ONEF: %[[S0:.+]] = coll.send_start %[[H0]] on %[[PP]] to = 1 tag = 0 : (tensor<2x8xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
 // ONEF: %[[H1:.+]] = linalg.matmul {{.*}}loom.action = "F1"
 // ONEF: %[[S1:.+]] = coll.send_start %[[H1]] on %[[PP]] to = 1 tag = 1
@@ -97,3 +99,37 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
   %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// Two replicas of the two-stage pipeline: a world of 4 ranks, rank s * 2 + d
+// running stage s of replica d; the transfers run on the replica's pipeline
+// (ranks d and 2 + d), made at the entry.
+// GRID-LABEL: func.func @mlp_stage0(
+// GRID-SAME: replicas = 2 : i64
+// GRID-NEXT: %[[W:.+]] = coll.comm_world : !coll.comm<4>
+// GRID-NEXT: %[[PP:.+]] = coll.comm_group %[[W]] size = 2 stride = 2 : !coll.comm<4> -> !coll.comm<2>
+// GRID: coll.send_start %{{.+}} on %[[PP]] to = 1 tag = 0
+// GRID-LABEL: func.func @mlp_stage1(
+// GRID-NEXT: %[[W1:.+]] = coll.comm_world : !coll.comm<4>
+// GRID-NEXT: %[[PP1:.+]] = coll.comm_group %[[W1]] size = 2 stride = 2
+// GRID: coll.recv_start on %[[PP1]] from = 0 tag = 0
+
+// ZeRO-2 over each stage's replicas (ranks 2s and 2s + 1): the optimizer
+// state is sharded on that group, the gradients reduce-scattered on it and
+// the updated parameters gathered; the transfers stay on the pipeline's
+// group, and only the last stage averages a loss over its replicas.
+// ZERO-LABEL: func.func @mlp_stage0(
+// ZERO-SAME: tensor<32xf32> {loom.full_shape = array<i64: 8, 8>, train.state = "layers.0.w.m"}
+// ZERO-SAME: loom.zero_stage = 2
+// ZERO-NEXT: %[[W:.+]] = coll.comm_world : !coll.comm<4>
+// ZERO-NEXT: %[[DP:.+]] = coll.comm_group %[[W]] size = 2 stride = 1 : !coll.comm<4> -> !coll.comm<2>
+// ZERO-NEXT: coll.comm_rank %[[DP]]
+// ZERO: %[[PP:.+]] = coll.comm_group %[[W]] size = 2 stride = 2
+// ZERO: coll.send_start %{{.+}} on %[[PP]]
+// ZERO: coll.reduce_scatter_start %{{.+}} on %[[DP]]
+// ZERO: coll.all_gather_start %{{.+}} on %[[DP]]
+// ZERO-NOT: coll.all_reduce_start
+// ZERO: return
+// ZERO-LABEL: func.func @mlp_stage1(
+// ZERO: %[[DP1:.+]] = coll.comm_group %{{.+}} size = 2 stride = 1
+// ZERO: coll.all_reduce_start %{{.+}} on %[[DP1]] reduction = <avg>
+// ZERO: return

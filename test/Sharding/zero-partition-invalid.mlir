@@ -68,3 +68,19 @@ func.func @returns_param(%w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> 
 func.func @scalar_param(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<f32> {train.grad = "w"}) {
   return %w, %w : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// A pipeline's stage is sharded over its replicas: world-size must be the
+// pipeline's replica count.
+// CHECK: error: 'func.func' op world-size 4 does not match the pipeline's 2 data-parallel replicas (pp-partition{replicas}): a stage is sharded over its replicas
+func.func @stage_replicas(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline = {stages = 2 : i64, replicas = 2 : i64}, loom.pipeline_stage = 0 : i64} {
+  return %w : tensor<4xf32>
+}
+
+// -----
+
+// CHECK: error: 'func.func' op is a pipeline stage: zero-partition shards stages at ZeRO stage 1 or 2 (stage 3 would gather each parameter once per microbatch)
+func.func @stage_zero3(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline = {stages = 2 : i64, replicas = 4 : i64}, loom.pipeline_stage = 1 : i64} {
+  return %w : tensor<4xf32>
+}

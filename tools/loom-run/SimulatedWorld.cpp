@@ -3,6 +3,7 @@
 #include "SimulatedWorld.h"
 #include "loom/Conversion/CollToLoomrt.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Runtime/CommGroups.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,11 +53,22 @@ private:
   int64_t total = 1, waiting = 0, generation = 0;
 };
 
-struct World {
-  int64_t ranks = 1;
+/// The ranks of one communicator a collective runs among.
+struct Group {
   Barrier barrier;
   /// Each rank's contribution to the collective in progress, contiguous.
   std::vector<std::vector<char>> posted;
+};
+
+struct World {
+  int64_t ranks = 1;
+  /// The `coll.comm_group` steps from the world to each communicator the
+  /// lowered program uses, by the index its calls pass (0: the world).
+  std::vector<llvm::SmallVector<GroupStep>> communicators{{}};
+  /// Each group, made on first use, by communicator and world rank of its
+  /// rank 0.
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Group>> groups;
+  std::mutex groupsMutex;
   /// Point-to-point messages in flight, per (sender, receiver), in the
   /// order they were sent: a send never blocks, a receive blocks until its
   /// message is there.
@@ -71,6 +83,35 @@ struct World {
 
 World world;
 thread_local int64_t currentRank = 0;
+
+/// The calling rank's group of communicator `index`: the world ranks of its
+/// members (by their rank in it) and the calling rank's rank in it.
+std::pair<std::vector<int64_t>, int64_t> membersOf(int64_t index) {
+  std::vector<int64_t> members(world.ranks);
+  for (int64_t r = 0; r < world.ranks; ++r)
+    members[r] = r;
+  int64_t mine = currentRank;
+  for (GroupStep step : world.communicators.at(index)) {
+    auto group = loom::runtime::StridedGroup::of(mine, step.size, step.stride);
+    std::vector<int64_t> next;
+    for (int64_t i = 0; i < step.size; ++i)
+      next.push_back(members[group.member(i)]);
+    members = std::move(next);
+    mine = loom::runtime::StridedGroup::rankOf(mine, step.size, step.stride);
+  }
+  return {members, mine};
+}
+
+Group &groupOf(int64_t index, const std::vector<int64_t> &members) {
+  std::lock_guard<std::mutex> lock(world.groupsMutex);
+  std::unique_ptr<Group> &group = world.groups[{index, members.front()}];
+  if (!group) {
+    group = std::make_unique<Group>();
+    group->barrier.reset(int64_t(members.size()));
+    group->posted.assign(members.size(), {});
+  }
+  return *group;
+}
 
 /// Calls `fn(linear, offset)` for each of the first `count` elements of a
 /// strided memref in row-major order: its index in a contiguous copy and
@@ -126,19 +167,22 @@ void scatterInto(const DynamicMemRefType<char> &out,
 
 template <typename T>
 void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
-                int64_t kind, int64_t reduction, int64_t axisOrRoot) {
+                int64_t kind, int64_t reduction, int64_t axisOrRoot,
+                int64_t communicator) {
   // Views as bytes: the descriptors' layout does not depend on T.
   DynamicMemRefType<char> in(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
   DynamicMemRefType<char> out(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
-  int64_t n = world.ranks, r = currentRank;
-  world.posted[r] = contiguous(in, sizeof(T));
-  world.barrier.arrive();
+  auto [members, r] = membersOf(communicator);
+  int64_t n = int64_t(members.size());
+  Group &group = groupOf(communicator, members);
+  group.posted[r] = contiguous(in, sizeof(T));
+  group.barrier.arrive();
   std::vector<char> result;
-  const auto &mine = world.posted[r];
+  const auto &mine = group.posted[r];
   auto element = [&](int64_t rank, int64_t i) {
-    return reinterpret_cast<const T *>(world.posted[rank].data())[i];
+    return reinterpret_cast<const T *>(group.posted[rank].data())[i];
   };
   switch (CollectiveKind(kind)) {
   case CollectiveKind::AllGather: {
@@ -147,7 +191,7 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
     result.resize(mine.size() * n);
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t p = 0; p < n; ++p)
-        std::memcpy(&result[(o * n + p) * block], &world.posted[p][o * block],
+        std::memcpy(&result[(o * n + p) * block], &group.posted[p][o * block],
                     block);
     break;
   }
@@ -191,10 +235,10 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
     break;
   }
   case CollectiveKind::Broadcast:
-    result = world.posted[axisOrRoot];
+    result = group.posted[axisOrRoot];
     break;
   }
-  world.barrier.arrive();
+  group.barrier.arrive();
   scatterInto(out, result, sizeof(T));
 }
 
@@ -205,17 +249,22 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
   std::_Exit(1);
 }
 
-/// A transfer's peer is another rank of the world.
-void checkPeer(int64_t peer, const char *what) {
-  if (peer < 0 || peer >= world.ranks || peer == currentRank)
-    fail(std::string(what) + " rank " + std::to_string(peer));
+/// A transfer's peer, a rank of communicator `communicator` other than the
+/// calling one, as a world rank.
+int64_t worldPeer(int64_t communicator, int64_t peer, const char *what) {
+  auto [members, mine] = membersOf(communicator);
+  if (peer < 0 || peer >= int64_t(members.size()) || peer == mine)
+    fail(std::string(what) + " rank " + std::to_string(peer) + " of " +
+         std::to_string(members.size()));
+  return members[peer];
 }
 
 template <typename T>
-void send(::UnrankedMemRefType<T> *inArg, int64_t peer, int64_t tag) {
+void send(::UnrankedMemRefType<T> *inArg, int64_t peer, int64_t tag,
+          int64_t communicator) {
   DynamicMemRefType<char> in(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(inArg));
-  checkPeer(peer, "send to");
+  peer = worldPeer(communicator, peer, "send to");
   std::lock_guard<std::mutex> lock(world.mailboxMutex);
   world.mailboxes[{currentRank, peer}].push_back(
       {tag, contiguous(in, sizeof(T))});
@@ -223,10 +272,11 @@ void send(::UnrankedMemRefType<T> *inArg, int64_t peer, int64_t tag) {
 }
 
 template <typename T>
-void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag) {
+void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag,
+          int64_t communicator) {
   DynamicMemRefType<char> out(
       *reinterpret_cast<::UnrankedMemRefType<char> *>(outArg));
-  checkPeer(peer, "receive from");
+  peer = worldPeer(communicator, peer, "receive from");
   std::unique_lock<std::mutex> lock(world.mailboxMutex);
   auto &box = world.mailboxes[{peer, currentRank}];
   if (!world.delivered.wait_for(lock, std::chrono::seconds(120),
@@ -249,33 +299,33 @@ void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag) {
 }
 
 extern "C" void loomSimSendF32(::UnrankedMemRefType<float> *in, int64_t peer,
-                               int64_t tag) {
-  send(in, peer, tag);
+                               int64_t tag, int64_t communicator) {
+  send(in, peer, tag, communicator);
 }
 extern "C" void loomSimSendF64(::UnrankedMemRefType<double> *in, int64_t peer,
-                               int64_t tag) {
-  send(in, peer, tag);
+                               int64_t tag, int64_t communicator) {
+  send(in, peer, tag, communicator);
 }
 extern "C" void loomSimRecvF32(::UnrankedMemRefType<float> *out, int64_t peer,
-                               int64_t tag) {
-  recv(out, peer, tag);
+                               int64_t tag, int64_t communicator) {
+  recv(out, peer, tag, communicator);
 }
 extern "C" void loomSimRecvF64(::UnrankedMemRefType<double> *out, int64_t peer,
-                               int64_t tag) {
-  recv(out, peer, tag);
+                               int64_t tag, int64_t communicator) {
+  recv(out, peer, tag, communicator);
 }
 
 extern "C" void loomSimCollectiveF32(::UnrankedMemRefType<float> *in,
                                      ::UnrankedMemRefType<float> *out,
                                      int64_t kind, int64_t reduction,
-                                     int64_t axis) {
-  collective(in, out, kind, reduction, axis);
+                                     int64_t axis, int64_t communicator) {
+  collective(in, out, kind, reduction, axis, communicator);
 }
 extern "C" void loomSimCollectiveF64(::UnrankedMemRefType<double> *in,
                                      ::UnrankedMemRefType<double> *out,
                                      int64_t kind, int64_t reduction,
-                                     int64_t axis) {
-  collective(in, out, kind, reduction, axis);
+                                     int64_t axis, int64_t communicator) {
+  collective(in, out, kind, reduction, axis, communicator);
 }
 extern "C" int64_t loomSimRank() { return currentRank; }
 
@@ -283,8 +333,7 @@ extern "C" int64_t loomSimRank() { return currentRank; }
 
 void loom::run::initSimulatedWorld(int64_t ranks) {
   world.ranks = ranks;
-  world.barrier.reset(ranks);
-  world.posted.assign(ranks, {});
+  world.groups.clear();
   world.mailboxes.clear();
 }
 
@@ -325,6 +374,22 @@ static func::FuncOp declare(ModuleOp module, StringRef name,
   return func;
 }
 
+/// The index the calls pass for `comm`: its `coll.comm_group` steps from
+/// the root (the world, or a communicator argument, which loom-run runs as
+/// the world).
+static int64_t getCommunicatorIndex(Value comm) {
+  llvm::SmallVector<GroupStep> steps = getGroupSteps(comm);
+  for (auto [index, known] : llvm::enumerate(world.communicators))
+    if (known.size() == steps.size() &&
+        llvm::all_of(llvm::zip(known, steps), [](auto pair) {
+          return std::get<0>(pair).size == std::get<1>(pair).size &&
+                 std::get<0>(pair).stride == std::get<1>(pair).stride;
+        }))
+      return int64_t(index);
+  world.communicators.push_back(steps);
+  return int64_t(world.communicators.size() - 1);
+}
+
 /// A send becomes a call at its start (it never blocks), a receive a call
 /// at its wait (where it blocks until the message is there): a receive
 /// started early must not block before the sender can get to its send.
@@ -337,9 +402,11 @@ static void lowerPointToPoint(ModuleOp module, CollectiveOpInterface start,
   auto unranked = mlir::UnrankedMemRefType::get(element, 0);
   bool isSend = start.getKind() == CollectiveKind::Send;
   func::FuncOp callee = declare(
-      module, (Twine(isSend ? "loom_sim_send" : "loom_sim_recv") + suffix).str(),
-      builder.getFunctionType({unranked, i64, i64}, {}));
+      module,
+      (Twine(isSend ? "loom_sim_send" : "loom_sim_recv") + suffix).str(),
+      builder.getFunctionType({unranked, i64, i64, i64}, {}));
   auto [peer, tag] = getPeerAndTag(start);
+  int64_t communicator = getCommunicatorIndex(start.getComm());
   Operation *at = isSend ? start.getOperation() : wait.getOperation();
   builder.setInsertionPoint(at);
   Location loc = at->getLoc();
@@ -361,7 +428,7 @@ static void lowerPointToPoint(ModuleOp module, CollectiveOpInterface start,
   func::CallOp::create(
       builder, loc, callee,
       ValueRange{memref::CastOp::create(builder, loc, unranked, buffer),
-                 constant(peer), constant(tag)});
+                 constant(peer), constant(tag), constant(communicator)});
   builder.setInsertionPoint(wait);
   Value result;
   if (isSend) {
@@ -408,7 +475,7 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
     auto unranked = mlir::UnrankedMemRefType::get(element, 0);
     func::FuncOp callee = declare(
         module, name,
-        builder.getFunctionType({unranked, unranked, i64, i64, i64}, {}));
+        builder.getFunctionType({unranked, unranked, i64, i64, i64, i64}, {}));
     builder.setInsertionPoint(op);
     Location loc = op->getLoc();
     auto inMemType = MemRefType::get(inType.getShape(), element);
@@ -435,7 +502,8 @@ LogicalResult loom::run::lowerCollectivesToSimulation(ModuleOp module) {
         ValueRange{memref::CastOp::create(builder, loc, unranked, in),
                    memref::CastOp::create(builder, loc, unranked, out),
                    constant(int64_t(start.getKind())), constant(reduction),
-                   constant(axis)});
+                   constant(axis),
+                   constant(getCommunicatorIndex(start.getComm()))});
     auto toTensor =
         bufferization::ToTensorOp::create(builder, loc, outType, out);
     toTensor.setRestrict(true);

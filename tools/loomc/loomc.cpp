@@ -148,8 +148,11 @@ static cl::opt<double> weightDecay("weight-decay", cl::init(0.0),
                                    cl::cat(loomcCategory));
 
 // Sharding and scheduling.
-static cl::opt<int64_t> worldSize("world-size", cl::desc("ranks"), cl::init(1),
-                                  cl::cat(loomcCategory));
+static cl::opt<int64_t>
+    worldSize("world-size",
+              cl::desc("ranks (with --pipeline-stages P: P times the "
+                       "data-parallel replicas)"),
+              cl::init(1), cl::cat(loomcCategory));
 static cl::opt<loom::ZeroStage> zeroStage(
     "zero-stage", cl::desc("ZeRO stage"),
     cl::values(
@@ -189,7 +192,8 @@ static cl::opt<loom::Schedule>
 // Pipeline parallelism.
 static cl::opt<int64_t> pipelineStages(
     "pipeline-stages",
-    cl::desc("pipeline stages, one rank each (pp-partition; 1: none)"),
+    cl::desc("pipeline stages (pp-partition; 1: none); rank r runs stage "
+             "r / (world-size / P)"),
     cl::init(1), cl::cat(loomcCategory));
 static cl::opt<int64_t> microbatches(
     "microbatches",
@@ -637,16 +641,25 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (pipelineStages > 1) {
-    if (worldSize != pipelineStages) {
+    if (worldSize % pipelineStages != 0) {
       errs() << "loomc: error: --world-size " << worldSize
              << " with --pipeline-stages " << pipelineStages
-             << ": each stage runs on one rank, so the world is the stages "
-                "(data-parallel replicas of a pipeline are not built yet)\n";
+             << ": the world is the stages times their data-parallel "
+                "replicas, a multiple of "
+             << pipelineStages << "\n";
       return 1;
     }
-    if (zeroStage != loom::ZeroStage::None) {
-      errs() << "loomc: error: --zero-stage shards over data-parallel "
-                "replicas; a pipeline's stages have none (one rank each)\n";
+    if (worldSize > pipelineStages && zeroStage == loom::ZeroStage::None) {
+      errs() << "loomc: error: --world-size " << worldSize << " is "
+             << worldSize / pipelineStages << " replicas of " << pipelineStages
+             << " pipeline stages; their data parallelism needs "
+                "--zero-stage 1 or 2\n";
+      return 1;
+    }
+    if (zeroStage == loom::ZeroStage::Parameters) {
+      errs() << "loomc: error: --zero-stage 3 with --pipeline-stages: a "
+                "stage's replicas shard at ZeRO stage 1 or 2 (stage 3 would "
+                "gather each parameter once per microbatch)\n";
       return 1;
     }
     if (rematBudgetMb > 0 || !profile.empty()) {
@@ -771,6 +784,7 @@ int main(int argc, char **argv) {
   step.weightDecay = weightDecay;
   step.microbatches = microbatches;
   step.pipelineStages = pipelineStages;
+  step.pipelineReplicas = pipelineStages > 1 ? worldSize / pipelineStages : 1;
   step.pipelineSchedule = pipelineSchedule;
   step.pipelineLayout = pipelineLayout;
   step.pipelineDevice =
@@ -834,7 +848,9 @@ int main(int argc, char **argv) {
       // one, which tells loomc the difference to translate the limit by.
       loom::ShardingOptions sharding;
       sharding.zeroStage = zeroStage;
-      sharding.worldSize = worldSize;
+      // A pipeline stage is sharded over its replicas.
+      sharding.worldSize =
+          pipelineStages > 1 ? worldSize / pipelineStages : int64_t(worldSize);
       sharding.schedule = schedule;
       sharding.device =
           device.getNumOccurrences()

@@ -19,7 +19,7 @@ namespace loom::coll {
 
 /// The coll ops of a module, by what a lowering does with them.
 struct CollOpsToLower {
-  llvm::SmallVector<mlir::Operation *> starts, ranks, releases, worlds;
+  llvm::SmallVector<mlir::Operation *> starts, ranks, releases, worlds, groups;
 };
 
 /// Collects the module's collective starts, comm_rank, release and

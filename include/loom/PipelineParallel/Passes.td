@@ -16,7 +16,7 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     Runs on a training step (after `train-microbatch`, `train-autodiff` and
     `train-optimizer`, before `zero-partition`) and replaces it by one
     function per stage, `@<step>_stage<s>` tagged `loom.pipeline_stage = s`
-    and `loom.pipeline = {stages, microbatches, schedule, layout}`.
+    and `loom.pipeline = {stages, microbatches, replicas, schedule, layout}`.
 
     *Units and stages.* Parameters are grouped into units as Megatron's
     layouts count them: `E` (parameters outside a numbered group that the
@@ -69,10 +69,25 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     read on two stages (tied embeddings), a layout that does not list the
     step's units, fewer units than stages, or collectives already in the
     step are errors.
+
+    *Replicas.* With `replicas = D`, the job is a grid of `stages * D`
+    ranks, rank `s * D + d` running stage `s` of replica `d`. The transfers
+    run on the replica's pipeline, `coll.comm_group %world size = P
+    stride = D`, whose ranks are the stages; `zero-partition{world-size=D}`
+    then shards each stage over its `D` replicas.
+
+    ```mlir
+    %world = coll.comm_world : !coll.comm<4>
+    %pp = coll.comm_group %world size = 2 stride = 2
+        : !coll.comm<4> -> !coll.comm<2>
+    ```
   }];
   let options = [
     Option<"stages", "stages", "int64_t", /*default=*/"2",
-           "Pipeline stages (one rank each)">,
+           "Pipeline stages">,
+    Option<"replicas", "replicas", "int64_t", /*default=*/"1",
+           "Data-parallel replicas of the pipeline (the world is stages x "
+           "replicas ranks)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"1f1b\"",
            "gpipe, 1f1b or zb-h1">,
     Option<"layout", "layout", "std::string", /*default=*/"\"\"",

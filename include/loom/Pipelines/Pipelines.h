@@ -93,6 +93,11 @@ struct TrainingStepOptions
       llvm::cl::desc("split the step into this many pipeline stages "
                      "(pp-partition; 1: none)"),
       llvm::cl::init(1)};
+  Option<int64_t> pipelineReplicas{
+      *this, "pipeline-replicas",
+      llvm::cl::desc("data-parallel replicas of the pipeline (pp-partition "
+                     "replicas; the world is stages x replicas)"),
+      llvm::cl::init(1)};
   Option<std::string> pipelineSchedule{
       *this, "pipeline-schedule",
       llvm::cl::desc("the stages' schedule: gpipe, 1f1b or zb-h1"),

@@ -34,7 +34,14 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
       reduce-scatter has started.
 
     The returned loss is all-reduced (`avg`) so every rank reports the
-    global-batch mean. With `world-size=1` every collective folds away under
+    global-batch mean.
+
+    A pipeline's stages (`pp-partition{replicas=D}`, functions tagged
+    `loom.pipeline_stage`) are sharded at stage 1 or 2 over their replicas:
+    `world-size` must be `D`, the collectives run on
+    `coll.comm_group %world size = D stride = 1` (ranks `s D ... s D + D - 1`
+    of the `P D`-rank world), the stage's transfers stay as they are, and
+    only the last stage has a loss to average. With `world-size=1` every collective folds away under
     `-canonicalize` and the step computes exactly what it did before.
 
     ```mlir

@@ -18,6 +18,8 @@ CollOpsToLower loom::coll::collectCollOps(ModuleOp module) {
       ops.releases.push_back(op);
     else if (isa<CommWorldOp>(op))
       ops.worlds.push_back(op);
+    else if (isa<CommGroupOp>(op))
+      ops.groups.push_back(op);
   });
   return ops;
 }
@@ -42,11 +44,25 @@ LogicalResult loom::coll::lowerRanksAndWorlds(ModuleOp module,
     func::FuncOp callee = declarePrivateFunction(
         module, rankFunction, builder.getFunctionType({}, {i64}));
     builder.setInsertionPoint(op);
+    Location loc = op->getLoc();
     Value rank =
-        func::CallOp::create(builder, op->getLoc(), callee, ValueRange{})
-            .getResult(0);
-    op->getResult(0).replaceAllUsesWith(arith::IndexCastOp::create(
-        builder, op->getLoc(), builder.getIndexType(), rank));
+        func::CallOp::create(builder, loc, callee, ValueRange{}).getResult(0);
+    // A group's rank from its parent's: floor(r / stride) mod size.
+    for (GroupStep step : getGroupSteps(cast<CommRankOp>(op).getComm())) {
+      auto constant = [&](int64_t v) -> Value {
+        return arith::ConstantIntOp::create(builder, loc, i64, v);
+      };
+      rank = arith::DivUIOp::create(builder, loc, rank, constant(step.stride));
+      rank = arith::RemUIOp::create(builder, loc, rank, constant(step.size));
+    }
+    op->getResult(0).replaceAllUsesWith(
+        arith::IndexCastOp::create(builder, loc, builder.getIndexType(), rank));
+    op->erase();
+  }
+  // Groups of groups go before the groups they split.
+  for (Operation *op : llvm::reverse(ops.groups)) {
+    if (!op->use_empty())
+      return op->emitOpError("is still used after lowering the collectives");
     op->erase();
   }
   for (Operation *op : ops.worlds) {

@@ -74,8 +74,9 @@ std::string checkLowerable(CollectiveOpInterface start) {
     return "loomrt collectives use the rank-major layout (axis 0), got "
            "axis " +
            std::to_string(axis);
-  if (!start.getComm().getDefiningOp<CommWorldOp>())
-    return "loomrt collectives run on the world communicator";
+  if (!getRootComm(start.getComm()).getDefiningOp<CommWorldOp>())
+    return "loomrt collectives run on the world communicator or a "
+           "coll.comm_group of it";
   if (!start.getWait())
     return "the collective has no coll.wait";
   // The result buffer is allocated from the static shape.
@@ -92,6 +93,40 @@ std::string checkLowerable(CollectiveOpInterface start) {
     }
   }
   return "";
+}
+
+/// The runtime's handle of `comm`: 0 for the world, else what
+/// loomrt_comm_group returned for it, called where the group is made.
+Value getCommHandle(ModuleOp module, Value comm,
+                    DenseMap<Value, Value> &handles) {
+  if (Value handle = handles.lookup(comm))
+    return handle;
+  OpBuilder builder(module.getContext());
+  Type i64 = builder.getI64Type();
+  Value handle;
+  if (auto group = comm.getDefiningOp<CommGroupOp>()) {
+    Value parent = getCommHandle(module, group.getParent(), handles);
+    func::FuncOp groupFn =
+        declarePrivateFunction(module, symbols::kCommGroup,
+                               builder.getFunctionType({i64, i64, i64}, {i64}));
+    builder.setInsertionPointAfter(group);
+    Location loc = group.getLoc();
+    handle = func::CallOp::create(
+                 builder, loc, groupFn,
+                 ValueRange{parent,
+                            arith::ConstantIntOp::create(builder, loc, i64,
+                                                         group.getSize()),
+                            arith::ConstantIntOp::create(builder, loc, i64,
+                                                         group.getStride())})
+                 .getResult(0);
+  } else {
+    Operation *world = comm.getDefiningOp();
+    builder.setInsertionPointAfter(world);
+    handle = arith::ConstantIntOp::create(builder, world->getLoc(), i64,
+                                          LOOMRT_COMM_WORLD);
+  }
+  handles[comm] = handle;
+  return handle;
 }
 
 struct ConvertCollToLoomrtPass
@@ -115,13 +150,15 @@ struct ConvertCollToLoomrtPass
     Type i64 = builder.getI64Type();
     func::FuncOp startFn = declarePrivateFunction(
         module, symbols::kCollStart,
-        builder.getFunctionType(SmallVector<Type>(9, i64), {i64}));
+        builder.getFunctionType(SmallVector<Type>(10, i64), {i64}));
     func::FuncOp waitFn =
         declarePrivateFunction(module, symbols::kCollWait,
                                builder.getFunctionType({i64, i64, i64}, {}));
+    DenseMap<Value, Value> commHandles;
     for (Operation *op : ops.starts) {
       auto start = cast<CollectiveOpInterface>(op);
       auto wait = cast<WaitOp>(start.getWait());
+      Value comm = getCommHandle(module, start.getComm(), commHandles);
       RankedTensorType outType = start.getResultType();
       Type element = outType.getElementType();
       // A receive reads nothing: its input is the null address.
@@ -178,7 +215,7 @@ struct ConvertCollToLoomrtPass
                                     constant(element.isF64()    ? LOOMRT_F64
                                              : element.isBF16() ? LOOMRT_BF16
                                                                 : LOOMRT_F32),
-                                    constant(arg), addressOrNull(in),
+                                    comm, constant(arg), addressOrNull(in),
                                     constant(inType.getNumElements()),
                                     addressOf(builder, loc, out),
                                     constant(outType.getNumElements()),

@@ -42,6 +42,9 @@ struct Collective {
   int64_t kind, reduction, dtype, arg;
   char *in, *out;
   int64_t inCount, outCount, opId, bytes;
+  /// The communicator and its size, resolved when it starts.
+  MPI_Comm comm;
+  int64_t commSize;
   bool done = false;
   double beginUs = 0, endUs = 0;
   MPI_Request request = MPI_REQUEST_NULL;
@@ -68,6 +71,9 @@ public:
   [[noreturn]] void abort(const std::string &message) override;
   const char *target() const override { return "cpu"; }
 
+protected:
+  void makeGroup(int64_t handle) override;
+
   std::mutex mutex;
 
 private:
@@ -85,6 +91,8 @@ private:
   std::condition_variable wake, finished;
   std::deque<std::function<void()>> queue;
   std::vector<std::unique_ptr<Collective>> collectives;
+  /// MPI's communicator of each of comms (read by the compute thread).
+  std::vector<MPI_Comm> mpiComms{MPI_COMM_WORLD};
   /// Posted transfers, touched only by the communication thread.
   std::vector<Collective *> posted;
   /// Compute-thread waits in progress (under `mutex`).
@@ -176,23 +184,21 @@ void Context::run(Collective &c) {
   switch (c.kind) {
   case LOOMRT_ALL_GATHER:
     status = MPI_Allgather(c.in, int(c.inCount), type, c.out, int(c.inCount),
-                           type, MPI_COMM_WORLD);
+                           type, c.comm);
     break;
   case LOOMRT_REDUCE_SCATTER:
     status = MPI_Reduce_scatter_block(c.in, c.out, int(c.outCount), type, op,
-                                      MPI_COMM_WORLD);
+                                      c.comm);
     break;
   case LOOMRT_ALL_REDUCE:
-    status =
-        MPI_Allreduce(c.in, c.out, int(c.outCount), type, op, MPI_COMM_WORLD);
+    status = MPI_Allreduce(c.in, c.out, int(c.outCount), type, op, c.comm);
     break;
   case LOOMRT_BROADCAST:
     std::memcpy(c.out, c.in,
                 c.outCount * (c.dtype == LOOMRT_F64    ? 8
                               : c.dtype == LOOMRT_BF16 ? 2
                                                        : 4));
-    status =
-        MPI_Bcast(c.out, int(c.outCount), type, int(c.arg), MPI_COMM_WORLD);
+    status = MPI_Bcast(c.out, int(c.outCount), type, int(c.arg), c.comm);
     break;
   }
   if (status != MPI_SUCCESS)
@@ -202,17 +208,17 @@ void Context::run(Collective &c) {
       (c.kind == LOOMRT_REDUCE_SCATTER || c.kind == LOOMRT_ALL_REDUCE)) {
     if (c.dtype == LOOMRT_F64)
       for (int64_t i = 0; i < c.outCount; ++i)
-        reinterpret_cast<double *>(c.out)[i] /= size;
+        reinterpret_cast<double *>(c.out)[i] /= c.commSize;
     else
       for (int64_t i = 0; i < c.outCount; ++i)
-        reinterpret_cast<float *>(c.out)[i] /= float(size);
+        reinterpret_cast<float *>(c.out)[i] /= float(c.commSize);
   }
 }
 
-/// What MPI holds on this thread for transfers (messages a peer sent
-/// before their receive was posted, and the pools it keeps for them after):
-/// the thread's heap above what it held when it started, reported as the
-/// step's scratch.
+/// What MPI holds on this thread (messages a peer sent before their
+/// receive was posted, the pools it keeps for them after, a collective's
+/// temporaries): the thread's heap high-water above what it held when it
+/// started, reported as the step's scratch.
 void Context::recordTransferScratch() {
   recorder().scratch(loomrt_heap_thread_peak_bytes() - startHeap);
 }
@@ -221,9 +227,9 @@ void Context::post(Collective &c) {
   MPI_Datatype type = mpiType(c.dtype);
   int status = c.kind == LOOMRT_SEND
                    ? MPI_Isend(c.in, int(c.inCount), type, int(c.arg),
-                               int(c.reduction), MPI_COMM_WORLD, &c.request)
+                               int(c.reduction), c.comm, &c.request)
                    : MPI_Irecv(c.out, int(c.outCount), type, int(c.arg),
-                               MPI_ANY_TAG, MPI_COMM_WORLD, &c.request);
+                               MPI_ANY_TAG, c.comm, &c.request);
   if (status != MPI_SUCCESS)
     abort(std::string("MPI error posting a ") +
           loom::runtime::collectiveKindName(c.kind));
@@ -291,7 +297,7 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
   auto owned = std::make_unique<Collective>(Collective{
       r.kind, r.reduction, r.dtype, r.arg, reinterpret_cast<char *>(r.in),
       reinterpret_cast<char *>(r.out), r.inCount, r.outCount, r.opId,
-      r.getBytes()});
+      r.getBytes(), mpiComms.at(r.comm), comm(r.comm).size});
   Collective *collective = owned.get();
   std::lock_guard<std::mutex> lock(mutex);
   int64_t handle = int64_t(collectives.size());
@@ -309,11 +315,12 @@ int64_t Context::start(const loom::runtime::CollRequest &r) {
   }
   queue.push_back([this, collective] {
     collective->beginUs = nowUs();
-    // What MPI's algorithm (and bf16 widening) allocates on this thread.
-    int64_t heapBase = loomrt_heap_thread_bytes();
+    // What MPI holds on this thread at most while the collective runs: its
+    // algorithm's temporaries (and bf16 widening) on top of what it keeps
+    // (the transfers' buffers and pools, a new communicator's state).
     loomrt_heap_thread_reset_peak();
     run(*collective);
-    recorder().scratch(loomrt_heap_thread_peak_bytes() - heapBase);
+    recordTransferScratch();
     std::lock_guard<std::mutex> lock(mutex);
     collective->endUs = nowUs();
     collective->done = true;
@@ -358,6 +365,37 @@ void Context::wait(int64_t handle, int64_t in, int64_t out) {
     collectives.clear();
 }
 
+/// A group's communicator, made by its members alone
+/// (MPI_Comm_create_group): a rank's groups need no other rank to make
+/// them, so stages that make theirs in different orders do not deadlock.
+void Context::makeGroup(int64_t handle) {
+  const std::vector<int> &members = comms[handle].worldRanks;
+  // Concurrent creations that share ranks are told apart by the tag.
+  uint64_t hash = 1469598103934665603ull;
+  for (int member : members)
+    hash = (hash ^ uint64_t(member)) * 1099511628211ull;
+  int tag = int(hash % 32768);
+  MPI_Comm made = MPI_COMM_NULL;
+  int status = MPI_SUCCESS;
+  runOnStream([&] {
+    MPI_Group world, group;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, int(members.size()), members.data(), &group);
+    status = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &made);
+    MPI_Group_free(&group);
+    MPI_Group_free(&world);
+  });
+  if (status != MPI_SUCCESS || made == MPI_COMM_NULL)
+    abort("MPI_Comm_create_group failed for a group of " +
+          std::to_string(members.size()) + " ranks");
+  int size = 0;
+  MPI_Comm_size(made, &size);
+  if (size != int(members.size()))
+    abort("MPI made a group of " + std::to_string(size) + " ranks, not " +
+          std::to_string(members.size()));
+  mpiComms.push_back(made);
+}
+
 void Context::runOnStream(std::function<void()> fn) {
   std::unique_lock<std::mutex> lock(mutex);
   bool done = false;
@@ -396,6 +434,8 @@ int Context::finalize() {
   if (!error.empty())
     std::fprintf(stderr, "loomrt: error: rank %d: %s\n", rank, error.c_str());
   initialised = false;
+  for (size_t i = 1; i < mpiComms.size(); ++i)
+    MPI_Comm_free(&mpiComms[i]);
   MPI_Finalize();
   return error.empty() ? 0 : 1;
 }

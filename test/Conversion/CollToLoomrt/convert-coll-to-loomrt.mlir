@@ -1,19 +1,22 @@
 // Tests convert-coll-to-loomrt: starts become loomrt_coll_start on buffer
 // addresses, waits become loomrt_coll_wait (which references the input
 // again, keeping it alive until the collective is done) plus a to_tensor of
-// the output; releases and comm_world go; comm_rank calls loomrt_rank. The
-// last argument of a start is its op id (trainer-stamp-op-ids), -1 without.
+// the output; releases and comm_world go; comm_rank calls loomrt_rank. A
+// start's fourth argument is its communicator's handle (0: the world; a
+// coll.comm_group's from loomrt_comm_group), its last its op id
+// (trainer-stamp-op-ids), -1 without.
 // RUN: loom-opt %s -split-input-file -convert-coll-to-loomrt -verify-diagnostics | FileCheck %s
 
-// CHECK-DAG: func.func private @loomrt_coll_start(i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64
+// CHECK-DAG: func.func private @loomrt_coll_start(i64, i64, i64, i64, i64, i64, i64, i64, i64, i64) -> i64
 // CHECK-DAG: func.func private @loomrt_coll_wait(i64, i64, i64)
 // CHECK-LABEL: func.func @gather_and_scatter
 func.func @gather_and_scatter(%s: tensor<4xf32>, %g: tensor<16xf64>) -> tensor<4xf64> {
   // CHECK-NOT: coll.
+  // CHECK: %[[WORLD:.+]] = arith.constant 0 : i64
   // CHECK: %[[IN:.+]] = bufferization.to_buffer %arg0 read_only : tensor<4xf32> to memref<4xf32>
   // CHECK: %[[OUT:.+]] = memref.alloc() : memref<16xf32>
   // CHECK: %[[NOID:.+]] = arith.constant -1 : i64
-  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[KIND:.+]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[C4:.+]], %{{.+}}, %[[C16:.+]], %[[NOID]])
+  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[KIND:.+]], %{{.+}}, %{{.+}}, %[[WORLD]], %{{.+}}, %{{.+}}, %[[C4:.+]], %{{.+}}, %[[C16:.+]], %[[NOID]])
   // CHECK: %[[IN2:.+]] = bufferization.to_buffer %arg0 read_only
   // CHECK: %[[P:.+]] = memref.extract_aligned_pointer_as_index %[[IN2]]
   // CHECK: call @loomrt_coll_wait(%[[H]],
@@ -102,14 +105,64 @@ func.func @point_to_point(%x: tensor<8xf32>) -> tensor<8xf32> {
   // CHECK-DAG: %[[SEND:.+]] = arith.constant 4 : i64
   // CHECK-DAG: %[[TAG:.+]] = arith.constant 7 : i64
   // CHECK-DAG: %[[PEER:.+]] = arith.constant 1 : i64
-  // CHECK: call @loomrt_coll_start(%[[SEND]], %[[TAG]], %{{.+}}, %[[PEER]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}})
+  // CHECK: call @loomrt_coll_start(%[[SEND]], %[[TAG]], %{{.+}}, %{{.+}}, %[[PEER]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}})
   %s = coll.send_start %x on %c to = 1 tag = 7 : (tensor<8xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
   // CHECK: %[[OUT:.+]] = memref.alloc() : memref<8xf32>
   // CHECK: %[[RECV:.+]] = arith.constant 5 : i64
-  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[RECV]], %{{.+}}, %{{.+}}, %{{.+}}, %{{c0_i64[_0-9]*}}, %{{c0_i64[_0-9]*}}, %{{.+}}, %{{.+}}, %{{.+}})
+  // CHECK: %[[H:.+]] = call @loomrt_coll_start(%[[RECV]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{c0_i64[_0-9]*}}, %{{c0_i64[_0-9]*}}, %{{.+}}, %{{.+}}, %{{.+}})
   %r = coll.recv_start on %c from = 1 tag = 8 : (!coll.comm<2>) -> !coll.future<tensor<8xf32>>
   // CHECK: call @loomrt_coll_wait(%[[H]], %{{.+}}, %{{.+}})
   %y = coll.wait %r : !coll.future<tensor<8xf32>>
   %done = coll.wait %s : !coll.future<tensor<0xf32>>
   return %y : tensor<8xf32>
+}
+
+// -----
+
+// Groups: a coll.comm_group is loomrt_comm_group(parent's handle, size,
+// stride) where it is made, a group of a group takes its parent's handle,
+// and the collectives on it pass that handle. A rank in a group is
+// computed from the world's: floor(r / stride) mod size at each step.
+// CHECK-LABEL: func.func @groups
+func.func @groups(%x: tensor<4xf32>) -> (tensor<8xf32>, index) {
+  // CHECK: %[[WORLD:.+]] = arith.constant 0 : i64
+  // CHECK: %[[REPLICAS:.+]] = call @loomrt_comm_group(%[[WORLD]], %{{.+}}, %{{.+}})
+  // CHECK: %[[STAGES:.+]] = call @loomrt_comm_group(%[[WORLD]], %{{.+}}, %{{.+}})
+  // CHECK: %[[HALF:.+]] = call @loomrt_comm_group(%[[STAGES]], %{{.+}}, %{{.+}})
+  %w = coll.comm_world : !coll.comm<8>
+  %replicas = coll.comm_group %w size = 2 stride = 1 : !coll.comm<8> -> !coll.comm<2>
+  %stages = coll.comm_group %w size = 4 stride = 2 : !coll.comm<8> -> !coll.comm<4>
+  %half = coll.comm_group %stages size = 2 stride = 2 : !coll.comm<4> -> !coll.comm<2>
+  // CHECK: call @loomrt_coll_start(%{{.+}}, %{{.+}}, %{{.+}}, %[[REPLICAS]],
+  %f = coll.all_gather_start %x on %replicas gather_axis = 0 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<8xf32>>
+  // CHECK: call @loomrt_coll_start(%{{.+}}, %{{.+}}, %{{.+}}, %[[STAGES]], %[[PEER:.+]],
+  %s = coll.send_start %x on %stages to = 3 tag = 0 : (tensor<4xf32>, !coll.comm<4>) -> !coll.future<tensor<0xf32>>
+  // CHECK: call @loomrt_coll_start(%{{.+}}, %{{.+}}, %{{.+}}, %[[HALF]],
+  %b = coll.broadcast_start %x on %half root = 1 : (tensor<4xf32>, !coll.comm<2>) -> !coll.future<tensor<4xf32>>
+  %y = coll.wait %f : !coll.future<tensor<8xf32>>
+  %sd = coll.wait %s : !coll.future<tensor<0xf32>>
+  %bw = coll.wait %b : !coll.future<tensor<4xf32>>
+  // CHECK: %[[R:.+]] = call @loomrt_rank()
+  // CHECK: %[[S1:.+]] = arith.constant 2 : i64
+  // CHECK: %[[D1:.+]] = arith.divui %[[R]], %[[S1]]
+  // CHECK: %[[N1:.+]] = arith.constant 4 : i64
+  // CHECK: %[[M1:.+]] = arith.remui %[[D1]], %[[N1]]
+  // CHECK: %[[S2:.+]] = arith.constant 2 : i64
+  // CHECK: %[[D2:.+]] = arith.divui %[[M1]], %[[S2]]
+  // CHECK: %[[N2:.+]] = arith.constant 2 : i64
+  // CHECK: %[[M2:.+]] = arith.remui %[[D2]], %[[N2]]
+  // CHECK: arith.index_cast %[[M2]]
+  // CHECK-NOT: coll.comm
+  %r = coll.comm_rank %half : !coll.comm<2>
+  return %y, %r : tensor<8xf32>, index
+}
+
+// -----
+
+func.func @argument_comm(%x: tensor<4xf32>, %c: !coll.comm<4>) -> tensor<16xf32> {
+  %g = coll.comm_group %c size = 4 stride = 1 : !coll.comm<4> -> !coll.comm<4>
+  // expected-error @below {{cannot lower to loomrt: loomrt collectives run on the world communicator or a coll.comm_group of it}}
+  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<4xf32>, !coll.comm<4>) -> !coll.future<tensor<16xf32>>
+  %w = coll.wait %f : !coll.future<tensor<16xf32>>
+  return %w : tensor<16xf32>
 }

@@ -146,3 +146,23 @@ func.func @one_rank_drops_the_input_release(%c: !coll.comm<1>, %x: tensor<8xf32>
   %w = coll.wait %f : !coll.future<tensor<8xf32>>
   return %w : tensor<8xf32>
 }
+
+// -----
+
+// A group of the whole parent is the parent; a group of one rank is rank 0
+// of it; other groups stay.
+// CHECK-LABEL: func.func @whole_group
+// CHECK-SAME: (%[[W:.+]]: !coll.comm<4>
+func.func @whole_group(%w: !coll.comm<4>, %x: tensor<4xf32>) -> (tensor<4xf32>, index, !coll.comm<2>) {
+  // CHECK-DAG: %[[ZERO:.+]] = arith.constant 0 : index
+  // CHECK-DAG: %[[G:.+]] = coll.comm_group %[[W]] size = 2 stride = 2
+  // CHECK: coll.all_reduce_start %{{.+}} on %[[W]]
+  // CHECK: return %{{.+}}, %[[ZERO]], %[[G]]
+  %all = coll.comm_group %w size = 4 stride = 1 : !coll.comm<4> -> !coll.comm<4>
+  %one = coll.comm_group %w size = 1 stride = 4 : !coll.comm<4> -> !coll.comm<1>
+  %two = coll.comm_group %w size = 2 stride = 2 : !coll.comm<4> -> !coll.comm<2>
+  %f = coll.all_reduce_start %x on %all reduction = <sum> : (tensor<4xf32>, !coll.comm<4>) -> !coll.future<tensor<4xf32>>
+  %y = coll.wait %f : !coll.future<tensor<4xf32>>
+  %r = coll.comm_rank %one : !coll.comm<1>
+  return %y, %r, %two : tensor<4xf32>, index, !coll.comm<2>
+}

@@ -358,3 +358,35 @@ func.func @recv_negative_tag(%c: !coll.comm<4>) {
   %w = coll.wait %f : !coll.future<tensor<4xf32>>
   return
 }
+
+// -----
+
+func.func @group_does_not_divide(%w: !coll.comm<6>) -> !coll.comm<2> {
+  // expected-error @below {{expected the parent's 6 ranks to be a multiple of size * stride = 2 * 2}}
+  %g = coll.comm_group %w size = 2 stride = 2 : !coll.comm<6> -> !coll.comm<2>
+  return %g : !coll.comm<2>
+}
+
+// -----
+
+func.func @group_result_size(%w: !coll.comm<4>) -> !coll.comm<4> {
+  // expected-error @below {{expected a result of size 2, got '!coll.comm<4>'}}
+  %g = coll.comm_group %w size = 2 stride = 1 : !coll.comm<4> -> !coll.comm<4>
+  return %g : !coll.comm<4>
+}
+
+// -----
+
+func.func @group_of_dynamic(%w: !coll.comm<?>) -> !coll.comm<2> {
+  // expected-error @below {{expected a parent communicator of static size}}
+  %g = coll.comm_group %w size = 2 stride = 1 : !coll.comm<?> -> !coll.comm<2>
+  return %g : !coll.comm<2>
+}
+
+// -----
+
+func.func @group_of_zero(%w: !coll.comm<4>) -> !coll.comm<2> {
+  // expected-error @below {{attribute 'stride' failed to satisfy constraint}}
+  %g = coll.comm_group %w size = 2 stride = 0 : !coll.comm<4> -> !coll.comm<2>
+  return %g : !coll.comm<2>
+}

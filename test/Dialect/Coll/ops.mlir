@@ -12,6 +12,15 @@ func.func @comm_world() -> (!coll.comm<8>, !coll.comm<?>) {
   return %0, %1 : !coll.comm<8>, !coll.comm<?>
 }
 
+// CHECK-LABEL: func.func @comm_group
+func.func @comm_group(%world: !coll.comm<8>) -> (!coll.comm<2>, !coll.comm<4>) {
+  // CHECK: coll.comm_group %{{.+}} size = 2 stride = 1 : !coll.comm<8> -> !coll.comm<2>
+  %replicas = coll.comm_group %world size = 2 stride = 1 : !coll.comm<8> -> !coll.comm<2>
+  // CHECK: coll.comm_group %{{.+}} size = 4 stride = 2 : !coll.comm<8> -> !coll.comm<4>
+  %stages = coll.comm_group %world size = 4 stride = 2 : !coll.comm<8> -> !coll.comm<4>
+  return %replicas, %stages : !coll.comm<2>, !coll.comm<4>
+}
+
 // CHECK-LABEL: func.func @comm_rank
 func.func @comm_rank(%comm: !coll.comm<8>) -> index {
   // CHECK: coll.comm_rank %{{.+}} : !coll.comm<8>

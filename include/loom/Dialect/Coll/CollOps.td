@@ -32,6 +32,45 @@ def Coll_CommWorldOp : Coll_Op<"comm_world", [Pure]> {
   let assemblyFormat = "attr-dict `:` qualified(type($comm))";
 }
 
+def Coll_CommGroupOp : Coll_Op<"comm_group", [Pure]> {
+  let summary = "a strided group of a communicator's ranks";
+  let description = [{
+    Splits `parent` (of static size `W`) into `W / size` disjoint groups of
+    `size` ranks each, `stride` ranks apart, and returns the calling rank's
+    group. Rank `r` of the parent belongs to the group
+    `{b + i * stride : 0 <= i < size}` with
+    `b = r mod stride + floor(r / (size * stride)) * size * stride`, and is
+    rank `floor(r / stride) mod size` in it. Peers and roots of the
+    collectives on a group are ranks of the group.
+
+    A grid of `P` pipeline stages by `D` data-parallel replicas, world rank
+    `s * D + d`, has two: a stage's replicas (`size = D stride = 1`) and a
+    replica's pipeline (`size = P stride = D`).
+
+    ```mlir
+    %world = coll.comm_world : !coll.comm<8>
+    // ranks {0, 1}, {2, 3}, ... : the replicas of one stage
+    %replicas = coll.comm_group %world size = 2 stride = 1
+        : !coll.comm<8> -> !coll.comm<2>
+    // ranks {0, 2, 4, 6} and {1, 3, 5, 7}: one replica's four stages
+    %stages = coll.comm_group %world size = 4 stride = 2
+        : !coll.comm<8> -> !coll.comm<4>
+    ```
+
+    The parent's size must be static and a multiple of `size * stride`; the
+    result's size is `size`. A group of the whole parent is the parent.
+  }];
+  let arguments = (ins Coll_Comm:$parent, ConfinedAttr<I64Attr, [IntPositive]>:$size,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$stride);
+  let results = (outs Coll_Comm:$comm);
+  let assemblyFormat = [{
+    $parent `size` `=` $size `stride` `=` $stride attr-dict `:`
+    qualified(type($parent)) `->` qualified(type($comm))
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 def Coll_CommRankOp : Coll_Op<"comm_rank", [Pure]> {
   let summary = "this rank's index in a communicator";
   let description = [{

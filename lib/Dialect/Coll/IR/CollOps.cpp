@@ -83,6 +83,48 @@ static LogicalResult verifySameType(CollectiveOpInterface op) {
 }
 
 //===----------------------------------------------------------------------===//
+// CommGroupOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult CommGroupOp::verify() {
+  std::optional<int64_t> parent = getParent().getType().getStaticSize();
+  if (!parent)
+    return emitOpError("expected a parent communicator of static size");
+  int64_t size = getSize(), stride = getStride();
+  if (size > *parent || stride > *parent || *parent % (size * stride) != 0)
+    return emitOpError() << "expected the parent's " << *parent
+                         << " ranks to be a multiple of size * stride = "
+                         << size << " * " << stride;
+  if (getComm().getType().getStaticSize() != size)
+    return emitOpError() << "expected a result of size " << size << ", got "
+                         << getComm().getType();
+  return success();
+}
+
+OpFoldResult CommGroupOp::fold(FoldAdaptor) {
+  // size = W (so stride = 1): the whole parent.
+  if (getParent().getType() == getComm().getType())
+    return getParent();
+  return {};
+}
+
+Value loom::coll::getRootComm(Value comm) {
+  while (auto group = comm.getDefiningOp<CommGroupOp>())
+    comm = group.getParent();
+  return comm;
+}
+
+SmallVector<GroupStep> loom::coll::getGroupSteps(Value comm) {
+  SmallVector<GroupStep> steps;
+  while (auto group = comm.getDefiningOp<CommGroupOp>()) {
+    steps.push_back({int64_t(group.getSize()), int64_t(group.getStride())});
+    comm = group.getParent();
+  }
+  std::reverse(steps.begin(), steps.end());
+  return steps;
+}
+
+//===----------------------------------------------------------------------===//
 // CommRankOp
 //===----------------------------------------------------------------------===//
 

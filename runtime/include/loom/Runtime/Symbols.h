@@ -21,6 +21,7 @@ inline constexpr char kStepManifest[] = "loom_step_manifest";
 // Collectives (convert-coll-to-loomrt).
 inline constexpr char kCollStart[] = "loomrt_coll_start";
 inline constexpr char kCollWait[] = "loomrt_coll_wait";
+inline constexpr char kCommGroup[] = "loomrt_comm_group";
 inline constexpr char kRank[] = "loomrt_rank";
 
 // Profile probes (trainer-profile-probes).

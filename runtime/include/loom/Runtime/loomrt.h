@@ -30,6 +30,8 @@ enum { LOOMRT_SUM = 0, LOOMRT_AVG = 1, LOOMRT_MAX = 2, LOOMRT_MIN = 3 };
 /* Element types. The MPI backend reduces bf16 in f32 and rounds once;
  * the CUDA backend passes ncclBfloat16 to NCCL. */
 enum { LOOMRT_F32 = 0, LOOMRT_F64 = 1, LOOMRT_BF16 = 2 };
+/* The communicator handle of every rank the launcher started. */
+enum { LOOMRT_COMM_WORLD = 0 };
 
 /* Process set-up from the launcher's environment (mpirun). Returns 0, or
  * prints why and returns non-zero. */
@@ -44,17 +46,27 @@ int64_t loomrt_world_size(void);
  * status 1. Never returns. */
 void loomrt_abort(const char *message);
 
+/* Called by compiled code (coll.comm_group). The handle of this rank's group
+ * of `size` ranks `stride` apart in communicator `parent` (numbered as
+ * loom/Runtime/CommGroups.h says). The first call for a group makes its
+ * communicator, with the group's other ranks only (the other groups need not
+ * take part); later calls return the same handle. Aborts where the parent's
+ * ranks are not a multiple of size * stride. */
+int64_t loomrt_comm_group(int64_t parent, int64_t size, int64_t stride);
+
 /* Called by compiled code. Buffers are passed as addresses. `in_count` and
  * `out_count` are element counts; all collectives are over the flat,
- * rank-major layout (axis 0). `arg` is the root of a broadcast, or the
- * peer of a send or receive; for those two `reduction` is the message's tag,
- * which the receiver checks (messages between two ranks are matched in the
- * order they are started), and a receive's `in` is 0. `op_id` is
- * the start's op id (trainer-stamp-op-ids; -1 for none), which a profile
- * files the collective's time under. */
+ * rank-major layout (axis 0), among the ranks of communicator `comm`
+ * (LOOMRT_COMM_WORLD or a loomrt_comm_group handle). `arg` is the root of a
+ * broadcast, or the peer of a send or receive, a rank in `comm`; for those
+ * two `reduction` is the message's tag, which the receiver checks (messages
+ * between two ranks are matched in the order they are started), and a
+ * receive's `in` is 0. `op_id` is the start's op id (trainer-stamp-op-ids;
+ * -1 for none), which a profile files the collective's time under. */
 int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
-                          int64_t arg, int64_t in, int64_t in_count,
-                          int64_t out, int64_t out_count, int64_t op_id);
+                          int64_t comm, int64_t arg, int64_t in,
+                          int64_t in_count, int64_t out, int64_t out_count,
+                          int64_t op_id);
 /* Blocks until the collective `handle` is done. `in` and `out` must be the
  * buffers it started with (checked). */
 void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out);

@@ -1,0 +1,42 @@
+//===- CommGroups.h - strided groups of a communicator's ranks --*- C++ -*-===//
+//
+// `coll.comm_group %parent size = N stride = S` splits a parent of W ranks
+// (W a multiple of N * S) into W / N groups of N ranks, S apart. The
+// compiler (folding, lowering ranks), loom-run and the runtime backends all
+// number the groups with these functions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_RUNTIME_COMMGROUPS_H
+#define LOOM_RUNTIME_COMMGROUPS_H
+
+#include <cstdint>
+
+namespace loom::runtime {
+
+/// The group of `size` ranks `stride` apart that parent rank `rank` is in.
+struct StridedGroup {
+  /// The group's rank 0 in the parent.
+  int64_t base;
+  int64_t size, stride;
+
+  /// Parent rank `r`'s group.
+  static StridedGroup of(int64_t r, int64_t size, int64_t stride) {
+    return {r % stride + r / (size * stride) * size * stride, size, stride};
+  }
+  /// Parent rank `r`'s rank in its group.
+  static int64_t rankOf(int64_t r, int64_t size, int64_t stride) {
+    return r / stride % size;
+  }
+  /// The parent rank of the group's rank `i`.
+  int64_t member(int64_t i) const { return base + i * stride; }
+  /// Which of the parent's W / size groups this is (0-based, ordered by
+  /// their rank 0).
+  int64_t index() const {
+    return base / (size * stride) * stride + base % stride;
+  }
+};
+
+} // namespace loom::runtime
+
+#endif // LOOM_RUNTIME_COMMGROUPS_H
