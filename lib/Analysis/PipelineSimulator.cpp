@@ -101,7 +101,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> stages, const CostModel &model) {
             st.receiveIndex[op] = {from, st.receives[from]++};
             st.posted[op] = st.clock;
           } else {
-            double &free = st.streamFree[start.getComm()];
+            double &free = st.streamFree[coll::getRootComm(start.getComm())];
             double begin = std::max(st.clock, free);
             free = begin + duration;
             st.done[op] = free;

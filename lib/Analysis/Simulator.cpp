@@ -2,6 +2,7 @@
 
 #include "loom/Analysis/Simulator.h"
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Utils/ReadValues.h"
 
 using namespace mlir;
@@ -50,7 +51,8 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
       ready = std::max(ready, finish.lookup(value));
 
     if (auto start = dyn_cast<coll::CollectiveOpInterface>(op)) {
-      Value comm = start.getComm();
+      // Groups of a communicator run on its stream, as loomrt runs them.
+      Value comm = coll::getRootComm(start.getComm());
       auto [it, inserted] = streamOf.try_emplace(comm, streamFree.size());
       if (inserted) {
         streamFree.push_back(0);

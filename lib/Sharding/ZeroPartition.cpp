@@ -86,12 +86,15 @@ public:
               ReductionKind reduction)
       : func(func), stage(stage), ranks(ranks), reduction(reduction),
         builder(func.getContext()) {
-    if (auto pipeline = func->getAttrOfType<DictionaryAttr>(attrs::kPipeline)) {
-      auto stages = pipeline.getAs<IntegerAttr>("stages");
-      auto replicas = pipeline.getAs<IntegerAttr>("replicas");
-      pipelineStages = stages ? stages.getInt() : 1;
-      pipelineReplicas = replicas ? replicas.getInt() : 1;
-    }
+    // A stage (as the pass selects them) reads its grid from loom.pipeline.
+    if (!func->hasAttr(attrs::kPipelineStage))
+      return;
+    auto pipeline = func->getAttrOfType<DictionaryAttr>(attrs::kPipeline);
+    auto stages = pipeline ? pipeline.getAs<IntegerAttr>("stages") : nullptr;
+    auto replicas =
+        pipeline ? pipeline.getAs<IntegerAttr>("replicas") : nullptr;
+    pipelineStages = stages ? stages.getInt() : -1;
+    pipelineReplicas = replicas ? replicas.getInt() : -1;
   }
 
   LogicalResult run();
@@ -129,11 +132,11 @@ private:
   ReductionKind reduction;
   /// A pipeline stage's (pp-partition): the world is pipelineStages x
   /// pipelineReplicas ranks, and the step is sharded over the stage's
-  /// replicas. 0 for a whole step.
+  /// replicas. 0 for a whole step, -1 for a stage that does not say.
   int64_t pipelineStages = 0, pipelineReplicas = 1;
   /// The world's ranks.
   int64_t getWorldRanks() const {
-    return pipelineStages ? pipelineStages * pipelineReplicas : ranks;
+    return pipelineStages > 0 ? pipelineStages * pipelineReplicas : ranks;
   }
   OpBuilder builder;
   Value comm, rank;
@@ -161,6 +164,9 @@ LogicalResult Partitioner::checkInput() {
              << getWorldRanks() << " does not match the communicator argument #"
              << arg.getArgNumber() << " of type " << commType;
   }
+  if (pipelineStages < 0 || pipelineReplicas < 1)
+    return func.emitOpError("is a pipeline stage (loom.pipeline_stage) "
+                            "without loom.pipeline's stages and replicas");
   if (pipelineStages && ranks != pipelineReplicas)
     return func.emitOpError("world-size ")
            << ranks << " does not match the pipeline's " << pipelineReplicas

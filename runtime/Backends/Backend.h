@@ -64,6 +64,9 @@ public:
   /// blocked in a wait inside it: on the CPU the step's calls are its work.
   virtual void opBegin(int64_t opId);
   virtual void opEnd(int64_t opId);
+  /// Between steps (loomrt_take_stats): what the backend measures per step
+  /// starts over. By default nothing.
+  virtual void stepBoundary() {}
   /// "cpu" or "cuda": the --target whose trainers this backend runs.
   virtual const char *target() const = 0;
 

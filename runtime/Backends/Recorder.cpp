@@ -247,7 +247,10 @@ Recorder &loom::runtime::recorder() {
 
 extern "C" {
 
-loomrt_stats loomrt_take_stats(void) { return loom::runtime::recorder().take(); }
+loomrt_stats loomrt_take_stats(void) {
+  loom::runtime::backend().stepBoundary();
+  return loom::runtime::recorder().take();
+}
 
 void loomrt_trace_to(const char *path) {
   loom::runtime::recorder().traceTo(path);

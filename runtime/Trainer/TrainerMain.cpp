@@ -406,9 +406,10 @@ std::string checkpointFile(const std::string &role, const std::string &name) {
 /// A pipeline's checkpoint: every stage's parameters and state, each
 /// written once (by the first stage that has it) under its name, as a
 /// single-stage trainer's would be, so that a trainer with any other stage
-/// or replica count loads it. Each tensor goes to rank 0 by a gather in
-/// which each of its stage's replicas sends its shard in its place (the
-/// whole tensor, if it is not sharded) and the other ranks send zeros.
+/// or replica count loads it. Each tensor goes to rank 0 by a gather of
+/// one shard's size from every rank: its stage's replicas send their
+/// shards (or the whole tensor, if it is not sharded), the other ranks
+/// zeros.
 void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
                 const std::string &tmp, std::string &error) {
   std::map<std::string, std::pair<int64_t, loom::runtime::StepTensor>> owners;
@@ -421,32 +422,26 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
     mine[t->role + "." + t->name] = t;
   for (auto &[key, owner] : owners) {
     const loom::runtime::StepTensor &desc = owner.second;
-    int64_t count = desc.getFullCount();
-    std::vector<float> local(count, 0.0f);
-    auto it = mine.find(key);
-    // A shard of L elements holds [d L, d L + L) of the tensor, zero-padded.
+    // Each rank sends what it holds: its shard of L elements (elements
+    // [d L, d L + L) of the tensor, zero-padded), or the whole tensor.
     int64_t shard = desc.getLocalCount();
-    bool sharded = shard != count;
+    std::vector<float> local(shard, 0.0f);
+    auto it = mine.find(key);
     if (owner.first == stage && it != mine.end()) {
       Tensor &t = *it->second;
-      int64_t offset = sharded ? dataRank * shard : 0;
-      for (int64_t i = 0; i < t.localCount && offset + i < count; ++i)
-        local[offset + i] =
+      for (int64_t i = 0; i < shard; ++i)
+        local[i] =
             t.dtype == "bf16" ? loom::bf16ToFloat(t.bf16()[i]) : t.f32()[i];
     }
-    std::vector<float> all(rank == 0 ? count * worldSize : 0);
-    loomrt_gather_f32(local.data(), count, all.data(), 0);
+    std::vector<float> all(rank == 0 ? shard * worldSize : 0);
+    loomrt_gather_f32(local.data(), shard, all.data(), 0);
     std::string file = checkpointFile(desc.role, desc.name);
     cm.tensors.push_back({desc.name, desc.role, file, desc.fullShape});
     if (rank == 0 && error.empty()) {
-      // Rank s * D + d's part of stage s's tensor.
-      std::vector<float> full(all.begin() + owner.first * dataWorld * count,
-                              all.begin() +
-                                  (owner.first * dataWorld + 1) * count);
-      for (int64_t d = 1; sharded && d < dataWorld; ++d)
-        for (int64_t i = d * shard; i < std::min(count, d * shard + shard); ++i)
-          full[i] = all[(owner.first * dataWorld + d) * count + i];
-      error = writeNpyF32(tmp + "/" + file, desc.fullShape, full.data());
+      // Stage s's replicas are ranks s * D ... s * D + D - 1: their shards
+      // end to end, less the padding, are the tensor (or the first's copy).
+      error = writeNpyF32(tmp + "/" + file, desc.fullShape,
+                          all.data() + owner.first * dataWorld * shard);
       if (cm.tensors.size() == 1 || cm.tensors.size() == owners.size())
         checkpointCrashPoint();
     }

@@ -8,6 +8,8 @@
 // RUN: FileCheck %s --check-prefix=TRACE < %t.trace.json
 // RUN: FileCheck %s --check-prefix=PLOT < %t.svg
 // RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b" --coll-report="device=cpu function=mlp_stage1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report="device=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRID
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report="device=cpu function=mlp_stage0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRIDONE
 
 // CHECK: coll-report: pipeline of 3 stages, 4 microbatches, 1f1b, on cpu
 // CHECK-NEXT: makespan {{[0-9.]+}} us
@@ -33,6 +35,15 @@
 // PLOT: stage 0
 // PLOT: fill="#6fa8dc"
 // PLOT: fill="#93c47d"
+
+// Stages with ZeRO-2 over their replicas: one replica's stages simulated
+// together, each stage's gradient reduce-scatters and parameter all-gathers
+// on its replicas' group in its stream.
+// GRID: coll-report: pipeline of 3 stages, 4 microbatches, 1f1b, on cpu
+// GRID: 2 {{[0-9.]+}} KiB
+// GRIDONE: coll-report: @mlp_stage0 on cpu
+// GRIDONE-DAG: reduce_scatter
+// GRIDONE-DAG: all_gather
 
 // A stage on its own is reported as a function.
 // ONE: coll-report: @mlp_stage1 on cpu

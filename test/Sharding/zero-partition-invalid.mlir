@@ -84,3 +84,10 @@ func.func @stage_replicas(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf3
 func.func @stage_zero3(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline = {stages = 2 : i64, replicas = 4 : i64}, loom.pipeline_stage = 1 : i64} {
   return %w : tensor<4xf32>
 }
+
+// -----
+
+// CHECK: error: 'func.func' op is a pipeline stage (loom.pipeline_stage) without loom.pipeline's stages and replicas
+func.func @stage_without_grid(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline_stage = 0 : i64} {
+  return %w : tensor<4xf32>
+}

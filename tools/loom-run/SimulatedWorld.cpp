@@ -84,6 +84,13 @@ struct World {
 World world;
 thread_local int64_t currentRank = 0;
 
+[[noreturn]] void fail(const std::string &message) {
+  std::fprintf(stderr, "loom-run: rank %ld: error: %s\n", long(currentRank),
+               message.c_str());
+  std::fflush(stderr);
+  std::_Exit(1);
+}
+
 /// The calling rank's group of communicator `index`: the world ranks of its
 /// members (by their rank in it) and the calling rank's rank in it.
 std::pair<std::vector<int64_t>, int64_t> membersOf(int64_t index) {
@@ -237,16 +244,12 @@ void collective(::UnrankedMemRefType<T> *inArg, ::UnrankedMemRefType<T> *outArg,
   case CollectiveKind::Broadcast:
     result = group.posted[axisOrRoot];
     break;
+  case CollectiveKind::Send:
+  case CollectiveKind::Recv:
+    fail("a send or receive reached loom_sim_collective");
   }
   group.barrier.arrive();
   scatterInto(out, result, sizeof(T));
-}
-
-[[noreturn]] void fail(const std::string &message) {
-  std::fprintf(stderr, "loom-run: rank %ld: error: %s\n", long(currentRank),
-               message.c_str());
-  std::fflush(stderr);
-  std::_Exit(1);
 }
 
 /// A transfer's peer, a rank of communicator `communicator` other than the

@@ -656,6 +656,13 @@ int main(int argc, char **argv) {
                 "--zero-stage 1 or 2\n";
       return 1;
     }
+    if (worldSize == pipelineStages && zeroStage != loom::ZeroStage::None) {
+      errs() << "loomc: error: --zero-stage shards each stage over its "
+                "data-parallel replicas, and --world-size "
+             << worldSize << " gives each of the " << pipelineStages
+             << " stages one (make --world-size a multiple of the stages)\n";
+      return 1;
+    }
     if (zeroStage == loom::ZeroStage::Parameters) {
       errs() << "loomc: error: --zero-stage 3 with --pipeline-stages: a "
                 "stage's replicas shard at ZeRO stage 1 or 2 (stage 3 would "

@@ -38,7 +38,8 @@ struct SimulationResult {
   /// Seconds throughout.
   double makespan = 0;
   double computeTime = 0;
-  /// Busy time of each communicator's stream, in order of first use.
+  /// Busy time of each communicator's stream, in order of first use (a
+  /// coll.comm_group shares its root communicator's).
   std::vector<double> commTimePerCommunicator;
   /// Compute-stream stall at waits, and the number of waits that stalled,
   /// per collective kind (indexed by coll::CollectiveKind).

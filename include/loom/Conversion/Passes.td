@@ -22,8 +22,12 @@ def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp">
     That keeps the input tensor live (and unwritten by in-place
     bufferisation) until the collective is done, since it is read
     asynchronously. `coll.release` is dropped (bufferisation's deallocation
-    frees buffers after their last use). `coll.comm_rank` becomes
-    `loomrt_rank`, and `coll.comm_world` goes away.
+    frees buffers after their last use). `coll.comm_world` is handle 0
+    (`LOOMRT_COMM_WORLD`), a `coll.comm_group` the handle
+    `loomrt_comm_group(parent, size, stride)` returns where it is made; each
+    start passes its communicator's handle. `coll.comm_rank` becomes
+    `loomrt_rank`, divided and reduced per group
+    (`floor(r / stride) mod size`).
 
     ```mlir
     // before
@@ -32,7 +36,10 @@ def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp">
     // after
     %in = bufferization.to_buffer %s read_only : tensor<4xf32> to memref<4xf32>
     %out = memref.alloc() : memref<16xf32>
-    %h = call @loomrt_coll_start(%c0, %c0, %c0, %c0, %pin, %c4, %pout, %c16)
+    // kind, reduction, dtype, communicator, root/peer, in, count, out, count,
+    // op id
+    %h = call @loomrt_coll_start(%c0, %c0, %c0, %c0, %c0, %pin, %c4, %pout,
+                                 %c16, %cm1)
     ...
     call @loomrt_coll_wait(%h, %pin2, %pout2) : (i64, i64, i64) -> ()
     %w = bufferization.to_tensor %out restrict writable : ...

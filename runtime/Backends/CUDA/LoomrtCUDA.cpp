@@ -425,6 +425,9 @@ cudaEvent_t Context::event() {
 }
 
 int64_t Context::start(const loom::runtime::CollRequest &request) {
+  // No group handle exists here (makeGroup aborts), but say so if one did.
+  if (request.comm != LOOMRT_COMM_WORLD)
+    abort("communicator groups are not built on the cuda backend");
   int64_t kind = request.kind, reduction = request.reduction,
           dtype = request.dtype, arg = request.arg, in = request.in,
           inCount = request.inCount, out = request.out,

@@ -70,6 +70,10 @@ public:
   void runOnStream(std::function<void()> fn);
   [[noreturn]] void abort(const std::string &message) override;
   const char *target() const override { return "cpu"; }
+  /// The communication thread's heap high-water starts over.
+  void stepBoundary() override {
+    runOnStream([] { loomrt_heap_thread_reset_peak(); });
+  }
 
 protected:
   void makeGroup(int64_t handle) override;
@@ -376,7 +380,7 @@ void Context::makeGroup(int64_t handle) {
     hash = (hash ^ uint64_t(member)) * 1099511628211ull;
   int tag = int(hash % 32768);
   MPI_Comm made = MPI_COMM_NULL;
-  int status = MPI_SUCCESS;
+  int status = MPI_SUCCESS, size = 0, rankInGroup = -1;
   runOnStream([&] {
     MPI_Group world, group;
     MPI_Comm_group(MPI_COMM_WORLD, &world);
@@ -384,15 +388,21 @@ void Context::makeGroup(int64_t handle) {
     status = MPI_Comm_create_group(MPI_COMM_WORLD, group, tag, &made);
     MPI_Group_free(&group);
     MPI_Group_free(&world);
+    if (status == MPI_SUCCESS && made != MPI_COMM_NULL) {
+      MPI_Comm_size(made, &size);
+      MPI_Comm_rank(made, &rankInGroup);
+    }
   });
   if (status != MPI_SUCCESS || made == MPI_COMM_NULL)
     abort("MPI_Comm_create_group failed for a group of " +
           std::to_string(members.size()) + " ranks");
-  int size = 0;
-  MPI_Comm_size(made, &size);
-  if (size != int(members.size()))
-    abort("MPI made a group of " + std::to_string(size) + " ranks, not " +
-          std::to_string(members.size()));
+  if (size != int(members.size()) || rankInGroup != comms[handle].rank)
+    abort("MPI made a group of " + std::to_string(size) +
+          " ranks with this "
+          "rank as " +
+          std::to_string(rankInGroup) + ", not " +
+          std::to_string(members.size()) + " and " +
+          std::to_string(comms[handle].rank));
   mpiComms.push_back(made);
 }
 

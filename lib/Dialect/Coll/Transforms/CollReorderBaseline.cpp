@@ -84,7 +84,8 @@ void fsdpOrder(Block &block) {
   if (occurrences.empty())
     return;
   auto isCollective = [](Operation *op) {
-    return isa<CollectiveOpInterface, WaitOp, ReleaseOp, CommWorldOp>(op);
+    return isa<CollectiveOpInterface, WaitOp, ReleaseOp, CommWorldOp,
+               CommGroupOp>(op);
   };
   for (Occurrence &occurrence : occurrences) {
     Operation *op = occurrence.starts.front();

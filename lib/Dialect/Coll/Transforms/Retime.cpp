@@ -121,9 +121,11 @@ bool loom::coll::hoistStarts(Block &block, CollectiveKind kind,
       // communicator (the stream then runs it first), but never one of its
       // own kind or a broadcast: their relative order is kept.
       auto other = dyn_cast<CollectiveOpInterface>(op);
-      bool ordered = other && other.getComm() == collective.getComm() &&
-                     (!overtake || other.getKind() == kind ||
-                      other.getKind() == CollectiveKind::Broadcast);
+      bool ordered =
+          other &&
+          getRootComm(other.getComm()) == getRootComm(collective.getComm()) &&
+          (!overtake || other.getKind() == kind ||
+           other.getKind() == CollectiveKind::Broadcast);
       if (defines || ordered) {
         earliest = i + 1;
         break;

@@ -1,9 +1,9 @@
 //===- CommGroups.h - strided groups of a communicator's ranks --*- C++ -*-===//
 //
 // `coll.comm_group %parent size = N stride = S` splits a parent of W ranks
-// (W a multiple of N * S) into W / N groups of N ranks, S apart. The
-// compiler (folding, lowering ranks), loom-run and the runtime backends all
-// number the groups with these functions.
+// (W a multiple of N * S) into W / N groups of N ranks, S apart. loom-run
+// and the runtime backends number the groups with these functions; the
+// lowering of coll.comm_rank computes rankOf in the IR.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,11 +30,6 @@ struct StridedGroup {
   }
   /// The parent rank of the group's rank `i`.
   int64_t member(int64_t i) const { return base + i * stride; }
-  /// Which of the parent's W / size groups this is (0-based, ordered by
-  /// their rank 0).
-  int64_t index() const {
-    return base / (size * stride) * stride + base % stride;
-  }
 };
 
 } // namespace loom::runtime
