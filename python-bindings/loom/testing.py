@@ -146,6 +146,12 @@ def shard(array: np.ndarray, ranks: int, rank: int) -> np.ndarray:
     return padded[rank * size:(rank + 1) * size]
 
 
+def relative_difference(got: np.ndarray, want: np.ndarray) -> float:
+    """The largest |got - want| over the largest |want| (a tensor's scale)."""
+    scale = max(1e-300, float(np.max(np.abs(want))))
+    return float(np.max(np.abs(np.asarray(got) - want))) / scale
+
+
 def unshard(shards: Sequence[np.ndarray], shape: Sequence[int]) -> np.ndarray:
     """The tensor of ``shape`` whose shards (in rank order) are ``shards``."""
     return np.concatenate(shards)[:int(np.prod(shape))].reshape(shape)

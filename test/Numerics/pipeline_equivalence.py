@@ -20,7 +20,7 @@ import numpy as np
 
 from loom.models.llama import CONFIGS, build_forward
 from loom.opt import run_opt
-from loom.testing import run_function, run_stages
+from loom.testing import relative_difference, run_function, run_stages
 
 cfg = dataclasses.replace(CONFIGS["tiny"], dtype="f64", vocab=64, seq=8, batch=8)
 rng = np.random.default_rng(11)
@@ -76,9 +76,7 @@ for stages, micro, schedule in [(2, 4, "gpipe"), (2, 8, "zb-h1"), (4, 4, "1f1b")
     worst = 0.0
     for key in expected:
         if key in got:
-            a, b = expected[key], got[key]
-            scale = max(1e-300, float(np.max(np.abs(a))))
-            worst = max(worst, float(np.max(np.abs(a - b))) / scale)
+            worst = max(worst, relative_difference(got[key], expected[key]))
     if worst > 1e-10:
         problems.append(f"largest relative difference {worst:g}")
     line = f"P={stages} M={micro} {schedule}:"

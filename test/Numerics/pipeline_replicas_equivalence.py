@@ -21,7 +21,7 @@ import numpy as np
 
 from loom.models.llama import CONFIGS, build_forward
 from loom.opt import run_opt
-from loom.testing import run_function, run_stages, shard
+from loom.testing import relative_difference, run_function, run_stages, shard
 
 STAGES, REPLICAS = 2, 2
 cfg = dataclasses.replace(CONFIGS["tiny"], dtype="f64", vocab=64, seq=8, batch=4)
@@ -109,9 +109,7 @@ for zero, micro, schedule in [(1, 2, "1f1b"), (2, 4, "zb-h1")]:
             problems.append(f"rank {r} returned {len(out)} results, expected {len(keys)}")
             continue
         for key, got in zip(keys, out):
-            expected = want[r % REPLICAS][key]
-            scale = max(1e-300, float(np.max(np.abs(expected))))
-            worst = max(worst, float(np.max(np.abs(got - expected))) / scale)
+            worst = max(worst, relative_difference(got, want[r % REPLICAS][key]))
             compared.add(key)
     if compared != set(want[0]):
         problems.append(f"results {sorted(set(want[0]) ^ compared)} missing or extra")
