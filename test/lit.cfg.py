@@ -44,6 +44,11 @@ import subprocess
 if subprocess.run([python, "-c", "import torch"], capture_output=True).returncode == 0:
     config.available_features.add("torch")
 
+# loomc --cpu and the trainer's CPU check name x86 features.
+import platform
+if platform.machine() in ("x86_64", "AMD64"):
+    config.available_features.add("x86_64-host")
+
 # loomc --target=cuda: the CUDA toolkit and NCCL were found at build time.
 if config.loom_cuda == "ON":
     config.available_features.add("cuda")

@@ -16,8 +16,9 @@
 //   lowering        loom-lower-to-cpu-pipeline or
 //                   loom-lower-to-cuda-pipeline      (--emit=llvm-mlir, ptx)
 //
-// then LLVM IR (--emit=llvm), an object optimised for the host (-O, default
-// 2; --emit=obj) and the link with the loomrt runtime and the trainer main
+// then LLVM IR (--emit=llvm), an object optimised for --cpu and
+// --cpu-features (default: this machine's CPU and the features it really
+// has; -O, default 2; --emit=obj) and the link with the loomrt runtime and the trainer main
 // (--emit=exe). A failing phase is named in the error.
 //
 //===----------------------------------------------------------------------===//
@@ -25,7 +26,9 @@
 #include "loom/Analysis/CostModel.h"
 #include "loom/InitAllDialects.h"
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Runtime/CpuFeatures.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Runtime/Symbols.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Support/CrashGuard.h"
 #include "loom/Trainer/Passes.h"
@@ -43,6 +46,7 @@
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Linker/Linker.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/CommandLine.h"
@@ -56,6 +60,7 @@
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
 #include <cmath>
 
 using namespace mlir;
@@ -169,9 +174,11 @@ static cl::opt<double> memoryLimitMb(
 static cl::opt<double> rematBudgetMb(
     "remat-budget-mb",
     cl::desc("recompute activations in the backward (train-remat) so that "
-             "the step's peak is within this many MiB, fractions allowed "
-             "(0: none); the scheduler's limit too unless --memory-limit-mb "
-             "is given"),
+             "the trainer's memory plan is within this many MiB, fractions "
+             "allowed, recomputing as little as that allows (0: none); a "
+             "budget below the smallest plan Loom reaches is an error that "
+             "names it; with --memory-limit-mb, the lower of the two bounds "
+             "the plan"),
     cl::init(0), cl::cat(loomcCategory));
 static cl::opt<std::string> rematSolver(
     "remat-solver",
@@ -308,6 +315,17 @@ static cl::opt<int64_t> gpuVectorBytes(
              "store this many bytes as aligned vectors (gpu-map-linalg "
              "vector-bytes; 0: an element per thread)"),
     cl::init(16), cl::cat(loomcCategory));
+static cl::opt<std::string> cpu(
+    "cpu",
+    cl::desc("the CPU the step is compiled for, as LLVM names it (e.g. "
+             "x86-64-v3, znver4; native: this machine's CPU with the "
+             "features it really has, as clang's -march=native)"),
+    cl::init("native"), cl::cat(loomcCategory));
+static cl::opt<std::string> cpuFeatures(
+    "cpu-features",
+    cl::desc("CPU features added (+name) or removed (-name) on top of "
+             "--cpu's, comma-separated, as clang's -mattr (e.g. -avx512f)"),
+    cl::init(""), cl::cat(loomcCategory));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
                                   cl::init(2), cl::Prefix,
                                   cl::cat(loomcCategory));
@@ -409,35 +427,103 @@ void optimize(llvm::Module &module, TargetMachine *machine) {
   pipeline.run(module, modules);
 }
 
-LogicalResult emitObject(llvm::Module &module, StringRef path) {
-  std::string error;
+/// The machine the step is compiled for: --cpu's name and features (the
+/// host's real ones for `native`, so that a CPU whose hypervisor masks a
+/// feature of its model gets no code that needs it), then --cpu-features.
+/// Null, with `error` set, for an unknown CPU or feature.
+std::unique_ptr<TargetMachine> createTargetMachine(std::string &error) {
   Triple triple(sys::getDefaultTargetTriple());
   const Target *tgt = TargetRegistry::lookupTarget(triple, error);
   if (!tgt) {
-    errs() << "loomc: error: no LLVM target for " << triple.str() << ": "
-           << error << "\n";
-    return failure();
+    error = "no LLVM target for " + triple.str() + ": " + error;
+    return nullptr;
+  }
+  std::string cpuName = cpu;
+  SubtargetFeatures features;
+  if (cpu == "native") {
+    cpuName = sys::getHostCPUName().str();
+    // Sorted: the feature string is the same on every run.
+    StringMap<bool, MallocAllocator> host = sys::getHostCPUFeatures();
+    SmallVector<StringRef> names(host.keys());
+    llvm::sort(names);
+    for (StringRef name : names)
+      features.AddFeature(name, host.lookup(name));
+  }
+  SmallVector<StringRef> requested;
+  StringRef(cpuFeatures).split(requested, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef feature : requested) {
+    feature = feature.trim();
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-')) {
+      error = "--cpu-features: expected +name or -name, got '" +
+              feature.str() + "'";
+      return nullptr;
+    }
+    features.AddFeature(feature.drop_front(), feature[0] == '+');
   }
   // Constructors in .init_array: crtbegin and lld no longer run .ctors, and
   // the CUDA target's kernel modules are loaded by a global constructor.
   TargetOptions options;
   options.UseInitArray = true;
   std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
-      triple, sys::getHostCPUName(), "", options, Reloc::PIC_, std::nullopt,
+      triple, cpuName, features.getString(), options, Reloc::PIC_,
+      std::nullopt,
       optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
-  module.setTargetTriple(triple);
-  module.setDataLayout(machine->createDataLayout());
-  optimize(module, machine.get());
+  const MCSubtargetInfo *subtarget = machine->getMCSubtargetInfo();
+  if (!subtarget->isCPUStringValid(cpuName)) {
+    error = "--cpu: '" + cpuName + "' is not a CPU LLVM knows for " +
+            triple.str() + " (llc -mcpu=help lists them)";
+    return nullptr;
+  }
+  for (StringRef feature : requested) {
+    StringRef name = feature.trim().drop_front();
+    if (!llvm::any_of(subtarget->getAllProcessorFeatures(),
+                      [&](const SubtargetFeatureKV &kv) {
+                        return name == kv.Key;
+                      })) {
+      error = "--cpu-features: '" + name.str() +
+              "' is not a feature LLVM knows for " + triple.str() +
+              " (llc -mattr=help lists them)";
+      return nullptr;
+    }
+  }
+  return machine;
+}
+
+/// Gives `module` the machine's triple and data layout, and the string
+/// `loom_cpu_features`: the features of CpuFeatures.h the machine's code
+/// may use, which the trainer checks at start.
+void setTarget(llvm::Module &module, TargetMachine &machine) {
+  module.setTargetTriple(machine.getTargetTriple());
+  module.setDataLayout(machine.createDataLayout());
+  std::string required;
+  if (machine.getTargetTriple().isX86()) {
+    const MCSubtargetInfo *subtarget = machine.getMCSubtargetInfo();
+#define LOOM_ADD_REQUIRED(name)                                                \
+  if (subtarget->checkFeatures("+" name))                                      \
+    required += (required.empty() ? "" : ",") + std::string(name);
+    LOOM_X86_CPU_FEATURES(LOOM_ADD_REQUIRED)
+#undef LOOM_ADD_REQUIRED
+  }
+  auto *text = llvm::ConstantDataArray::getString(module.getContext(),
+                                                  required, /*AddNull=*/true);
+  new llvm::GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                           llvm::GlobalValue::ExternalLinkage, text,
+                           loom::runtime::symbols::kCpuFeatures);
+}
+
+LogicalResult emitObject(llvm::Module &module, TargetMachine &machine,
+                         StringRef path) {
+  optimize(module, &machine);
   SmallString<0> object;
   raw_svector_ostream os(object);
   legacy::PassManager pm;
-  if (machine->addPassesToEmitFile(pm, os, nullptr,
-                                   CodeGenFileType::ObjectFile)) {
+  if (machine.addPassesToEmitFile(pm, os, nullptr,
+                                  CodeGenFileType::ObjectFile)) {
     errs() << "loomc: error: the target cannot emit object files\n";
     return failure();
   }
   pm.run(module);
-  error =
+  std::string error =
       loom::runtime::writeFileDurably(path.str(), object.data(), object.size());
   if (!error.empty()) {
     errs() << "loomc: error: " << error << "\n";
@@ -533,6 +619,152 @@ LogicalResult link(StringRef object, StringRef exe) {
 }
 
 } // namespace
+
+/// Compiles `module` (a training step) through the sharding and memory-plan
+/// phases so that its memory plan, what the trainer allocates for the step,
+/// is within --remat-budget-mb (and --memory-limit-mb where that is lower),
+/// recomputing as little as that allows.
+///
+/// train-remat's budget is a peak of the synchronous order's timeline before
+/// decomposition, which the plan can exceed or undercut by a margin that
+/// depends on what is recomputed. So the plan is measured, not predicted:
+/// the step keeping everything first; else train-remat's leanest step (its
+/// floor: a user budget below that plan is an error naming it), which also
+/// lists the peaks at which train-remat's choice changes (its Pareto
+/// candidates, `candidate_peak_bytes`); then a binary search over those for
+/// the least recompute whose plan is within the budget. Each candidate is
+/// compiled in full, so every accepted budget's plan is within it.
+static LogicalResult
+compileUnderRematBudget(OwningOpRef<ModuleOp> &module,
+                        loom::ShardingOptions &sharding,
+                        const loom::MemoryPlanOptions &plan) {
+  double boundMb = rematBudgetMb;
+  const char *boundFlag = "--remat-budget-mb";
+  if (memoryLimitMb > 0 && memoryLimitMb < boundMb) {
+    boundMb = memoryLimitMb;
+    boundFlag = "--memory-limit-mb";
+  }
+  int64_t bound = int64_t(std::floor(boundMb * kMiB));
+  OwningOpRef<ModuleOp> unsharded = module->clone();
+  // train-remat's budget is the scheduler's limit too: the scheduler keeps
+  // the memory remat freed.
+  sharding.memoryLimitMb = 0;
+  sharding.leanestBelowFloor = true;
+  // The plan's peak with train-remat's budget `rematBytes` (0: none); with
+  // `planned` false, the sharding phase alone (--emit=step) and 0.
+  int64_t compiledBytes = -1;
+  // The passes' remarks of the last compile: only the chosen step's are
+  // shown (errors always are).
+  SmallVector<std::pair<Location, std::string>> remarks;
+  auto compile = [&](int64_t rematBytes,
+                     bool planned = true) -> std::optional<int64_t> {
+    remarks.clear();
+    ScopedDiagnosticHandler keepRemarks(
+        unsharded->getContext(), [&](Diagnostic &diag) {
+          if (diag.getSeverity() != mlir::DiagnosticSeverity::Remark)
+            return failure(); // to loomc's handler
+          remarks.push_back({diag.getLocation(), diag.str()});
+          return success();
+        });
+    module = unsharded->clone();
+    compiledBytes = rematBytes;
+    sharding.rematBudgetMb =
+        rematBytes ? (double(rematBytes) + 0.5) / kMiB : 0.0;
+    if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline",
+                        sharding, loom::buildShardingPipeline)))
+      return std::nullopt;
+    if (!planned) {
+      compiledBytes = -1;
+      return 0;
+    }
+    if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline",
+                        plan, loom::buildMemoryPlanPipeline)))
+      return std::nullopt;
+    return loom::trainer::getPredictedPeakBytes(
+        loom::trainer::findStep(*module));
+  };
+  // The chosen step: its plan is `planned` with train-remat's budget
+  // `rematBytes`; compiled again unless the module holds it.
+  auto finish = [&](int64_t rematBytes, int64_t planned, int64_t floor,
+                    int64_t keepAll) -> LogicalResult {
+    bool step = emit == Emit::Step;
+    if (compiledBytes != rematBytes || step) {
+      std::optional<int64_t> again = compile(rematBytes, !step);
+      if (!again)
+        return failure();
+      // CBC under its time limit may answer differently on a second solve;
+      // the bound holds all the same, or the build fails.
+      if (!step && *again > bound) {
+        errs() << formatv("loomc: error: the step compiled again plans "
+                          "{0:F3} MiB, over {1} {2:F3} (it planned {3:F3} MiB "
+                          "before: train-remat's solver stopped at its time "
+                          "limit?)\n",
+                          *again / kMiB, boundFlag, boundMb, planned / kMiB);
+        return failure();
+      }
+    }
+    for (auto &[loc, message] : remarks)
+      emitRemark(loc) << message;
+    if (rematBytes == 0)
+      errs() << formatv("loomc: remark: {0} {1:F3}: the step keeps "
+                        "everything; its memory plan is {2:F3} MiB ({3} "
+                        "bytes)\n",
+                        boundFlag, boundMb, planned / kMiB, planned);
+    else
+      errs() << formatv("loomc: remark: {0} {1:F3}: the step's memory plan "
+                        "is {2:F3} MiB ({3} bytes); plans reach from {4:F3} "
+                        "MiB ({5} bytes, the floor) to {6:F3} MiB (keeping "
+                        "everything); {7}\n",
+                        boundFlag, boundMb, planned / kMiB, planned,
+                        floor / kMiB, floor, keepAll / kMiB,
+                        rematBytes == 1
+                            ? std::string("train-remat's leanest step")
+                            : formatv("train-remat's budget {0:F3} MiB",
+                                      rematBytes / kMiB)
+                                  .str());
+    return success();
+  };
+  std::optional<int64_t> keepAll = compile(0);
+  if (!keepAll)
+    return failure();
+  // Within the bound keeping everything: nothing is recomputed.
+  if (*keepAll <= bound)
+    return finish(0, *keepAll, *keepAll, *keepAll);
+  // The floor: train-remat's leanest step, in the synchronous order.
+  std::optional<int64_t> floor = compile(1);
+  if (!floor)
+    return failure();
+  SmallVector<int64_t> peaks;
+  if (auto info = loom::trainer::findStep(*module)
+                      ->getAttrOfType<DictionaryAttr>("loom.remat"))
+    if (auto list = info.getAs<DenseI64ArrayAttr>("candidate_peak_bytes"))
+      peaks.assign(list.asArrayRef().begin(), list.asArrayRef().end());
+  if (*floor > bound) {
+    errs() << formatv("loomc: error: {0} {1:F3} cannot be met: the smallest "
+                      "memory plan Loom reaches is {2:F3} MiB (recomputing "
+                      "what train-remat can; keeping everything: {3:F3} "
+                      "MiB)\n",
+                      boundFlag, boundMb, *floor / kMiB, *keepAll / kMiB);
+    return failure();
+  }
+  // The candidates from the floor (index 0) to keeping everything: the
+  // largest whose plan is within the bound. Plans grow with the candidates'
+  // peaks; each probe is compiled and measured all the same.
+  int64_t low = 0, high = int64_t(peaks.size()) - 1, lowPlan = *floor;
+  while (low < high) {
+    int64_t mid = (low + high + 1) / 2;
+    std::optional<int64_t> probe = compile(peaks[mid]);
+    if (!probe)
+      return failure();
+    if (*probe <= bound) {
+      low = mid;
+      lowPlan = *probe;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return finish(low > 0 ? peaks[low] : 1, lowPlan, *floor, *keepAll);
+}
 
 /// One module of a pipeline's stages: stage s's loom_step_packed and
 /// loom_step_manifest become loom_step_packed_stage<s> and
@@ -739,6 +971,17 @@ int main(int argc, char **argv) {
     return 1;
   }
 
+  // The machine is made (and --cpu, --cpu-features checked) before the
+  // phases, so a typo fails at once.
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  std::string machineError;
+  std::unique_ptr<TargetMachine> machine = createTargetMachine(machineError);
+  if (!machine) {
+    errs() << "loomc: error: " << machineError << "\n";
+    return 1;
+  }
+
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
@@ -877,84 +1120,88 @@ int main(int argc, char **argv) {
       plan.splitMinRows = gpuSplitMinRows;
       plan.gpuThreads = gpuThreads;
       plan.memoryPlan = memoryPlan;
-      // --remat-budget-mb is such a limit too (when --memory-limit-mb is not
-      // given), met by recomputing activations: train-remat and the scheduler
-      // get the translated limit, and there is no synchronous floor
-      // (train-remat reports the smallest peak it reaches).
-      bool remat = rematBudgetMb > 0;
-      double limitMb =
-          memoryLimitMb > 0 ? double(memoryLimitMb) : rematBudgetMb;
-      OwningOpRef<ModuleOp> unsharded;
-      if (limitMb > 0 && emit != Emit::Step)
-        unsharded = module->clone();
-      // The first schedule is the default one (no rematerialisation): it shows
-      // how the plan compares with the scheduler's view, which then gets the
-      // limit translated.
-      double scheduleLimitMb = unsharded ? 0 : limitMb;
-      for (int attempt = 0;; ++attempt) {
-        sharding.memoryLimitMb = memoryLimitMb > 0 ? scheduleLimitMb : 0;
-        sharding.rematBudgetMb = remat ? scheduleLimitMb : 0;
-        if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline",
-                            sharding, loom::buildShardingPipeline)))
+      if (rematBudgetMb > 0) {
+        if (failed(compileUnderRematBudget(module, sharding, plan)))
           return 1;
         if (emit == Emit::Step)
           return writeModule();
-        if (failed(runPhase(*module, "memory-plan", "loom-memory-plan-pipeline",
-                            plan, loom::buildMemoryPlanPipeline)))
-          return 1;
-        if (!unsharded)
-          break;
-        func::FuncOp stepFunc = loom::trainer::findStep(*module);
-        int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
-        int64_t limit = int64_t(limitMb * kMiB);
-        auto scheduled = stepFunc->getAttrOfType<IntegerAttr>(
-            loom::attrs::kScheduledPeakBytes);
-        auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
-            loom::attrs::kSynchronousPeakBytes);
-        // The least the scheduler accepts: the synchronous order's peak.
-        double floorMb = remat         ? 0
-                         : synchronous ? double(synchronous.getInt() + 1) / kMiB
-                                       : limitMb;
-        if (attempt == 0 && scheduled && (synchronous || remat)) {
-          // The limit at the scheduler's level: the user's, less what the plan
-          // adds to (or plus what it takes from) the scheduler's figure.
-          scheduleLimitMb = std::max(
-              floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
+      } else {
+        double limitMb = memoryLimitMb;
+        OwningOpRef<ModuleOp> unsharded;
+        if (limitMb > 0 && emit != Emit::Step)
+          unsharded = module->clone();
+        // The first schedule is the default one: it shows how the plan
+        // compares with the scheduler's view, which then gets the limit
+        // translated.
+        double scheduleLimitMb = unsharded ? 0 : limitMb;
+        for (int attempt = 0;; ++attempt) {
+          sharding.memoryLimitMb = scheduleLimitMb;
+          if (failed(runPhase(*module, "sharding", "loom-sharding-pipeline",
+                              sharding, loom::buildShardingPipeline)))
+            return 1;
+          if (emit == Emit::Step)
+            return writeModule();
+          if (failed(runPhase(*module, "memory-plan",
+                              "loom-memory-plan-pipeline", plan,
+                              loom::buildMemoryPlanPipeline)))
+            return 1;
+          if (!unsharded)
+            break;
+          func::FuncOp stepFunc = loom::trainer::findStep(*module);
+          int64_t planned = loom::trainer::getPredictedPeakBytes(stepFunc);
+          int64_t limit = int64_t(limitMb * kMiB);
+          auto scheduled = stepFunc->getAttrOfType<IntegerAttr>(
+              loom::attrs::kScheduledPeakBytes);
+          auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
+              loom::attrs::kSynchronousPeakBytes);
+          // The least the scheduler accepts: the synchronous order's peak.
+          double floorMb = synchronous
+                               ? double(synchronous.getInt() + 1) / kMiB
+                               : limitMb;
+          if (attempt == 0 && scheduled && synchronous) {
+            // The limit at the scheduler's level: the user's, less what the
+            // plan adds to (or plus what it takes from) the scheduler's
+            // figure.
+            scheduleLimitMb = std::max(
+                floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
+            module = unsharded->clone();
+            continue;
+          }
+          if (planned <= limit)
+            break;
+          bool atFloor = scheduleLimitMb <= floorMb;
+          if (!scheduled || !synchronous || atFloor || attempt == 5) {
+            errs() << formatv(
+                "loomc: error: --memory-limit-mb {0:F3} cannot be met: ",
+                limitMb);
+            if (atFloor)
+              errs() << formatv(
+                  "with every collective synchronous (the least memory "
+                  "retiming collectives reaches) the step's memory plan "
+                  "needs {0:F3} MiB; --remat-budget-mb recomputes "
+                  "activations to go lower\n",
+                  planned / kMiB);
+            else
+              errs() << formatv("the step's memory plan needs {0:F3} MiB\n",
+                                planned / kMiB);
+            return 1;
+          }
+          // Lower the scheduler's limit by the excess, or by what
+          // decomposition added, whichever is more, down to the synchronous
+          // order.
+          double next = std::max(
+              floorMb,
+              std::min(scheduleLimitMb - double(planned - limit) / kMiB,
+                       limitMb - double(planned - scheduled.getInt()) / kMiB));
+          errs() << formatv(
+              "loomc: remark: the memory plan needs {0:F3} MiB, over "
+              "--memory-limit-mb {1:F3} (the scheduler saw {2:F3} MiB "
+              "before decomposition); scheduling again with a limit of "
+              "{3:F3} MiB\n",
+              planned / kMiB, limitMb, scheduled.getInt() / kMiB, next);
           module = unsharded->clone();
-          continue;
+          scheduleLimitMb = next;
         }
-        if (planned <= limit)
-          break;
-        bool atFloor = scheduleLimitMb <= floorMb;
-        const char *flag =
-            memoryLimitMb > 0 ? "--memory-limit-mb" : "--remat-budget-mb";
-        if (!scheduled || (!synchronous && !remat) || atFloor || attempt == 5) {
-          errs() << formatv("loomc: error: {0} {1:F3} cannot be met: ", flag,
-                            limitMb);
-          if (atFloor)
-            errs() << formatv("with every collective synchronous (the least "
-                              "memory retiming collectives reaches) the step's "
-                              "memory plan needs {0:F3} MiB\n",
-                              planned / kMiB);
-          else
-            errs() << formatv("the step's memory plan needs {0:F3} MiB\n",
-                              planned / kMiB);
-          return 1;
-        }
-        // Lower the scheduler's limit by the excess, or by what decomposition
-        // added, whichever is more, down to the synchronous order.
-        double next = std::max(
-            floorMb,
-            std::min(scheduleLimitMb - double(planned - limit) / kMiB,
-                     limitMb - double(planned - scheduled.getInt()) / kMiB));
-        errs() << formatv(
-            "loomc: remark: the memory plan needs {0:F3} MiB, over "
-            "{1} {2:F3} (the scheduler saw {3:F3} MiB before "
-            "decomposition); scheduling again with a limit of "
-            "{4:F3} MiB\n",
-            planned / kMiB, flag, limitMb, scheduled.getInt() / kMiB, next);
-        module = unsharded->clone();
-        scheduleLimitMb = next;
       }
       if (emit == Emit::MemoryPlan)
         return writeModule();
@@ -1009,8 +1256,6 @@ int main(int argc, char **argv) {
     return write([&](raw_ostream &os) { os << emitted; });
 
   // 6. LLVM IR and the object file.
-  InitializeNativeTarget();
-  InitializeNativeTargetAsmPrinter();
   LLVMContext llvmContext;
   SmallVector<std::unique_ptr<llvm::Module>> stageLlvm;
   for (OwningOpRef<ModuleOp> &stageModule : lowered) {
@@ -1026,10 +1271,11 @@ int main(int argc, char **argv) {
                                                  : linkStages(stageLlvm);
   if (!llvmModule)
     return 1;
+  setTarget(*llvmModule, *machine);
   if (emit == Emit::Llvm)
     return write([&](raw_ostream &os) { llvmModule->print(os, nullptr); });
   if (emit == Emit::Obj)
-    return failed(emitObject(*llvmModule, outputFile)) ? 1 : 0;
+    return failed(emitObject(*llvmModule, *machine, outputFile)) ? 1 : 0;
   // The object is a temporary; the trainer is linked beside its path and
   // put in place durably (a trainer already there is replaced whole), or
   // where it is for a file with other hard links.
@@ -1063,7 +1309,8 @@ int main(int argc, char **argv) {
   sys::RemoveFileOnSignal(exe.write);
 
   // 7. Link.
-  LogicalResult linked = success(succeeded(emitObject(*llvmModule, object)) &&
+  LogicalResult linked =
+      success(succeeded(emitObject(*llvmModule, *machine, object)) &&
                                  succeeded(link(object, exe.write)));
   sys::fs::remove(object);
   if (succeeded(linked))

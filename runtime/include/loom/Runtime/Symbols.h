@@ -17,6 +17,9 @@ namespace loom::runtime::symbols {
 inline constexpr char kStep[] = "loom_step";
 inline constexpr char kStepPacked[] = "loom_step_packed";
 inline constexpr char kStepManifest[] = "loom_step_manifest";
+// The CPU features the step was compiled for (loomc; CpuFeatures.h): a
+// comma-separated list the trainer checks before it runs the step.
+inline constexpr char kCpuFeatures[] = "loom_cpu_features";
 
 // Collectives (convert-coll-to-loomrt).
 inline constexpr char kCollStart[] = "loomrt_coll_start";
