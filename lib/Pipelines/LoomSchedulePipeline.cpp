@@ -32,7 +32,8 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
                                  const SchedulePipelineOptions &options) {
   if (options.rematBudgetMb > 0) {
     pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
-                             options.device, options.profile);
+                             options.device, options.profile,
+                             options.leanestBelowFloor);
   }
   if (options.gatherBudgetMb > 0) {
     sharding::ZeroSelectiveGatherPassOptions gather;
@@ -55,6 +56,7 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
   schedule.memoryLimitMb =
       options.memoryLimitMb > 0 ? options.memoryLimitMb : options.rematBudgetMb;
   schedule.memoryHeadroom = options.memoryHeadroom;
+  schedule.synchronousBelowFloor = options.leanestBelowFloor;
   schedule.distance = options.distance;
   pm.addNestedPass<func::FuncOp>(coll::createCollOverlapSchedulePass(schedule));
 }

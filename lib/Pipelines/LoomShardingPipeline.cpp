@@ -34,6 +34,7 @@ void loom::buildShardingPipeline(OpPassManager &pm,
       schedule.memoryLimitMb = options.memoryLimitMb;
       schedule.rematBudgetMb = options.rematBudgetMb;
       schedule.rematSolver = options.rematSolver;
+      schedule.leanestBelowFloor = options.leanestBelowFloor;
       buildSchedulePipeline(pm, schedule);
     } else {
       coll::CollReorderBaselinePassOptions baseline;
@@ -47,7 +48,8 @@ void loom::buildShardingPipeline(OpPassManager &pm,
   } else if (options.rematBudgetMb > 0) {
     // Unsharded: no collectives to schedule, activations to recompute.
     pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
-                             options.device, options.profile);
+                             options.device, options.profile,
+                             options.leanestBelowFloor);
   }
   pm.addPass(trainer::createTrainerRecordScheduledPeakPass());
 }

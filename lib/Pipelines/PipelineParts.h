@@ -13,10 +13,11 @@
 namespace loom::pipelines {
 
 /// train-remat under `budgetMb` with `solver`, op times from `device` (and
-/// `profile`): the sharded step's, and the unsharded one's.
+/// `profile`), a budget below its floor an error or (`leanestBelowFloor`)
+/// its leanest step: the sharded step's, and the unsharded one's.
 void addTrainRemat(mlir::OpPassManager &pm, double budgetMb,
                    const std::string &solver, const std::string &device,
-                   const std::string &profile);
+                   const std::string &profile, bool leanestBelowFloor);
 
 /// One-shot bufferisation of the whole module, results with identity
 /// layouts at function boundaries, then the deallocations.

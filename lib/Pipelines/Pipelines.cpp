@@ -33,9 +33,11 @@ llvm::StringRef loom::stringifyOptimizer(Optimizer optimizer) {
 void loom::pipelines::addTrainRemat(OpPassManager &pm, double budgetMb,
                                     const std::string &solver,
                                     const std::string &device,
-                                    const std::string &profile) {
+                                    const std::string &profile,
+                                    bool leanestBelowFloor) {
   remat::TrainRematPassOptions remat;
   remat.budgetMb = budgetMb;
+  remat.leanestBelowFloor = leanestBelowFloor;
   remat.solver = solver;
   remat.device = device;
   remat.profile = profile;

@@ -322,6 +322,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   // All CBC solves, and the step-level ones.
   SolveStats stats, stepStats;
   unsigned fallbacks = 0, candidates = 1;
+  // The peaks of the Pareto candidates (ilp, chain), ascending.
+  SmallVector<int64_t> candidatePeaks;
   std::optional<Measured> realised = keptAll;
   switch (policy) {
   case Policy::None:
@@ -343,6 +345,16 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   case Policy::Chain: {
     if (budget == 0 || budget >= keptAll.peakBytes)
       break; // nothing to do within the budget
+    if (numLayers == 0 && leanestBelowFloor) {
+      emitRemark(func.getLoc())
+          << "train-remat: budget-mb="
+          << llvm::formatv("{0:F2}", double(budgetMb))
+          << " is below the step's peak, " << formatMiB(keptAll.peakBytes)
+          << ", and the step has no layers to recompute; it keeps "
+             "everything (leanest-below-floor)";
+      candidatePeaks.push_back(keptAll.peakBytes);
+      break;
+    }
     if (numLayers == 0)
       return emitError(func.getLoc())
              << "train-remat: budget-mb="
@@ -423,21 +435,50 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       return keep;
     };
     candidates = solutions.size();
-    int64_t smallest = keptAll.peakBytes;
-    std::optional<std::pair<double, Measured>> best;
+    // Each candidate's (recompute seconds, measured peak, what it keeps).
+    std::vector<std::tuple<double, Measured, KeepSet>> measuredCandidates;
     for (ArrayRef<unsigned> choice : solutions) {
       KeepSet keep = toKeep(choice);
       Measured measured = measureRewritten(graph, keep);
-      smallest = std::min(smallest, measured.peakBytes);
-      if (measured.peakBytes > budget)
-        continue;
-      double seconds = getRecomputeSeconds(graph, keep);
-      if (!best || seconds < best->first ||
-          (seconds == best->first &&
-           measured.peakBytes < best->second.peakBytes)) {
-        best = {seconds, measured};
-        chosen = keep;
+      measuredCandidates.emplace_back(getRecomputeSeconds(graph, keep),
+                                      measured, keep);
+    }
+    // The fastest within `limit`, the smaller peak on a tie.
+    auto pick = [&](int64_t limit) -> const std::tuple<double, Measured,
+                                                       KeepSet> * {
+      const std::tuple<double, Measured, KeepSet> *best = nullptr;
+      for (const auto &candidate : measuredCandidates) {
+        const auto &[seconds, measured, keep] = candidate;
+        if (measured.peakBytes > limit)
+          continue;
+        if (!best || seconds < std::get<0>(*best) ||
+            (seconds == std::get<0>(*best) &&
+             measured.peakBytes < std::get<1>(*best).peakBytes))
+          best = &candidate;
       }
+      return best;
+    };
+    int64_t smallest = keptAll.peakBytes;
+    for (const auto &candidate : measuredCandidates)
+      smallest = std::min(smallest, std::get<1>(candidate).peakBytes);
+    // The Pareto front: the peaks at which a larger budget picks another
+    // candidate, ascending.
+    for (const auto &candidate : measuredCandidates) {
+      int64_t peak = std::get<1>(candidate).peakBytes;
+      if (pick(peak) == &candidate)
+        candidatePeaks.push_back(peak);
+    }
+    llvm::sort(candidatePeaks);
+    candidatePeaks.erase(llvm::unique(candidatePeaks), candidatePeaks.end());
+    const std::tuple<double, Measured, KeepSet> *best = pick(budget);
+    if (!best && leanestBelowFloor) {
+      best = pick(smallest);
+      emitRemark(func.getLoc())
+          << "train-remat: budget-mb="
+          << llvm::formatv("{0:F2}", double(budgetMb))
+          << " is below the smallest peak rematerialisation reaches; it "
+             "takes that peak, "
+          << formatMiB(smallest) << " (leanest-below-floor)";
     }
     if (!best)
       return emitError(func.getLoc())
@@ -446,7 +487,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
              << " is below the smallest peak rematerialisation reaches, "
              << formatMiB(smallest)
              << " (keeping everything: " << formatMiB(keptAll.peakBytes) << ")";
-    realised = best->second;
+    chosen = std::get<2>(*best);
+    realised = std::get<1>(*best);
     break;
   }
   }
@@ -486,6 +528,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       b.getNamedAttr("layers", b.getI64IntegerAttr(numLayers)),
       b.getNamedAttr("layer_classes", b.getI64IntegerAttr(graph.numClasses)),
       b.getNamedAttr("candidates", b.getI64IntegerAttr(candidates)),
+      b.getNamedAttr("candidate_peak_bytes",
+                     b.getDenseI64ArrayAttr(candidatePeaks)),
       b.getNamedAttr("cbc_solves", b.getI64IntegerAttr(stats.solves)),
       b.getNamedAttr("cbc_starts_kept", b.getI64IntegerAttr(stats.startsKept)),
       b.getNamedAttr("cbc_timeouts", b.getI64IntegerAttr(stats.timeouts)),

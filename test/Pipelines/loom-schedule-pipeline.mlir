@@ -9,7 +9,7 @@
 // PIPE: zero-selective-gather{budget-mb=1.000000e+00 device=cpu profile=}
 // PIPE: coll-bucket{bucket-mb=2.500000e+01 device=cpu first-bucket-mb=1.000000e+00 profile=}
 // PIPE-NOT: coll-prefetch
-// PIPE: coll-overlap-schedule{device=cpu distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00 profile=}
+// PIPE: coll-overlap-schedule{device=cpu distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00 profile= synchronous-below-floor=false}
 
 // LEAN-NOT: zero-selective-gather
 // LEAN-NOT: coll-bucket

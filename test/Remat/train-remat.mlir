@@ -12,6 +12,7 @@
 // RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=1000" 2>&1 | FileCheck %s --check-prefix=ROOMY
 // RUN: loom-opt %t.step.mlir -train-remat="solver=knapsack budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=KNAPSACK
 // RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=0.3 time-limit-s=0.001" 2>&1 | FileCheck %s --check-prefix=TIMEOUT
+// RUN: loom-opt %t.step.mlir -train-remat="solver=chain budget-mb=0.2 leanest-below-floor" 2>&1 | FileCheck %s --check-prefix=LEANEST
 
 // Keeping everything: nothing cloned, the peak as it was (351,240 bytes in
 // the synchronous order, the order train-remat leaves).
@@ -60,6 +61,12 @@
 // TIMEOUT: remark: train-remat: the step-level ILP has no solution on 49 of its solves (0 proven infeasible, 49 out of time); the chain's solution (its warm start) stands there
 // TIMEOUT: remark: train-remat: ilp recomputes 2 ops
 // TIMEOUT: fallbacks = 49 : i64{{.*}}peak_bytes = 295940 : i64
+
+// Below the floor (0.28 MiB) with leanest-below-floor: the leanest
+// candidate, with a remark, instead of an error. The Pareto candidates'
+// peaks, ascending, end at keeping everything.
+// LEANEST: remark: train-remat: budget-mb=0.20 is below the smallest peak rematerialisation reaches; it takes that peak, 0.28 MiB (leanest-below-floor)
+// LEANEST: loom.remat = {{{.*}}candidate_peak_bytes = array<i64: 295940, 318472, 351240>{{.*}} peak_bytes = 295940 : i64
 
 // A budget above the step's peak leaves it as it is.
 // ROOMY: remark: train-remat: ilp recomputes 0 ops

@@ -148,6 +148,14 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
                      "sqrt or knapsack"),
       llvm::cl::init("ilp")};
+  Option<bool> leanestBelowFloor{
+      *this, "leanest-below-floor",
+      llvm::cl::desc("a remat budget below the smallest peak train-remat "
+                     "reaches takes that peak, and the scheduler keeps the "
+                     "synchronous order, each with a remark (train-remat "
+                     "leanest-below-floor, coll-overlap-schedule "
+                     "synchronous-below-floor)"),
+      llvm::cl::init(false)};
   Option<Schedule> schedule{
       *this, "schedule", llvm::cl::desc("the collectives' order"),
       llvm::cl::init(Schedule::Loom),
@@ -188,6 +196,14 @@ struct SchedulePipelineOptions
       llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
                      "sqrt or knapsack"),
       llvm::cl::init("ilp")};
+  Option<bool> leanestBelowFloor{
+      *this, "leanest-below-floor",
+      llvm::cl::desc("a remat budget below the smallest peak train-remat "
+                     "reaches takes that peak, and the scheduler keeps the "
+                     "synchronous order, each with a remark (train-remat "
+                     "leanest-below-floor, coll-overlap-schedule "
+                     "synchronous-below-floor)"),
+      llvm::cl::init(false)};
   Option<double> memoryHeadroom{
       *this, "memory-headroom",
       llvm::cl::desc("without a limit: the fraction above the synchronous "

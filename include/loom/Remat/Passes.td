@@ -58,7 +58,11 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     and the fastest whose peak is within `budget-mb` wins (the smaller peak
     on a tie). The realised peak is therefore never above the budget, and
     monotonic in it; a budget below every candidate is an error naming the
-    smallest reachable peak. `time-limit-s` bounds all of a step's CBC
+    smallest reachable peak, or with `leanest-below-floor` the leanest
+    candidate, with a remark. `loom.remat`'s `candidate_peak_bytes` lists
+    the peaks of the candidates on the Pareto front of peak and recompute
+    time, ascending: the budgets at which the choice changes (loomc searches
+    them for the one whose memory plan meets `--remat-budget-mb`). `time-limit-s` bounds all of a step's CBC
     solves together on the wall clock; a solve stopped by its share keeps
     its best solution, or the chain's, with a remark saying which and the
     gap.
@@ -77,6 +81,10 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     Option<"timeLimitSeconds", "time-limit-s", "double", /*default=*/"60",
            "Wall-clock limit of a step's CBC solves together, in seconds "
            "(each solve gets its share of what is left)">,
+    Option<"leanestBelowFloor", "leanest-below-floor", "bool",
+           /*default=*/"false",
+           "A budget below the smallest peak ilp or chain reach takes that "
+           "smallest peak (with a remark) instead of failing">,
     Option<"gap", "gap", "double", /*default=*/"0.01",
            "Relative MIP gap at which CBC stops">,
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",

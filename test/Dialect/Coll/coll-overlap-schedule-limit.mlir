@@ -9,6 +9,7 @@
 // RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=17" -coll-report="device=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ROOM-REPORT
 // RUN: not loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=12.5" 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
 // RUN: not loom-opt %s -coll-overlap-schedule="device=cpu memory-headroom=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=12.5 synchronous-below-floor" 2>&1 | FileCheck %s --check-prefix=FLOOR
 
 // Under 16 MiB the wait stays at its start: the input order (deferred) is
 // over the limit, so it is not kept either.
@@ -26,6 +27,13 @@
 // ROOM-NEXT: coll.wait %[[R]]
 // ROOM-REPORT: exposed communication               0.0 us
 // ROOM-REPORT: peak memory 17.00 MiB
+
+// With synchronous-below-floor the same limit keeps the synchronous order,
+// with a remark.
+// FLOOR: remark: coll-overlap-schedule: memory-limit-mb=12.50 is below the synchronous order's peak, 13.00 MiB; it keeps that order (synchronous-below-floor)
+// FLOOR: %[[R:.+]] = coll.reduce_scatter_start
+// FLOOR-NEXT: coll.wait %[[R]]
+// FLOOR-NEXT: tensor.empty
 
 // UNREACHABLE: error: coll-overlap-schedule: memory-limit-mb=12.50 is below the smallest peak retiming collectives reaches, 13.00 MiB (the synchronous order: every collective waited right after its start)
 // NEGATIVE: error: coll-overlap-schedule: expected non-negative memory-limit-mb and memory-headroom

@@ -144,6 +144,10 @@ def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncO
     Option<"memoryHeadroom", "memory-headroom", "double",
            /*default=*/"0.05", "without a limit: the fraction above the "
            "synchronous order's peak overlap may use">,
+    Option<"synchronousBelowFloor", "synchronous-below-floor", "bool",
+           /*default=*/"false", "a memory-limit-mb below the synchronous "
+           "order's peak keeps that order (with a remark) instead of "
+           "failing">,
     Option<"distance", "distance", "unsigned", /*default=*/"200",
            "furthest an all-gather start moves, in ops">,
   ];

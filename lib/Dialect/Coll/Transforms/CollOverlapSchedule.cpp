@@ -149,6 +149,15 @@ struct CollOverlapSchedulePass
         memoryLimitMb > 0
             ? int64_t(memoryLimitMb * 1024.0 * 1024.0)
             : int64_t(double(base.sim.peakBytes) * (1.0 + memoryHeadroom));
+    if (limit < base.sim.peakBytes && synchronousBelowFloor) {
+      emitRemark(block.getParentOp()->getLoc())
+          << "coll-overlap-schedule: memory-limit-mb="
+          << llvm::formatv("{0:F2}", double(memoryLimitMb))
+          << " is below the synchronous order's peak, "
+          << formatMiB(base.sim.peakBytes)
+          << "; it keeps that order (synchronous-below-floor)";
+      return success();
+    }
     if (limit < base.sim.peakBytes) {
       setBlockOrder(block, input.order);
       return emitError(block.getParentOp()->getLoc())
