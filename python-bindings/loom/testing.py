@@ -34,7 +34,7 @@ def _load_results(directory: str) -> list[np.ndarray]:
 
 
 def run_function(source: str, entry: str, args: Sequence, ranks: int = 1,
-                 timeout_s: float = 600.0):
+                 timeout_s: float = 1800.0):
     """Calls ``entry`` in the module ``source`` on ``args``; returns its results.
 
     With ``ranks > 1`` the SPMD program runs on that many simulated ranks
@@ -67,7 +67,7 @@ def run_function(source: str, entry: str, args: Sequence, ranks: int = 1,
 
 
 def run_stages(source: str, entry: str, args_per_rank: Sequence[Sequence],
-               timeout_s: float = 600.0) -> list[list[np.ndarray]]:
+               timeout_s: float = 1800.0) -> list[list[np.ndarray]]:
     """Runs a different function on each rank (pipeline stages).
 
     ``entry`` names rank r's function with ``{rank}`` in it (for

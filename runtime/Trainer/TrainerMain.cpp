@@ -8,6 +8,7 @@
 
 #include "Checkpoint.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/CpuFeatures.h"
 #include "loom/Runtime/DurableFile.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/loomrt.h"
@@ -40,6 +41,8 @@ extern "C" __attribute__((weak)) const char loom_step_manifest[];
 extern "C" __attribute__((weak)) const int64_t loom_pipeline_stages;
 extern "C" __attribute__((weak)) void (*const loom_pipeline_packed[])(void **);
 extern "C" __attribute__((weak)) const char *const loom_pipeline_manifests[];
+// The CPU features the step was compiled for (Symbols.h's kCpuFeatures).
+extern "C" __attribute__((weak)) const char loom_cpu_features[];
 // OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
 // still links.
 extern "C" __attribute__((weak)) void openblas_set_num_threads(int);
@@ -103,7 +106,7 @@ int64_t pipelineStages = 0, stage = 0;
 int64_t dataRank = 0, dataWorld = 1;
 /// A pipeline's figures per stage in the log: heap, plan, step time,
 /// stalls, buffers, MPI's scratch.
-constexpr int kStageFields = 6;
+constexpr int kStageFields = 8;
 
 /// The manifest of `s`'s step (the only one outside a pipeline).
 const char *manifestText(int64_t s) {
@@ -550,9 +553,39 @@ int64_t peakResidentBytes() {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
+/// The features of `loom_cpu_features` this CPU lacks, comma-separated: a
+/// step compiled for them would die by SIGILL at its first such
+/// instruction. Checked before MPI starts and before any compiled code runs.
+std::string missingCpuFeatures() {
+  std::string missing;
+#if defined(__x86_64__) || defined(__i386__)
+  if (!loom_cpu_features)
+    return missing;
+  __builtin_cpu_init();
+  std::string required = std::string(",") + loom_cpu_features + ",";
+#define LOOM_CHECK_FEATURE(name)                                               \
+  if (required.find("," name ",") != std::string::npos &&                      \
+      !__builtin_cpu_supports(name))                                           \
+    missing += (missing.empty() ? "" : ",") + std::string(name);
+  LOOM_X86_CPU_FEATURES(LOOM_CHECK_FEATURE)
+#undef LOOM_CHECK_FEATURE
+#endif
+  return missing;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
+  // The compute thread is measured on its own; threads MPI starts are not.
+  loomrt_heap_name_thread();
+  if (std::string missing = missingCpuFeatures(); !missing.empty()) {
+    std::fprintf(stderr,
+                 "trainer: error: this trainer was compiled for CPU features "
+                 "this CPU lacks: %s (compile it here, or for this CPU with "
+                 "loomc --cpu and --cpu-features)\n",
+                 missing.c_str());
+    return 1;
+  }
   if (loomrt_init(&argc, &argv) != 0)
     return 1;
   rank = loomrt_rank();
@@ -725,6 +758,11 @@ int main(int argc, char **argv) {
   // The heap the process holds for itself: what a step allocates is
   // measured above this.
   int64_t heapBase = loomrt_heap_bytes() - bufferBytes;
+  // The named lines' bases, taken with heapBase: a block one line
+  // allocates and another frees (a queued call the communication thread
+  // runs and destroys) moves bytes between lines, never out of their sum.
+  int64_t otherBase = loomrt_heap_other_bytes();
+  int64_t runtimeBase = loomrt_heap_runtime_bytes();
   // --profile: every step after the first, which pays for first calls
   // (BLAS's buffers, the modules loaded on the GPU); the only one of a
   // one-step run.
@@ -755,6 +793,8 @@ int main(int argc, char **argv) {
     loomrt_take_stats();
     loomrt_host_reset_peak();
     loomrt_heap_reset_peak();
+    loomrt_heap_other_reset_peak();
+    loomrt_heap_runtime_reset_peak();
     double begin = loomrt_now_us();
     stepPacked(buffers.data());
     loomrt_step_sync();
@@ -774,6 +814,14 @@ int main(int argc, char **argv) {
     int64_t peakBytes =
         onDevice ? stepAllocBytes : loomrt_heap_peak_bytes() - heapBase;
     loomrt_device_lines deviceLines = loomrt_device_named_bytes();
+    // A named line: the most the threads MPI and BLAS start for
+    // themselves held during the step above what they held before the
+    // first step.
+    int64_t otherThreadBytes =
+        std::max<int64_t>(0, loomrt_heap_other_peak_bytes() - otherBase);
+    // And what the runtime's collective calls kept for their bookkeeping.
+    int64_t runtimeBytes =
+        std::max<int64_t>(0, loomrt_heap_runtime_peak_bytes() - runtimeBase);
 
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
@@ -801,6 +849,8 @@ int main(int argc, char **argv) {
       own[3] = stats.exposed_us;
       own[4] = double(bufferBytes);
       own[5] = double(stats.scratch_bytes);
+      own[6] = double(otherThreadBytes);
+      own[7] = double(runtimeBytes);
       mine.back() = lossValue;
       // A stage's figures are its first replica's; the loss, averaged over
       // the replicas already, is the last stage's.
@@ -833,6 +883,7 @@ int main(int argc, char **argv) {
             "\"planned_arena_bound_bytes\": %s, \"buffer_bytes\": %lld, "
             "\"blas_scratch_bytes\": %lld, "
             "\"gemm_scratch_bytes\": %lld, \"comm_scratch_bytes\": %lld, "
+            "\"other_threads_bytes\": %lld, \"runtime_bytes\": %lld, "
             "\"rss_bytes\": %lld, \"max_rss_bytes\": %lld, "
             "\"device_bytes\": %lld, \"cublas_workspace_bytes\": %lld, "
             "\"module_bytes\": %lld, \"nccl_bytes\": %lld, "
@@ -843,7 +894,8 @@ int main(int argc, char **argv) {
             property(m, "planned_arena_bytes"),
             property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
             (long long)blasScratch, (long long)loomrt_gemm_scratch_bytes(),
-            (long long)stats.scratch_bytes, (long long)residentBytes(),
+            (long long)stats.scratch_bytes, (long long)otherThreadBytes,
+            (long long)runtimeBytes, (long long)residentBytes(),
             (long long)peakResidentBytes(),
             (long long)loomrt_device_used_bytes(),
             (long long)deviceLines.cublas_workspace,
@@ -857,8 +909,10 @@ int main(int argc, char **argv) {
                          "%s{\"peak_bytes\": %.0f, \"planned_peak_bytes\": "
                          "%.0f, \"step_us\": %.1f, \"stalled_us\": %.1f, "
                          "\"buffer_bytes\": %.0f, \"comm_scratch_bytes\": "
-                         "%.0f}",
-                         s ? ", " : "", f[0], f[1], f[2], f[3], f[4], f[5]);
+                         "%.0f, \"other_threads_bytes\": %.0f, "
+                         "\"runtime_bytes\": %.0f}",
+                         s ? ", " : "", f[0], f[1], f[2], f[3], f[4], f[5],
+                         f[6], f[7]);
           }
           std::fprintf(log, "]");
         }

@@ -43,9 +43,9 @@ def check(ranks, stage, extra, label):
     batches = [rng.integers(0, cfg.vocab, (cfg.batch, cfg.seq)).astype(np.int32) for _ in range(ranks)]
     labels = [np.roll(b, -1, axis=1) for b in batches]
     # Reference: average the per-rank gradients and losses, update once.
+    # One loom-run for every rank's micro-batch: the step is compiled once.
     losses, grads = [], [np.zeros_like(p) for p in params]
-    for tokens, targets in zip(batches, labels):
-        out = run_function(grads_step, "forward", params + [tokens, targets])
+    for out in run_function(grads_step, "forward", params + [batches, labels], ranks=ranks):
         losses.append(float(out[0]))
         for g, rank_grad in zip(grads, out[1:]):
             g += rank_grad / ranks

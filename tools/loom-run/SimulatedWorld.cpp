@@ -282,10 +282,15 @@ void recv(::UnrankedMemRefType<T> *outArg, int64_t peer, int64_t tag,
   peer = worldPeer(communicator, peer, "receive from");
   std::unique_lock<std::mutex> lock(world.mailboxMutex);
   auto &box = world.mailboxes[{peer, currentRank}];
-  if (!world.delivered.wait_for(lock, std::chrono::seconds(120),
+  // A hang guard, not a speed check: generous, and said to be a time-out.
+  constexpr int kTimeoutSeconds = 1200;
+  if (!world.delivered.wait_for(lock, std::chrono::seconds(kTimeoutSeconds),
                                 [&] { return !box.empty(); }))
-    fail("no message from rank " + std::to_string(peer) + " with tag " +
-         std::to_string(tag) + " in 120 s: the ranks deadlock");
+    fail("timed out after " + std::to_string(kTimeoutSeconds) +
+         " s waiting for a message from rank " + std::to_string(peer) +
+         " with tag " + std::to_string(tag) +
+         ": the ranks deadlock (their programs send and receive in "
+         "different orders), or the machine is far too loaded");
   World::Message message = std::move(box.front());
   box.pop_front();
   lock.unlock();

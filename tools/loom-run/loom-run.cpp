@@ -65,6 +65,13 @@ static cl::opt<std::string>
                cl::init(LOOM_C_RUNNER_UTILS));
 static cl::opt<bool> dumpLowered("dump-lowered",
                                  cl::desc("print the LLVM-dialect module"));
+static cl::opt<unsigned> optLevel(
+    "O",
+    cl::desc("LLVM optimisation level of the JIT-compiled code, 0-3 "
+             "(default 0: the numerical tests' steps are small and unrolled, "
+             "so compiling them dominates, and -O0 keeps every operation as "
+             "the IR says)"),
+    cl::init(0), cl::Prefix);
 static cl::opt<int64_t> numRanks(
     "ranks",
     cl::desc("run the program on this many ranks (threads); {rank} in "
@@ -342,11 +349,17 @@ int main(int argc, char **argv) {
   if (dumpLowered)
     module->print(outs());
 
+  if (optLevel > 3) {
+    errs() << "error: expected -O0 to -O3, got -O" << optLevel << "\n";
+    return 1;
+  }
   std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(/*optLevel=*/2, /*sizeLevel=*/0,
+      makeOptimizingTransformer(optLevel, /*sizeLevel=*/0,
                                 /*targetMachine=*/nullptr);
   ExecutionEngineOptions options;
   options.transformer = optimize;
+  options.jitCodeGenOptLevel =
+      static_cast<llvm::CodeGenOptLevel>(optLevel.getValue());
   SmallVector<StringRef> libs;
   if (!sharedLibs.empty())
     StringRef(sharedLibs).split(libs, ',');

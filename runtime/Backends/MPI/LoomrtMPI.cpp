@@ -135,6 +135,7 @@ int Context::init(int *argc, char ***argv) {
 }
 
 void Context::loop() {
+  loomrt_heap_name_thread();
   startHeap = loomrt_heap_thread_bytes();
   std::unique_lock<std::mutex> lock(mutex);
   double stoppingSince = -1;

@@ -3,20 +3,29 @@
 // The parts of CUDA that runtime/Kernels/CUDA's kernels (FlashAttention*.cu,
 // CrossEntropy.cu, EmbeddingGrad.cu) use, on the CPU, so that
 // cuda_emulated.py can run those kernels without a GPU: every block runs its
-// threads as std::threads, __syncthreads is a std::barrier, warp shuffles,
-// ballots, ldmatrix and mma.sync exchange registers through a per-warp
-// buffer, and cp.async copies are held back until the wait that covers them,
-// so that a read before that wait sees the old contents. Shared memory
-// starts as NaNs, so a read of a word no thread wrote shows. The kernels
-// reach the emulated PTX through `#elif defined(LOOM_CUDA_EMULATION)`.
-// Launches check the shared memory a kernel asks for against the opt-in
-// attribute and the device's 227 KiB.
+// threads as fibers (ucontext) on the launching thread, each running until
+// it reaches a barrier; __syncthreads and the warp-wide operations are
+// barriers that hand over to the block's next fiber. Warp shuffles, ballots,
+// ldmatrix and mma.sync exchange registers through a per-warp buffer, and
+// cp.async copies are held back until the wait that covers them, so that a
+// read before that wait sees the old contents. Shared memory starts as NaNs,
+// so a read of a word no thread wrote shows; and as each thread runs alone
+// up to its next barrier, a read of shared memory that another thread writes
+// without a barrier between them sees the NaNs every time, not by chance.
+// A block whose threads wait at barriers none can pass (a barrier in
+// divergent code) is reported, not hung. The kernels reach the emulated PTX
+// through `#elif defined(LOOM_CUDA_EMULATION)`. Launches check the shared
+// memory a kernel asks for against the opt-in attribute and the device's
+// 227 KiB.
+//
+// Fibers instead of std::threads: a thread a fiber costs no system call to
+// start, and a barrier no wake-ups, so the emulated kernels run in seconds
+// on a loaded 2-core machine where a thread per CUDA thread took minutes.
 //
 //===----------------------------------------------------------------------===//
 
 #pragma once
 #include <math.h>
-#include <barrier>
 #include <cassert>
 #include <cmath>
 #include <cstddef>
@@ -25,7 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <thread>
+#include <ucontext.h>
 #include <vector>
 
 #define __global__
@@ -53,8 +62,35 @@ enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
 
 namespace emu {
 inline int maxSmem = 48 * 1024;
-inline thread_local std::barrier<> *blockBarrier;
-inline thread_local std::barrier<> *warpBarrier;
+
+/// The block's threads, as fibers the launch runs in turn.
+struct Fiber;
+inline Fiber *current;
+inline ucontext_t scheduler;
+/// Barriers passed and fibers finished: the launch's progress.
+inline unsigned long events;
+/// Hands over to the next fiber of the block.
+inline void yield();
+
+/// A barrier of `count` fibers: the last to arrive releases the others.
+struct Barrier {
+  explicit Barrier(unsigned count) : count(count) {}
+  void arrive_and_wait() {
+    ++events;
+    if (++arrived == count) {
+      arrived = 0;
+      ++generation;
+      return;
+    }
+    for (unsigned long waited = generation; waited == generation;)
+      yield();
+  }
+  unsigned count, arrived = 0;
+  unsigned long generation = 0;
+};
+
+inline thread_local Barrier *blockBarrier;
+inline thread_local Barrier *warpBarrier;
 inline thread_local float *warpBuf;
 /// One warp's mma.sync operands, a lane's registers a row.
 struct MmaOperands { uint32_t a[32][4], b[32][2]; };
@@ -177,6 +213,43 @@ inline void waitCopies(int n) {
 }
 } // namespace emu
 
+namespace emu {
+/// One CUDA thread: its context and stack, and what the thread-local names
+/// above hold while it runs.
+struct Fiber {
+  static constexpr size_t kStackBytes = 256 * 1024;
+  ucontext_t context;
+  std::unique_ptr<char[]> stack{new char[kStackBytes]};
+  bool done = false;
+  uint3 thread;
+  Barrier *warp;
+  float *warpBuf;
+  MmaOperands *mma;
+  const uint16_t **rows;
+  std::vector<std::vector<AsyncCopy>> groups;
+  void (*body)(void *);
+  void *kernel;
+};
+
+inline void yield() { swapcontext(&current->context, &scheduler); }
+
+inline void runFiber() {
+  Fiber *fiber = current;
+  fiber->body(fiber->kernel);
+  // A kernel waits for every copy it issued before it exits.
+  for (const auto &group : fiber->groups)
+    assert(group.empty());
+  fiber->done = true;
+  ++events;
+} // returns to `scheduler` (uc_link)
+
+/// Fibers are kept from launch to launch: their stacks are allocated once.
+inline std::vector<std::unique_ptr<Fiber>> &fiberPool() {
+  static std::vector<std::unique_ptr<Fiber>> pool;
+  return pool;
+}
+} // namespace emu
+
 template <class F>
 void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
   ++emu::launches;
@@ -187,6 +260,10 @@ void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
   if (smem > 232448) { fprintf(stderr, "smem %zu too big\n", smem); abort(); }
   if (grid.y > 65535 || grid.x == 0 || grid.y == 0) { fprintf(stderr, "bad grid\n"); abort(); }
   unsigned nt = block.x;
+  auto &pool = emu::fiberPool();
+  while (pool.size() < nt) pool.emplace_back(new emu::Fiber);
+  blockDim = block;
+  gridDim = grid;
   for (unsigned by = 0; by < grid.y; ++by)
     for (unsigned bx = 0; bx < grid.x; ++bx) {
       float *sh = nullptr;
@@ -194,34 +271,57 @@ void emuLaunch(dim3 grid, dim3 block, size_t smem, cudaStream_t, F f) {
         sh = static_cast<float *>(aligned_alloc(16, smem));
         memset(sh, 0xff, smem); // NaN as f32 and as bf16
       }
-      std::barrier<> bb(nt);
+      emu::Barrier bb(nt);
       unsigned nw = (nt + 31) / 32;
-      std::vector<std::unique_ptr<std::barrier<>>> wb;
-      for (unsigned w = 0; w < nw; ++w) wb.emplace_back(new std::barrier<>(32));
+      std::vector<std::unique_ptr<emu::Barrier>> wb;
+      for (unsigned w = 0; w < nw; ++w) wb.emplace_back(new emu::Barrier(32));
       std::vector<float> wbuf(nw * 32);
       std::vector<emu::MmaOperands> mmaBuf(nw);
       std::vector<const uint16_t *> rowBuf(nw * 32);
-      std::vector<std::thread> threads;
-      for (unsigned t = 0; t < nt; ++t)
-        threads.emplace_back([&, t] {
-          threadIdx = {t, 0, 0};
-          blockIdx = {bx, by, 0};
-          blockDim = block;
-          gridDim = grid;
-          emu::blockBarrier = &bb;
-          emu::warpBarrier = wb[t / 32].get();
-          emu::warpBuf = wbuf.data() + (t / 32) * 32;
-          emu::warpMma = &mmaBuf[t / 32];
-          emu::warpRows = rowBuf.data() + (t / 32) * 32;
-          std::vector<std::vector<emu::AsyncCopy>> groups(1);
-          emu::asyncGroups = &groups;
-          emu::shared = sh;
-          f();
-          // A kernel waits for every copy it issued before it exits.
-          for (const auto &group : groups)
-            assert(group.empty());
-        });
-      for (auto &th : threads) th.join();
+      blockIdx = {bx, by, 0};
+      emu::blockBarrier = &bb;
+      emu::shared = sh;
+      for (unsigned t = 0; t < nt; ++t) {
+        emu::Fiber &fiber = *pool[t];
+        fiber.done = false;
+        fiber.thread = {t, 0, 0};
+        fiber.warp = wb[t / 32].get();
+        fiber.warpBuf = wbuf.data() + (t / 32) * 32;
+        fiber.mma = &mmaBuf[t / 32];
+        fiber.rows = rowBuf.data() + (t / 32) * 32;
+        fiber.groups.assign(1, {});
+        fiber.body = [](void *kernel) { (*static_cast<F *>(kernel))(); };
+        fiber.kernel = &f;
+        getcontext(&fiber.context);
+        fiber.context.uc_stack.ss_sp = fiber.stack.get();
+        fiber.context.uc_stack.ss_size = emu::Fiber::kStackBytes;
+        fiber.context.uc_link = &emu::scheduler;
+        makecontext(&fiber.context, emu::runFiber, 0);
+      }
+      // Round robin until every thread is done; a round in which none
+      // passed a barrier or finished is a deadlock.
+      for (unsigned live = nt; live;) {
+        unsigned long before = emu::events;
+        live = 0;
+        for (unsigned t = 0; t < nt; ++t) {
+          emu::Fiber &fiber = *pool[t];
+          if (fiber.done) continue;
+          emu::current = &fiber;
+          threadIdx = fiber.thread;
+          emu::warpBarrier = fiber.warp;
+          emu::warpBuf = fiber.warpBuf;
+          emu::warpMma = fiber.mma;
+          emu::warpRows = fiber.rows;
+          emu::asyncGroups = &fiber.groups;
+          swapcontext(&emu::scheduler, &fiber.context);
+          live += !fiber.done;
+        }
+        if (live && emu::events == before) {
+          fprintf(stderr, "block (%u, %u): %u threads wait at barriers none "
+                  "can pass\n", bx, by, live);
+          abort();
+        }
+      }
       free(sh);
     }
 }

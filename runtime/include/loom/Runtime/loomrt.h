@@ -327,6 +327,22 @@ void loomrt_heap_reset_peak(void);
 int64_t loomrt_heap_thread_bytes(void);
 int64_t loomrt_heap_thread_peak_bytes(void);
 void loomrt_heap_thread_reset_peak(void);
+/* Names the calling thread (the trainer's compute thread, the backend's
+ * communication thread): each is measured on its own. What every other
+ * thread holds (threads MPI and BLAS start for themselves) is counted
+ * together: in use now, and the most since loomrt_heap_other_reset_peak. */
+void loomrt_heap_name_thread(void);
+int64_t loomrt_heap_other_bytes(void);
+int64_t loomrt_heap_other_peak_bytes(void);
+void loomrt_heap_other_reset_peak(void);
+/* Between begin and end, a named thread's allocations are the runtime's
+ * bookkeeping (the collectives' tables loomrt_coll_start and wait keep),
+ * counted on their own: in use now, and the most since the reset. */
+void loomrt_heap_runtime_begin(void);
+void loomrt_heap_runtime_end(void);
+int64_t loomrt_heap_runtime_bytes(void);
+int64_t loomrt_heap_runtime_peak_bytes(void);
+void loomrt_heap_runtime_reset_peak(void);
 
 /* The heap one multi-threaded BLAS call takes beyond its operands (OpenBLAS
  * allocates a job array per threaded GEMM, sized by its build's thread
