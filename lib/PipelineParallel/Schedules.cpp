@@ -51,34 +51,47 @@ std::vector<std::vector<Action>> loom::pp::buildSchedule(ScheduleKind kind,
     }
     bool split = kind == ScheduleKind::ZeroBubbleH1;
     int64_t warmup = std::min(stages - s - 1, microbatches);
-    int64_t nextForward = 0, nextBackward = 0;
-    std::vector<int64_t> deferred;
-    // Zero bubble splits every backward: I at once, so that the previous
-    // stage gets its gradient before this one computes weight gradients,
-    // W right after it in the steady state, and the cool-down's W's
-    // deferred to the end, where they fill the time the stage would wait.
-    auto backward = [&](bool cooldown) {
-      int64_t m = nextBackward++;
-      if (!split) {
-        actions.push_back({ActionKind::Backward, m});
-        return;
-      }
-      actions.push_back({ActionKind::InputGrad, m});
-      if (cooldown)
-        deferred.push_back(m);
-      else
-        actions.push_back({ActionKind::WeightGrad, m});
+    int64_t nextForward = 0, nextBackward = 0, nextWeight = 0;
+    // ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024)
+    // splits every backward into I, run where 1F1B runs B because the
+    // previous stage waits for it, and W, which nothing waits for, and
+    // places the W's where the stage would wait: stage s runs no W in its
+    // first s steady-state steps, then W(j - s) after I(j); in the
+    // cool-down each I is followed by one W, which fills the wait for the
+    // next I (the stage below runs I then W too), and the last s W's end
+    // the stage while the stages before it drain. With T_W <= min(T_F,
+    // T_B) and M >= P the busiest stage then idles (P - 1)(T_F + T_B -
+    // T_W), two W's per stage boundary less than 1F1B's (P - 1)(T_F + T_B
+    // + T_W), at any such times: the order takes no costs, and the
+    // simulator (or the stages' run) gives the times.
+    //
+    // Memory, as in the paper: between F and I stage s holds 1F1B's P - s
+    // microbatches, between F and W (whose inputs outlive I) at most P,
+    // 1F1B's stage 0's. Holding P - s up to W cannot reach that bubble:
+    // the last stage would run F, I, W for one microbatch after another,
+    // and its last I would reach stage 0 too late.
+    auto backward = [&] {
+      actions.push_back({split ? ActionKind::InputGrad : ActionKind::Backward,
+                         nextBackward++});
+    };
+    auto weightGrad = [&] {
+      actions.push_back({ActionKind::WeightGrad, nextWeight++});
     };
     for (; nextForward < warmup; ++nextForward)
       actions.push_back({ActionKind::Forward, nextForward});
-    while (nextForward < microbatches) {
+    for (int64_t step = 0; nextForward < microbatches; ++step) {
       actions.push_back({ActionKind::Forward, nextForward++});
-      backward(/*cooldown=*/false);
+      backward();
+      if (split && step >= s)
+        weightGrad();
     }
-    while (nextBackward < microbatches)
-      backward(/*cooldown=*/true);
-    for (int64_t m : deferred)
-      actions.push_back({ActionKind::WeightGrad, m});
+    while (nextBackward < microbatches) {
+      backward();
+      if (split)
+        weightGrad();
+    }
+    while (split && nextWeight < microbatches)
+      weightGrad();
   }
   return schedule;
 }

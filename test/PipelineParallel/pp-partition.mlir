@@ -60,8 +60,9 @@
 // GPIPE: coll.send_start {{.*}} to = 0 tag = 1
 
 // ZB-H1: the last stage's backward is split; what stage 0 waits for (I) is
-// sent before the weight gradients (W) are computed. Stage 0 sends nothing
-// back, so all of its backward is W.
+// sent before the weight gradients (W) are computed, and stage 1 defers its
+// W's by one step (F0 I0 F1 I1 W0 W1). Stage 0 sends nothing back, so all
+// of its backward is W.
 // ZB-LABEL: func.func @mlp_stage0(
 // ZB-NOT: loom.action = "I
 // ZB-NOT: loom.action = "B
@@ -69,10 +70,13 @@
 // ZB-LABEL: func.func @mlp_stage1(
 // ZB: train.cross_entropy_grad {{.*}}loom.action = "I0"
 // ZB: coll.send_start {{.*}} to = 0 tag = 0
-// ZB: loom.action = "W0"
+// ZB-NOT: loom.action = "W0"
 // ZB: loom.action = "F1"
+// ZB-NOT: loom.action = "W0"
 // ZB: loom.action = "I1"
 // ZB: coll.send_start {{.*}} to = 0 tag = 1
+// ZB-NOT: loom.action = "W1"
+// ZB: loom.action = "W0"
 // ZB: loom.action = "W1"
 
 // Balanced on the cost model, three units on three stages.

@@ -50,14 +50,14 @@ struct Action {
 /// Each stage's actions in order: GPipe runs every forward then every
 /// backward; 1F1B runs min(P - s - 1, M) warm-up forwards on stage s, then
 /// alternates a forward and a backward, then the remaining backwards; ZB-H1
-/// is 1F1B with each backward split into I (run at once, so that the
-/// previous stage gets its gradient before this one computes weight
-/// gradients) and W (right after I in the steady state; the cool-down's,
-/// the last min(P - s - 1, M), deferred to the end of the stage, where
-/// they fill the time stage s would wait for gradients). The microbatches
-/// in flight are 1F1B's; between a microbatch's I and W the stage also
-/// holds the output gradients W reads. Requires stages >= 1 and
-/// microbatches >= 1.
+/// is 1F1B with each backward split into I (where 1F1B runs B) and W, and
+/// the W's placed where stage s would otherwise wait: its first s steady
+/// steps run none, then W(j - s) follows I(j); in the cool-down one W
+/// follows each I, and the last s end the stage. Between F and I stage s
+/// holds 1F1B's P - s microbatches, between F and W at most P (1F1B's first
+/// stage's), as ZB-H1 does. For M >= P and T_W <= min(T_F, T_B) the
+/// busiest stage idles (P - 1)(T_F + T_B - T_W), against 1F1B's
+/// (P - 1)(T_F + T_B + T_W). Requires stages >= 1 and microbatches >= 1.
 std::vector<std::vector<Action>>
 buildSchedule(ScheduleKind kind, int64_t stages, int64_t microbatches);
 
