@@ -206,21 +206,28 @@ def CollReorderBaselinePass : Pass<"coll-reorder-baseline", "::mlir::func::FuncO
   let summary = "Reorders collectives as the orders users run, for comparison";
   let description = [{
     The orders the overlap scheduler is measured against. Only collective
-    starts and waits move; compute keeps its order.
+    starts and waits move (and `fsdp` merges collectives); compute keeps its
+    order.
 
     * `synchronous`: every `coll.wait` right after its start. Nothing is in
       flight while compute runs, so no buffer lives longer than the step
       needs it: the memory-minimal order, and the reference for peaks.
     * `fsdp`: PyTorch FSDP's policy (FSDP2's defaults with each transformer
-      block wrapped). A parameter's unit is its `train.param` name up to the
-      first numeric component (`layers.3.attn.wq` is in `layers.3`; names
-      without one are the root unit); a run of consecutive gathers of one
-      unit is one use of it (the forward's, then the backward's). A use's
-      gathers start when the previous use's compute starts and are all
-      waited before its own compute, so at most two gathered units are
-      alive. A reduce-scatter (or all-reduce) starts when its gradient
-      exists and is waited when the next unit's backward ends (before the
-      compute of the use after next).
+      block wrapped), with its flat collectives. A parameter's unit is its
+      `train.param` name up to the first numeric component
+      (`layers.3.attn.wq` is in `layers.3`; names without one are the root
+      unit). A unit issues one all-gather per use (its parameters' first
+      gathers, the forward's, then their second, the backward's) and one
+      reduce-scatter of its gradients (those whose shards reach its updated
+      parameters), launched once the last of them exists; in ZeRO-1/2 the
+      gathers of its updated parameters are one too. Merging is
+      `coll-bucket`'s rank-major layout: the shards are concatenated, each
+      parameter is copied out of the gathered buffer (FSDP2's copy-out),
+      which is then released, and each gradient's shard is a slice of the
+      merged result. A use's gather starts when the previous use's compute
+      starts and is waited before its own compute, so at most two gathered
+      units are alive. A reduce-scatter (or all-reduce) is waited when the
+      next unit's backward ends (before the compute of the use after next).
     * `original`: no change (`zero-partition`'s order: gathers synchronous,
       reduce-scatters waited at the optimizer update).
     * `sink-waits`: every wait moves down to just before the first use of
@@ -231,19 +238,27 @@ def CollReorderBaselinePass : Pass<"coll-reorder-baseline", "::mlir::func::FuncO
       scheduler: every gathered parameter is live from the top of the step.
 
     ```mlir
-    // fsdp: the second block's gather starts as the first block computes
-    %f0 = coll.all_gather_start %w0 ...   // layers.0.wq
-    %g0 = coll.wait %f0 ...
-    %f1 = coll.all_gather_start %w1 ...   // layers.1.wq, moved up
-    %y0 = linalg.matmul ins(%x, %g0 ...)
+    // fsdp: layers.1's gathers (wq, 64 elements, and wk, 32, on 4 ranks)
+    // are one, started as layers.0 computes
+    %g0 = coll.wait %f0 ...                         // layers.0
+    %s1 = tensor.concat dim(0) %wq1, %wk1 : (tensor<16xf32>, tensor<8xf32>) -> tensor<24xf32>
+    %f1 = coll.all_gather_start %s1 ... -> !coll.future<tensor<96xf32>>
+    %y0 = linalg.matmul ins(%x, %q0 ...)           // layers.0's compute
     %g1 = coll.wait %f1 ...
-    %y1 = linalg.matmul ins(%y0, %g1 ...)
+    %m1 = tensor.expand_shape %g1 [[0, 1]] output_shape [4, 24] ...
+    %c1 = tensor.extract_slice %m1[0, 0] [4, 16] [1, 1] ...
+    %q1 = linalg.copy ins(%c1 ...) outs(...)       // layers.1.wq, copied out
+    ...                                            // and layers.1.wk
+    coll.release %g1 : tensor<96xf32>
     ```
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"original\"",
            "synchronous, fsdp, original, sink-waits or eager-prefetch">,
   ];
+  let dependentDialects = ["::loom::coll::CollDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // LOOM_DIALECT_COLL_COLLPASSES_TD

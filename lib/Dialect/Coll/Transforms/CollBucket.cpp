@@ -1,5 +1,6 @@
 //===- CollBucket.cpp - merge collectives into buckets --------------------===//
 
+#include "Merge.h"
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
@@ -36,23 +37,6 @@ bool onlyStartsBetween(Operation *first, Operation *last) {
   return true;
 }
 
-/// Returns true if two reduce-scatters may share a bucket.
-bool compatible(const Member &a, const Member &b) {
-  auto x = cast<ReduceScatterStartOp>(a.start);
-  auto y = cast<ReduceScatterStartOp>(b.start);
-  return x.getComm() == y.getComm() &&
-         x.getInput().getType().getElementType() ==
-             y.getInput().getType().getElementType() &&
-         x.getReduction() == y.getReduction();
-}
-
-/// Returns true if `op` is the flat, axis-0 form zero-partition emits.
-bool isFlat(CollectiveOpInterface op) {
-  return op.getInput().getType().getRank() == 1 &&
-         op.getInput().getType().hasStaticShape() &&
-         op.getResultType().hasStaticShape() && op.getNumRanks().has_value();
-}
-
 struct CollBucketPass
     : public loom::coll::impl::CollBucketPassBase<CollBucketPass> {
   using CollBucketPassBase::CollBucketPassBase;
@@ -83,7 +67,7 @@ struct CollBucketPass
     for (auto start : block.getOps<ReduceScatterStartOp>()) {
       auto collective = cast<CollectiveOpInterface>(start.getOperation());
       auto wait = dyn_cast_or_null<WaitOp>(collective.getWait());
-      if (!wait || !isFlat(collective))
+      if (!wait || !isFlatCollective(collective))
         continue;
       int64_t elements = collective.getResultType().getNumElements();
       candidates.push_back(
@@ -104,14 +88,15 @@ struct CollBucketPass
       buckets.push_back({candidate});
     }
     for (SmallVector<Member> &bucket : buckets)
-      if (bucket.size() > 1)
-        mergeReduceScatters(bucket);
+      if (SmallVector<MergeMember> members = getMergeMembers(bucket);
+          canMergeReduceScatters(members))
+        mergeReduceScatters(members);
   }
 
   /// Whether `candidate` may join `bucket` (see the pass description).
   bool fits(ArrayRef<Member> bucket, const Member &candidate, double cap,
             const SimulationResult &sim, const CostModel &model) {
-    if (!compatible(bucket.front(), candidate))
+    if (!areMergeable(bucket.front().start, candidate.start))
       return false;
     double bytes = candidate.blockBytes;
     int64_t elements = candidate.blockElements;
@@ -147,80 +132,11 @@ struct CollBucketPass
            sim.reached.lookup(firstWait);
   }
 
-  /// Lays the members' inputs out rank-major, reduce-scatters once, and
-  /// slices each member's block out of the result.
-  void mergeReduceScatters(ArrayRef<Member> bucket) {
-    auto last = cast<ReduceScatterStartOp>(bucket.back().start);
-    int64_t ranks =
-        *cast<CollectiveOpInterface>(last.getOperation()).getNumRanks();
-    Type elementType = last.getInput().getType().getElementType();
-    Location loc = last.getLoc();
-    OpBuilder builder(last);
-    SmallVector<Value> rows;
-    int64_t total = 0;
-    for (const Member &m : bucket) {
-      auto start = cast<ReduceScatterStartOp>(m.start);
-      auto rowsType =
-          RankedTensorType::get({ranks, m.blockElements}, elementType);
-      rows.push_back(tensor::ExpandShapeOp::create(
-          builder, loc, rowsType, start.getInput(),
-          SmallVector<ReassociationIndices>{{0, 1}}));
-      total += m.blockElements;
-    }
-    Value matrix = tensor::ConcatOp::create(builder, loc, /*dim=*/1, rows);
-    Value flat = tensor::CollapseShapeOp::create(
-        builder, loc, RankedTensorType::get({ranks * total}, elementType),
-        matrix, SmallVector<ReassociationIndices>{{0, 1}});
-    auto merged = ReduceScatterStartOp::create(
-        builder, loc,
-        FutureType::get(RankedTensorType::get({total}, elementType)), flat,
-        last.getComm(), /*scatter_axis=*/0, last.getReduction());
-
-    // Releases of member inputs become one release of the merged input.
-    Operation *lastRelease = nullptr;
-    for (const Member &m : bucket)
-      for (Operation *user : llvm::make_early_inc_range(
-               cast<ReduceScatterStartOp>(m.start).getInput().getUsers()))
-        if (isa<ReleaseOp>(user)) {
-          if (!lastRelease || lastRelease->isBeforeInBlock(user)) {
-            if (lastRelease)
-              lastRelease->erase();
-            lastRelease = user;
-          } else {
-            user->erase();
-          }
-        }
-    if (lastRelease) {
-      // Where the last member's input was released, but not before the
-      // merged collective reads the merged input.
-      if (lastRelease->isBeforeInBlock(merged))
-        builder.setInsertionPointAfter(merged);
-      else
-        builder.setInsertionPoint(lastRelease);
-      ReleaseOp::create(builder, loc, flat);
-      lastRelease->erase();
-    }
-
-    Operation *firstWait = bucket.front().wait;
-    for (const Member &m : bucket)
-      if (m.wait->isBeforeInBlock(firstWait))
-        firstWait = m.wait;
-    builder.setInsertionPoint(firstWait);
-    Value result = WaitOp::create(builder, loc, merged.getFuture());
-    int64_t offset = 0;
-    for (const Member &m : bucket) {
-      Value block = tensor::ExtractSliceOp::create(
-          builder, loc, RankedTensorType::get({m.blockElements}, elementType),
-          result, ArrayRef<OpFoldResult>{builder.getIndexAttr(offset)},
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(m.blockElements)},
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(1)});
-      offset += m.blockElements;
-      WaitOp(m.wait).getResult().replaceAllUsesWith(block);
-    }
-    for (const Member &m : bucket) {
-      WaitOp(m.wait).erase();
-      m.start->erase();
-    }
+  /// The members as Merge.h takes them.
+  static SmallVector<MergeMember> getMergeMembers(ArrayRef<Member> members) {
+    return llvm::map_to_vector(members, [](const Member &m) {
+      return MergeMember{m.start, m.wait};
+    });
   }
 
   /// All-gathers whose starts are adjacent and whose releases are adjacent.
@@ -232,22 +148,16 @@ struct CollBucketPass
          llvm::make_early_inc_range(block.getOps<AllGatherStartOp>())) {
       auto collective = cast<CollectiveOpInterface>(start.getOperation());
       auto wait = dyn_cast_or_null<WaitOp>(collective.getWait());
-      if (!wait || !isFlat(collective)) {
+      if (!wait || !isFlatCollective(collective)) {
         previous = nullptr;
         continue;
       }
       Member member{start, wait,
                     collective.getInput().getType().getNumElements(),
                     collective.getInputBytes().value_or(0)};
-      bool joins =
-          previous && onlyStartsBetween(previous, start) && !groups.empty() &&
-          cast<AllGatherStartOp>(groups.back().front().start).getComm() ==
-              start.getComm() &&
-          collective.getInput().getType().getElementType() ==
-              cast<AllGatherStartOp>(groups.back().front().start)
-                  .getInput()
-                  .getType()
-                  .getElementType();
+      bool joins = previous && onlyStartsBetween(previous, start) &&
+                   !groups.empty() &&
+                   areMergeable(groups.back().front().start, start);
       if (joins)
         groups.back().push_back(member);
       else
@@ -262,14 +172,19 @@ struct CollBucketPass
         run.push_back(member);
         if (run.size() > 1 && !releasesAdjacent(run)) {
           run.pop_back();
-          if (run.size() > 1)
-            mergeAllGathers(run);
+          mergeIfPossible(run);
           run = {member};
         }
       }
-      if (run.size() > 1 && releasesAdjacent(run))
-        mergeAllGathers(run);
+      if (releasesAdjacent(run))
+        mergeIfPossible(run);
     }
+  }
+
+  static void mergeIfPossible(ArrayRef<Member> run) {
+    if (SmallVector<MergeMember> members = getMergeMembers(run);
+        canMergeAllGathers(members))
+      mergeAllGathers(members, /*copyOut=*/false);
   }
 
   static ReleaseOp findRelease(WaitOp wait) {
@@ -294,68 +209,6 @@ struct CollBucketPass
       if (releases[i - 1]->getNextNode() != releases[i])
         return false;
     return true;
-  }
-
-  void mergeAllGathers(ArrayRef<Member> group) {
-    auto first = cast<AllGatherStartOp>(group.front().start);
-    int64_t ranks =
-        *cast<CollectiveOpInterface>(first.getOperation()).getNumRanks();
-    Type elementType = first.getInput().getType().getElementType();
-    Location loc = first.getLoc();
-    OpBuilder builder(first);
-    SmallVector<Value> inputs;
-    int64_t total = 0;
-    for (const Member &m : group) {
-      inputs.push_back(cast<AllGatherStartOp>(m.start).getInput());
-      total += m.blockElements;
-    }
-    Value concat = tensor::ConcatOp::create(builder, loc, /*dim=*/0, inputs);
-    auto merged = AllGatherStartOp::create(
-        builder, loc,
-        FutureType::get(RankedTensorType::get({ranks * total}, elementType)),
-        concat, first.getComm(), /*gather_axis=*/0);
-    Operation *firstWait = group.front().wait;
-    Operation *lastRelease = nullptr;
-    for (const Member &m : group) {
-      if (m.wait->isBeforeInBlock(firstWait))
-        firstWait = m.wait;
-      Operation *release = findRelease(m.wait);
-      if (!lastRelease || lastRelease->isBeforeInBlock(release))
-        lastRelease = release;
-    }
-    builder.setInsertionPoint(firstWait);
-    Value gathered = WaitOp::create(builder, loc, merged.getFuture());
-    // Rank r's block of the merged buffer holds every member's block r.
-    Value matrix = tensor::ExpandShapeOp::create(
-        builder, loc, RankedTensorType::get({ranks, total}, elementType),
-        gathered, SmallVector<ReassociationIndices>{{0, 1}});
-    int64_t offset = 0;
-    for (const Member &m : group) {
-      Value columns = tensor::ExtractSliceOp::create(
-          builder, loc,
-          RankedTensorType::get({ranks, m.blockElements}, elementType), matrix,
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(0),
-                                 builder.getIndexAttr(offset)},
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(ranks),
-                                 builder.getIndexAttr(m.blockElements)},
-          ArrayRef<OpFoldResult>{builder.getIndexAttr(1),
-                                 builder.getIndexAttr(1)});
-      offset += m.blockElements;
-      Value flat = tensor::CollapseShapeOp::create(
-          builder, loc,
-          RankedTensorType::get({ranks * m.blockElements}, elementType),
-          columns, SmallVector<ReassociationIndices>{{0, 1}});
-      for (OpOperand &use : llvm::make_early_inc_range(m.wait->getUses()))
-        if (!isa<ReleaseOp>(use.getOwner()))
-          use.set(flat);
-    }
-    builder.setInsertionPointAfter(lastRelease);
-    ReleaseOp::create(builder, loc, gathered);
-    for (const Member &m : group) {
-      findRelease(m.wait).erase();
-      WaitOp(m.wait).erase();
-      m.start->erase();
-    }
   }
 };
 

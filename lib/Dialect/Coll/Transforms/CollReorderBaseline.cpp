@@ -1,16 +1,21 @@
 //===- CollReorderBaseline.cpp - the orders users run, to compare with ----===//
 //
-// Each policy reorders only collective starts and waits; compute keeps its
-// order. See CollPasses.td for what each one is.
+// Each policy reorders only collective starts and waits (fsdp first merges
+// each unit's collectives into flat ones, Merge.h); compute keeps its order.
+// See CollPasses.td for what each one is.
 //
 //===----------------------------------------------------------------------===//
 
+#include "Merge.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Coll/Retime.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/StringSwitch.h"
+#include <map>
 
 namespace loom::coll {
 #define GEN_PASS_DEF_COLLREORDERBASELINEPASS
@@ -55,8 +60,172 @@ std::optional<std::string> getUnit(AllGatherStartOp start) {
   return loom::train::getParamGroup(name.getValue());
 }
 
-/// One use of a unit: a run of consecutive gathers of its parameters (the
-/// forward uses each block once, the backward again in reverse).
+/// The parameter result `index` of `func` is (train.param), or whose
+/// gradient it is (train.grad), if either.
+StringAttr getResultName(func::FuncOp func, unsigned index) {
+  using loom::train::TrainDialect;
+  if (auto name = func.getResultAttrOfType<StringAttr>(
+          index, TrainDialect::kParamAttrName))
+    return name;
+  return func.getResultAttrOfType<StringAttr>(index,
+                                              TrainDialect::kGradAttrName);
+}
+
+/// The unit whose parameters each op's results flow into: the
+/// train::getParamGroup of the updated parameters (or gradients) the
+/// function returns that they reach. A gradient's reduce-scatter reaches its
+/// parameter's update, and so does a gather of an updated parameter
+/// (ZeRO-1/2); the loss, and anything the forward computes, reach several
+/// units and so none in particular.
+class UnitReach {
+public:
+  UnitReach(func::FuncOp func, Block &block) {
+    if (!block.mightHaveTerminator())
+      return;
+    Operation *terminator = block.getTerminator();
+    bool returns =
+        isa<func::ReturnOp>(terminator) && terminator->getParentOp() == func;
+    // Users come after their operands' definitions: one sweep from the end.
+    for (Operation &op : llvm::reverse(block)) {
+      Reach here;
+      for (Value result : op.getResults())
+        for (OpOperand &use : result.getUses()) {
+          if (use.getOwner() == terminator) {
+            if (StringAttr name = getResultName(func, use.getOperandNumber());
+                name && returns)
+              here.add(loom::train::getParamGroup(name.getValue()));
+            continue;
+          }
+          if (Operation *user = block.findAncestorOpInBlock(*use.getOwner()))
+            if (auto it = reach.find(user); it != reach.end())
+              here.add(it->second);
+        }
+      if (here.many || here.unit)
+        reach[&op] = std::move(here);
+    }
+  }
+
+  /// The one unit `op`'s results reach, if there is one.
+  std::optional<std::string> lookup(Operation *op) const {
+    auto it = reach.find(op);
+    if (it == reach.end() || it->second.many)
+      return std::nullopt;
+    return it->second.unit;
+  }
+
+private:
+  struct Reach {
+    bool many = false;
+    std::optional<std::string> unit;
+    void add(StringRef other) {
+      if (many || (unit && *unit == other))
+        return;
+      if (unit) {
+        many = true;
+        unit.reset();
+        return;
+      }
+      unit = other.str();
+    }
+    void add(const Reach &other) {
+      if (other.many) {
+        many = true;
+        unit.reset();
+      } else if (other.unit) {
+        add(*other.unit);
+      }
+    }
+  };
+  DenseMap<Operation *, Reach> reach;
+};
+
+/// `members` in classes that may merge (one communicator, element type and
+/// reduction each), in the order of their first members.
+SmallVector<SmallVector<MergeMember>>
+splitMergeable(ArrayRef<MergeMember> members) {
+  SmallVector<SmallVector<MergeMember>> classes;
+  for (const MergeMember &m : members) {
+    auto it = llvm::find_if(classes, [&](ArrayRef<MergeMember> c) {
+      return areMergeable(c.front().start, m.start);
+    });
+    if (it == classes.end())
+      classes.push_back({m});
+    else
+      it->push_back(m);
+  }
+  return classes;
+}
+
+/// FSDP's flat parameters, on the synchronous order (which it leaves): each
+/// unit's gathers for one use (every parameter's first gather, the
+/// forward's; then its second, the backward's) become one all-gather where
+/// the first of them started, and its gradients' reduce-scatters one
+/// reduce-scatter, launched once the unit's last gradient exists.
+void mergeUnits(func::FuncOp func, Block &block) {
+  UnitReach reach(func, block);
+  // Groups keyed by unit and use; gathers of anything but a parameter (an
+  // updated parameter's, in ZeRO-1/2) are a use of their own.
+  constexpr unsigned kNotParameter = ~0u;
+  std::map<std::pair<std::string, unsigned>, SmallVector<MergeMember>> gathers;
+  std::map<std::string, SmallVector<MergeMember>> reductions;
+  DenseMap<Value, unsigned> uses;
+  for (Operation &op : block) {
+    auto start = dyn_cast<CollectiveOpInterface>(&op);
+    auto wait = start ? dyn_cast_or_null<WaitOp>(start.getWait()) : nullptr;
+    if (!wait || wait->getBlock() != &block)
+      continue;
+    if (auto gather = dyn_cast<AllGatherStartOp>(&op)) {
+      if (std::optional<std::string> unit = getUnit(gather))
+        gathers[{*unit, uses[gather.getInput()]++}].push_back({&op, wait});
+      else if (std::optional<std::string> unit = reach.lookup(wait))
+        gathers[{*unit, kNotParameter}].push_back({&op, wait});
+    } else if (isa<ReduceScatterStartOp>(&op)) {
+      if (std::optional<std::string> unit = reach.lookup(wait))
+        reductions[*unit].push_back({&op, wait});
+    }
+  }
+  for (auto &[key, members] : gathers)
+    for (SmallVector<MergeMember> &merged : splitMergeable(members))
+      if (canMergeAllGathers(merged))
+        mergeAllGathers(merged, /*copyOut=*/true);
+  for (auto &[unit, members] : reductions)
+    for (SmallVector<MergeMember> &merged : splitMergeable(members)) {
+      // Waited at their first uses, after the last gradient.
+      for (MergeMember &m : merged)
+        sinkWait(m.wait);
+      if (canMergeReduceScatters(merged))
+        mergeReduceScatters(merged);
+    }
+  synchronize(block);
+}
+
+/// Returns true if every operand of `op`, except those `except` defines, is
+/// defined before `point` (or outside the block).
+bool operandsDefinedBefore(Operation *op, Operation *point,
+                           Operation *except = nullptr) {
+  Block *block = op->getBlock();
+  return llvm::all_of(op->getOperands(), [&](Value operand) {
+    Operation *def = operand.getDefiningOp();
+    Operation *top = def ? block->findAncestorOpInBlock(*def) : nullptr;
+    return !top || top == except || top->isBeforeInBlock(point);
+  });
+}
+
+/// A merged gather's copy-in (FSDP2's): the concatenation of its shards,
+/// which only it reads. It moves with the start.
+Operation *getCopyIn(Operation *start) {
+  auto concat = cast<CollectiveOpInterface>(start)
+                    .getInput()
+                    .getDefiningOp<tensor::ConcatOp>();
+  return concat && concat->hasOneUse() &&
+                 concat->getBlock() == start->getBlock()
+             ? concat.getOperation()
+             : nullptr;
+}
+
+/// One use of a unit: its merged gather, or where merging was refused, a run
+/// of consecutive gathers of its parameters (the forward uses each block
+/// once, the backward again in reverse).
 struct Occurrence {
   SmallVector<AllGatherStartOp> starts;
   /// The first compute op after its first gather: where its compute starts.
@@ -64,14 +233,16 @@ struct Occurrence {
 };
 
 /// PyTorch FSDP's policy (FSDP2's defaults, each transformer block a unit):
-/// a unit's gathers start when the previous unit's compute starts and are
-/// all waited before its own compute, so at most two gathered units are
-/// alive; a reduce-scatter starts when its gradient exists and is waited
+/// one flat all-gather per unit and use, one flat reduce-scatter per unit; a
+/// unit's gather starts when the previous unit's compute starts and is
+/// waited before its own compute, so at most two gathered units are alive; a
+/// reduce-scatter starts when the unit's last gradient exists and is waited
 /// when the next unit's backward ends.
-void fsdpOrder(Block &block) {
+void fsdpOrder(func::FuncOp func, Block &block) {
   // From whatever order came in: gathers at their uses, reductions at their
   // inputs.
   synchronize(block);
+  mergeUnits(func, block);
   SmallVector<Occurrence> occurrences;
   std::optional<std::optional<std::string>> current;
   for (auto start : block.getOps<AllGatherStartOp>()) {
@@ -135,10 +306,15 @@ void fsdpOrder(Block &block) {
     if (index + 1 == occurrences.size())
       continue;
     for (AllGatherStartOp next : occurrences[index + 1].starts) {
-      Operation *def = getLastOperandDef(next);
-      if (marker->isBeforeInBlock(next) &&
-          (!def || def->isBeforeInBlock(marker)))
-        next->moveBefore(marker);
+      Operation *copyIn = getCopyIn(next);
+      Operation *first = copyIn ? copyIn : next.getOperation();
+      if (!marker->isBeforeInBlock(first) ||
+          !operandsDefinedBefore(first, marker) ||
+          !operandsDefinedBefore(next, marker, copyIn))
+        continue;
+      if (copyIn)
+        copyIn->moveBefore(marker);
+      next->moveBefore(marker);
     }
   }
   // Reduction waits move down to their marker, but never past a use (the
@@ -182,7 +358,7 @@ struct CollReorderBaselinePass
         synchronize(block);
         break;
       case Policy::Fsdp:
-        fsdpOrder(block);
+        fsdpOrder(func, block);
         break;
       case Policy::EagerPrefetch: {
         SmallVector<Operation *> starts;
