@@ -44,9 +44,10 @@ adamw_step = run_opt(forward, ["--train-autodiff",
                                f"--train-optimizer=kind=adamw lr={LR} weight-decay={WD}"])
 
 # Reference: average the per-rank gradients and losses, update once.
+# One loom-run for every rank's micro-batch: the step is compiled once.
 losses, grads = [], [np.zeros_like(p) for p in params]
-for tokens, targets in zip(batches, labels):
-    out = run_function(grads_step, "forward", params + [tokens, targets])
+for out in run_function(grads_step, "forward", params + [list(batches), list(labels)],
+                        ranks=RANKS):
     losses.append(float(out[0]))
     for g, rank_grad in zip(grads, out[1:]):
         g += rank_grad / RANKS
