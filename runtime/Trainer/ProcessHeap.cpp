@@ -34,34 +34,41 @@ void *__libc_pvalloc(size_t);
 
 namespace {
 
-std::atomic<int64_t> heapBytes{0}, heapPeak{0};
+/// Bytes in use by one line of the heap, and the most since its reset.
+struct Line {
+  std::atomic<int64_t> bytes{0}, peak{0};
+
+  void add(int64_t delta) {
+    int64_t now = bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+    int64_t high = peak.load(std::memory_order_relaxed);
+    while (now > high &&
+           !peak.compare_exchange_weak(high, now, std::memory_order_relaxed))
+      ;
+  }
+  int64_t now() const { return bytes.load(std::memory_order_relaxed); }
+  int64_t most() const { return peak.load(std::memory_order_relaxed); }
+  void resetPeak() { peak.store(now(), std::memory_order_relaxed); }
+};
+
+// The whole process.
+Line heap;
 // The threads not named (loomrt_heap_name_thread): MPI's and BLAS's own.
-std::atomic<int64_t> otherBytes{0}, otherPeak{0};
+Line otherThreads;
 // What the runtime's entry points the step calls allocate for their own
 // bookkeeping (loomrt_heap_runtime_begin/end: the collectives' tables).
-std::atomic<int64_t> runtimeBytes{0}, runtimePeak{0};
+Line runtimeTables;
 thread_local int runtimeDepth = 0;
 // The calling thread's allocations less its frees (the executable's static
 // TLS: reading it allocates nothing).
 thread_local int64_t threadBytes = 0, threadPeak = 0;
 thread_local bool threadNamed = false;
 
-/// Adds `bytes` to `count` and raises `peak` to the sum.
-void addTo(std::atomic<int64_t> &count, std::atomic<int64_t> &peak,
-           int64_t bytes) {
-  int64_t now = count.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  int64_t high = peak.load(std::memory_order_relaxed);
-  while (now > high &&
-         !peak.compare_exchange_weak(high, now, std::memory_order_relaxed))
-    ;
-}
-
 void add(int64_t bytes) {
-  addTo(heapBytes, heapPeak, bytes);
+  heap.add(bytes);
   if (!threadNamed)
-    addTo(otherBytes, otherPeak, bytes);
+    otherThreads.add(bytes);
   else if (runtimeDepth)
-    addTo(runtimeBytes, runtimePeak, bytes);
+    runtimeTables.add(bytes);
   threadBytes += bytes;
   if (threadBytes > threadPeak)
     threadPeak = threadBytes;
@@ -132,49 +139,20 @@ int posix_memalign(void **out, size_t alignment, size_t bytes) {
 void *valloc(size_t bytes) { return counted(__libc_valloc(bytes)); }
 void *pvalloc(size_t bytes) { return counted(__libc_pvalloc(bytes)); }
 
-int64_t loomrt_heap_bytes(void) {
-  return heapBytes.load(std::memory_order_relaxed);
-}
-
-int64_t loomrt_heap_peak_bytes(void) {
-  return heapPeak.load(std::memory_order_relaxed);
-}
-
-void loomrt_heap_reset_peak(void) {
-  heapPeak.store(heapBytes.load(std::memory_order_relaxed),
-                 std::memory_order_relaxed);
-}
+int64_t loomrt_heap_bytes(void) { return heap.now(); }
+int64_t loomrt_heap_peak_bytes(void) { return heap.most(); }
+void loomrt_heap_reset_peak(void) { heap.resetPeak(); }
 
 void loomrt_heap_name_thread(void) { threadNamed = true; }
-
-int64_t loomrt_heap_other_bytes(void) {
-  return otherBytes.load(std::memory_order_relaxed);
-}
-
-int64_t loomrt_heap_other_peak_bytes(void) {
-  return otherPeak.load(std::memory_order_relaxed);
-}
-
-void loomrt_heap_other_reset_peak(void) {
-  otherPeak.store(otherBytes.load(std::memory_order_relaxed),
-                  std::memory_order_relaxed);
-}
+int64_t loomrt_heap_other_bytes(void) { return otherThreads.now(); }
+int64_t loomrt_heap_other_peak_bytes(void) { return otherThreads.most(); }
+void loomrt_heap_other_reset_peak(void) { otherThreads.resetPeak(); }
 
 void loomrt_heap_runtime_begin(void) { ++runtimeDepth; }
 void loomrt_heap_runtime_end(void) { --runtimeDepth; }
-
-int64_t loomrt_heap_runtime_bytes(void) {
-  return runtimeBytes.load(std::memory_order_relaxed);
-}
-
-int64_t loomrt_heap_runtime_peak_bytes(void) {
-  return runtimePeak.load(std::memory_order_relaxed);
-}
-
-void loomrt_heap_runtime_reset_peak(void) {
-  runtimePeak.store(runtimeBytes.load(std::memory_order_relaxed),
-                    std::memory_order_relaxed);
-}
+int64_t loomrt_heap_runtime_bytes(void) { return runtimeTables.now(); }
+int64_t loomrt_heap_runtime_peak_bytes(void) { return runtimeTables.most(); }
+void loomrt_heap_runtime_reset_peak(void) { runtimeTables.resetPeak(); }
 
 int64_t loomrt_heap_thread_bytes(void) { return threadBytes; }
 int64_t loomrt_heap_thread_peak_bytes(void) { return threadPeak; }
