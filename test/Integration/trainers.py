@@ -165,12 +165,17 @@ def build(work: str) -> None:
                 print(proc.stderr)
 
 
-def run(work, name, ranks, *args, expect_fail=False, env=None, timeout=120):
+def run(work, name, ranks, *args, expect_fail=False, env=None, timeout=900):
+    """Runs trainer `name`; the time-out guards against a hang only (a loaded
+    machine may take many times as long as an idle one) and says so."""
     cmd = [os.path.join(work, name), "--data", CORPUS, *args]
     if ranks > 1:
         cmd = ["mpirun", "-np", str(ranks), *cmd]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **MPI_ENV, **(env or {})})
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **MPI_ENV, **(env or {})})
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{' '.join(cmd)} timed out after {timeout} s (a hang guard)")
     if not expect_fail and proc.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
