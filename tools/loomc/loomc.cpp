@@ -18,8 +18,8 @@
 //
 // then LLVM IR (--emit=llvm), an object optimised for --cpu and
 // --cpu-features (default: this machine's CPU and the features it really
-// has; -O, default 2; --emit=obj) and the link with the loomrt runtime and the trainer main
-// (--emit=exe). A failing phase is named in the error.
+// has; -O, default 2; --emit=obj) and the link with the loomrt runtime and
+// the trainer main (--emit=exe). A failing phase is named in the error.
 //
 //===----------------------------------------------------------------------===//
 
