@@ -182,9 +182,10 @@ static cl::opt<double> rematBudgetMb(
     cl::init(0), cl::cat(loomcCategory));
 static cl::opt<std::string> rematSolver(
     "remat-solver",
-    cl::desc("train-remat's solver: ilp (default), chain, or a baseline: "
-             "every-layer, sqrt, knapsack"),
-    cl::init("ilp"), cl::cat(loomcCategory));
+    cl::desc("train-remat's solver: chain (default: Rotor's dynamic "
+             "program), ilp (H-Rockmate's program by CBC, warm-started by "
+             "chain), or a baseline: every-layer, sqrt, knapsack"),
+    cl::init("chain"), cl::cat(loomcCategory));
 static cl::opt<loom::Schedule>
     schedule("schedule", cl::desc("the collectives' order after ZeRO"),
              cl::values(clEnumValN(loom::Schedule::Loom, "loom",

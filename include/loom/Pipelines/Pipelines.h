@@ -145,9 +145,9 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::init(0)};
   Option<std::string> rematSolver{
       *this, "remat-solver",
-      llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
+      llvm::cl::desc("train-remat's solver: chain, ilp, none, every-layer, "
                      "sqrt or knapsack"),
-      llvm::cl::init("ilp")};
+      llvm::cl::init("chain")};
   Option<bool> leanestBelowFloor{
       *this, "leanest-below-floor",
       llvm::cl::desc("a remat budget below the smallest peak train-remat "
@@ -193,9 +193,9 @@ struct SchedulePipelineOptions
       llvm::cl::init(0)};
   Option<std::string> rematSolver{
       *this, "remat-solver",
-      llvm::cl::desc("train-remat's solver: ilp, chain, none, every-layer, "
+      llvm::cl::desc("train-remat's solver: chain, ilp, none, every-layer, "
                      "sqrt or knapsack"),
-      llvm::cl::init("ilp")};
+      llvm::cl::init("chain")};
   Option<bool> leanestBelowFloor{
       *this, "leanest-below-floor",
       llvm::cl::desc("a remat budget below the smallest peak train-remat "

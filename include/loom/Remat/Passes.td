@@ -76,8 +76,8 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
            "Peak of the step's memory timeline in MiB (fractions allowed); "
            "0: no limit (ilp and chain then keep everything)">,
-    Option<"solver", "solver", "std::string", /*default=*/"\"ilp\"",
-           "ilp, chain, none, every-layer, sqrt or knapsack">,
+    Option<"solver", "solver", "std::string", /*default=*/"\"chain\"",
+           "chain (default), ilp, none, every-layer, sqrt or knapsack">,
     Option<"timeLimitSeconds", "time-limit-s", "double", /*default=*/"60",
            "Wall-clock limit of a step's CBC solves together, in seconds "
            "(each solve gets its share of what is left)">,
