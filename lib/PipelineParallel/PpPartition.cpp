@@ -828,6 +828,15 @@ void PPPartitionPass::runOnOperation() {
     emitError(loc) << "pp-partition: expected a one-block step";
     return signalPassFailure();
   }
+  Block &entry = step.getBody().front();
+  Operation *last = entry.empty() ? nullptr : &entry.back();
+  if (!isa_and_nonnull<func::ReturnOp>(last)) {
+    emitError(loc) << "pp-partition: expected the step to end in func.return, "
+                      "found '"
+                   << (last ? last->getName().getStringRef() : "nothing")
+                   << "'";
+    return signalPassFailure();
+  }
   bool hasGrad = false;
   for (unsigned i = 0; i < step.getNumResults(); ++i)
     hasGrad |= bool(step.getResultAttr(i, train::TrainDialect::kGradAttrName));
@@ -837,8 +846,10 @@ void PPPartitionPass::runOnOperation() {
     return signalPassFailure();
   }
   WalkResult collectives = step.walk([&](Operation *op) {
-    return isa<coll::CollDialect>(op->getDialect()) ? WalkResult::interrupt()
-                                                    : WalkResult::advance();
+    // Ops of unregistered dialects have no Dialect.
+    return isa_and_nonnull<coll::CollDialect>(op->getDialect())
+               ? WalkResult::interrupt()
+               : WalkResult::advance();
   });
   if (collectives.wasInterrupted()) {
     emitError(loc) << "pp-partition: the step already has collectives; "

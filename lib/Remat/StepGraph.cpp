@@ -42,7 +42,8 @@ bool isFree(Operation *op) {
 }
 
 bool isCollective(Operation *op) {
-  return isa<coll::CollDialect>(op->getDialect());
+  // Ops of unregistered dialects have no Dialect.
+  return isa_and_nonnull<coll::CollDialect>(op->getDialect());
 }
 
 bool isLoss(Operation *op) {
@@ -119,6 +120,12 @@ FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
   if (!func.getBody().hasOneBlock())
     return emitError(func.getLoc(),
                      "train-remat: expected a step of one block");
+  Block &entry = func.getBody().front();
+  Operation *last = entry.empty() ? nullptr : &entry.back();
+  if (!isa_and_nonnull<func::ReturnOp>(last))
+    return emitError(func.getLoc())
+           << "train-remat: expected the step to end in func.return, found '"
+           << (last ? last->getName().getStringRef() : "nothing") << "'";
   StepGraph graph;
   graph.func = func;
   graph.block = &func.getBody().front();

@@ -293,10 +293,20 @@ Value Partitioner::reduceScatter(Value grad) {
       builder, loc, FutureType::get(shardType), input, comm,
       /*scatter_axis=*/0, reduction);
   // Stage 1 keeps the full gradient to the end of the step; stage 2 frees
-  // it once the reduce-scatter has read it.
-  if (stage == 2)
+  // it once the reduce-scatter has read it, and the forward too where the
+  // gradient is one of its values (a zero fill, when the loss does not read
+  // the parameter).
+  if (stage == 2) {
+    Operation *last = start;
+    for (Value value : {grad, input})
+      for (Operation *user : value.getUsers())
+        if (Operation *top = start->getBlock()->findAncestorOpInBlock(*user))
+          if (!updateOps.contains(top) && top != ret &&
+              last->isBeforeInBlock(top))
+            last = top;
+    builder.setInsertionPointAfter(last);
     ReleaseOp::create(builder, loc, input);
-  else if (stage == 1)
+  } else if (stage == 1)
     releasedAtEnd.push_back(input);
   SmallVector<Operation *> users;
   Operation *firstUser = nullptr;

@@ -1,6 +1,7 @@
 // Tests train-remat's diagnostics: a budget below the smallest peak any
 // candidate reaches names that peak; bad options; a module without a
-// training step; a step without layers.
+// training step; a step without layers; a step that does not end in
+// func.return. Ops of an unknown dialect are kept, not recomputed.
 // RUN: loom-opt %S/train-remat.mlir -train-autodiff -zero-partition="stage=3 world-size=2" -o %t.step.mlir
 // RUN: not loom-opt %t.step.mlir -train-remat="budget-mb=0.2" 2>&1 | FileCheck %s --check-prefix=FLOOR
 // RUN: not loom-opt %t.step.mlir -train-remat="budget-mb=0.2 solver=chain" 2>&1 | FileCheck %s --check-prefix=FLOOR
@@ -12,6 +13,7 @@
 // RUN: echo 'func.func @f(%%x: tensor<4xf32>) -> tensor<4xf32> { return %%x : tensor<4xf32> }' | not loom-opt -train-remat="budget-mb=1" 2>&1 | FileCheck %s --check-prefix=NOSTEP
 // RUN: loom-opt %s -train-autodiff -o %t.nolayers.mlir
 // RUN: not loom-opt %t.nolayers.mlir -train-remat="budget-mb=0.00001" 2>&1 | FileCheck %s --check-prefix=NOLAYERS
+// RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file -train-remat="solver=every-layer" 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
 
 // FLOOR: error: train-remat: budget-mb=0.20 is below the smallest peak rematerialisation reaches, 0.28 MiB (keeping everything: 0.33 MiB)
 // SOLVER: error: train-remat: expected solver ilp, chain, none, every-layer, sqrt or knapsack, got 'greedy'
@@ -19,6 +21,8 @@
 // KNAPSACK: error: train-remat: the knapsack policy needs budget-mb (its activation budget)
 // DEVICE: error: train-remat: no-such-device: no device description found
 // NOSTEP: error: train-remat: expected a training step (a function with a train.loss result)
+// UNKNOWN: remark: train-remat: every-layer recomputes 0 ops
+// TERMINATOR: error: train-remat: expected the step to end in func.return, found 'foo.return'
 // NOLAYERS: error: train-remat: budget-mb=0.00 is below the step's peak, {{[0-9.]+}} MiB, and the step has no layers (train.param groups such as layers.0.*) to recompute
 
 // A step whose one parameter is in no numbered group.

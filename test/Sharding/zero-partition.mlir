@@ -4,6 +4,14 @@
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" | FileCheck %s --check-prefix=STAGE3
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=2 world-size=4" | FileCheck %s --check-prefix=STAGE2
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=1 world-size=4" | FileCheck %s --check-prefix=STAGE1
+// RUN: loom-opt %S/Inputs/gradient-read-by-forward.mlir -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=2 world-size=4" | FileCheck %s --check-prefix=SHARED
+
+// Stage 2 frees a gradient the forward reads too (a zero fill, when the loss
+// does not read the parameter) after the forward's last read of it.
+// SHARED: %[[G:.+]] = linalg.fill
+// SHARED: coll.reduce_scatter_start %[[G]]
+// SHARED: linalg.reduce ins(%[[G]]
+// SHARED: coll.release %[[G]]
 
 // loss = sum(w * w * x): the backward reads w again.
 func.func @step(%w: tensor<2x5xf32> {train.param = "w"}, %x: tensor<2x5xf32> {train.input})

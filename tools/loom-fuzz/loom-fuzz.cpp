@@ -4,14 +4,20 @@
 // below 128 picks a pipeline from kPipelines (Loom's passes alone and in the
 // orders loomc runs them, and loomc's phases; new ones go at the end, so
 // that past crashers keep their meaning); one from 128 on makes a random
-// pipeline: 1 to 3 passes from kPasses, named by the next bytes. The text
-// is parsed (unknown dialects allowed: passes must cope with ops they do not
-// know) and the pipeline runs with every pass checked as it ends:
+// pipeline: 1 to 3 passes from kPasses, named by the next bytes (modulo
+// their count: a past crasher of a random pipeline is re-encoded when
+// passes are added, --print-pipeline-of says what it runs). A choice
+// `[a;b;c]` in a pipeline or a pass is an option value the input draws: it
+// takes the next byte (after the selector for a fixed pipeline, after the
+// pass's byte in a random one), modulo its count. The text is parsed
+// (unknown dialects allowed: passes must cope with ops they do not know)
+// and the pipeline runs with every pass checked as it ends:
 //
 //   - a pass that succeeds must leave IR its verifiers accept;
 //   - a pass that fails must have said why (an error diagnostic).
 //
-// Either breach aborts with the pass's name, which libFuzzer reports as a
+// Either breach aborts with the pass's name (a line `loom-fuzz: ERROR: ...`,
+// which libFuzzer's fork mode echoes), which libFuzzer reports as a
 // crash, as it does a real crash or a sanitizer's report (the target is
 // built with ASan and UBSan). Diagnostics themselves are expected: a
 // rejected input is a correct outcome.
@@ -19,6 +25,8 @@
 //   loom-fuzz CORPUS -max_total_time=60      fuzz
 //   loom-fuzz crash-input                     replay one input
 //   loom-fuzz --print-pipelines               the pipelines, by selector
+//   loom-fuzz --print-pipeline-of FILE        what an input runs, and where
+//                                             its IR starts
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,6 +45,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +53,22 @@
 using namespace mlir;
 
 namespace {
+
+// Option values drawn by the input (see the file's header): the first three
+// of each choice go together on common inputs (make_seeds.py's seeds draw
+// the first, second or third of every choice), the later ones reach the
+// passes' checks (out of range, a layout the units may not match; an empty
+// alternative leaves the option at its default). train-remat's CBC solves
+// get at most a second, so that one input stays fast.
+#define PP_OPTIONS                                                             \
+  "stages=[2;2;3;4;1;0] replicas=[1;2;1;3] "                                   \
+  "schedule=[1f1b;gpipe;zb-h1;interleaved] "                                   \
+  "[device=cpu;device=h100-nvlink;;layout=Et|tL;layout=t|tL;layout=E|t*2L;"    \
+  "layout=Et*2|L;layout=Et|t|tL;layout=E*0|L]"
+#define REMAT_OPTIONS                                                          \
+  "solver=[chain;ilp;every-layer;sqrt;knapsack;none;greedy] "                  \
+  "budget-mb=[0.3;1;4;16;0.01;0;-1] time-limit-s=[0.2;0.5;1;0] "               \
+  "gap=[0.01;0.5] device=[cpu;h100-nvlink]"
 
 /// The pipelines an input's first byte chooses from (modulo their count).
 const char *const kPipelines[] = {
@@ -101,6 +126,37 @@ const char *const kPipelines[] = {
     "gpu-kernel-outlining,gpu-name-kernels,gpu-merge-modules",
     "loom-memory-plan-pipeline,loom-entry-pipeline,loom-lower-to-cpu-"
     "pipeline",
+    // The microbatched and pipelined step, remat and the baseline orders,
+    // with option values drawn by the input.
+    "train-microbatch{microbatches=[2;1;4;3;8;0;-1]}",
+    "train-microbatch{microbatches=[2;4;1;3]},train-autodiff,"
+    "train-optimizer{kind=[adamw;sgd] lr-input=[true;false]}",
+    "train-microbatch{microbatches=[2;1;4;3]},train-autodiff,train-optimizer,"
+    "pp-partition{" PP_OPTIONS "}",
+    "train-microbatch{microbatches=[2;1;4]},train-autodiff,train-optimizer,"
+    "pp-partition{stages=[2;3;2] replicas=[2;1;3] schedule=[1f1b;gpipe;zb-h1]}"
+    ",zero-partition{stage=[1;2;1;3] world-size=[2;1;3;4]}",
+    "pp-partition{" PP_OPTIONS "}",
+    "train-remat{" REMAT_OPTIONS "}",
+    "train-autodiff,zero-partition{stage=[3;2;1] world-size=[2;4;3]},"
+    "train-remat{" REMAT_OPTIONS "}",
+    "train-autodiff,train-optimizer,zero-partition{stage=[3;1;2] "
+    "world-size=[2;4]},trainer-stamp-op-ids,train-remat{" REMAT_OPTIONS "},"
+    "func.func(coll-overlap-schedule{device=cpu})",
+    "func.func(coll-reorder-baseline{policy=[synchronous;fsdp;original;"
+    "sink-waits;eager-prefetch;bogus]})",
+    "train-autodiff,train-optimizer,zero-partition{stage=[3;1;2] "
+    "world-size=[2;4;3]},func.func(coll-reorder-baseline{policy=[synchronous;"
+    "fsdp]})",
+    "loom-training-step-pipeline{microbatches=[2;1;4] pipeline-stages=[2;1;3] "
+    "pipeline-replicas=[1;2] pipeline-schedule=[1f1b;gpipe;zb-h1]}",
+    "loom-training-step-pipeline{microbatches=[2;1]},loom-sharding-pipeline{"
+    "zero-stage=[3;1;2] world-size=[2;4] schedule=[synchronous;fsdp;original;"
+    "loom] remat-budget-mb=[0;0.3;1;4] remat-solver=[every-layer;sqrt;none;"
+    "knapsack]}",
+    "loom-training-step-pipeline{microbatches=2 pipeline-stages=2 "
+    "pipeline-replicas=2},loom-sharding-pipeline{zero-stage=[1;2] "
+    "world-size=2 schedule=[loom;synchronous;fsdp]}",
 };
 constexpr size_t kNumPipelines = sizeof(kPipelines) / sizeof(kPipelines[0]);
 
@@ -145,19 +201,45 @@ const char *const kPasses[] = {
     "canonicalize",
     "eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries}",
+    "train-microbatch{microbatches=[2;1;3;4;0]}",
+    "pp-partition{" PP_OPTIONS "}",
+    "train-remat{" REMAT_OPTIONS "}",
+    ("func.func(coll-reorder-baseline{policy=[synchronous;fsdp;original;"
+     "sink-waits]})"),
+    "trainer-stamp-op-ids",
+    "trainer-profile-probes{collective-calls=[true;false]}",
+    "trainer-manifest",
 };
 constexpr size_t kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]);
+
+/// `pattern` with each choice `[a;b;c]` replaced by the alternative the
+/// next byte of `data` names (the first once the bytes run out).
+std::string drawOptions(StringRef pattern, const uint8_t *data, size_t size,
+                        size_t &used) {
+  std::string text;
+  for (size_t open; (open = pattern.find('[')) != StringRef::npos;) {
+    text += pattern.take_front(open);
+    size_t close = pattern.find(']', open);
+    SmallVector<StringRef> alternatives;
+    pattern.slice(open + 1, close).split(alternatives, ';');
+    text += alternatives[used < size ? data[used++] % alternatives.size() : 0];
+    pattern = pattern.drop_front(std::min(close, pattern.size() - 1) + 1);
+  }
+  return text + pattern.str();
+}
 
 /// The pipeline `data` selects; `used` is how many of its bytes that took.
 std::string selectPipeline(const uint8_t *data, size_t size, size_t &used) {
   used = 1;
   if (data[0] < 128)
-    return kPipelines[data[0] % kNumPipelines];
+    return drawOptions(kPipelines[data[0] % kNumPipelines], data, size, used);
   size_t count = 1 + data[0] % 3;
   std::string pipeline;
-  for (size_t i = 0; i < count && used < size; ++i, ++used)
-    pipeline += (pipeline.empty() ? "" : ",") +
-                std::string(kPasses[data[used] % kNumPasses]);
+  for (size_t i = 0; i < count && used < size; ++i) {
+    const char *pass = kPasses[data[used++] % kNumPasses];
+    pipeline +=
+        (pipeline.empty() ? "" : ",") + drawOptions(pass, data, size, used);
+  }
   return pipeline;
 }
 
@@ -173,13 +255,14 @@ struct PassChecker : public PassInstrumentation {
   }
   void runAfterPass(Pass *pass, Operation *op) override {
     if (errors != errorsBefore && !pass->getArgument().empty()) {
-      llvm::errs() << "loom-fuzz: " << pass->getArgument()
+      llvm::errs() << "loom-fuzz: ERROR: " << pass->getArgument()
                    << " reported an error but succeeded\n";
       std::abort();
     }
     if (succeeded(verify(op)))
       return;
-    llvm::errs() << "loom-fuzz: " << (isUpstream(pass) ? "upstream pass " : "")
+    llvm::errs() << "loom-fuzz: ERROR: "
+                 << (isUpstream(pass) ? "upstream pass " : "")
                  << pass->getArgument()
                  << " succeeded but left IR that does not verify\n";
     std::abort();
@@ -197,7 +280,7 @@ struct PassChecker : public PassInstrumentation {
   void runAfterPassFailed(Pass *pass, Operation *op) override {
     if (errors != errorsBefore || pass->getArgument().empty())
       return;
-    llvm::errs() << "loom-fuzz: " << pass->getArgument()
+    llvm::errs() << "loom-fuzz: ERROR: " << pass->getArgument()
                  << " failed without an error diagnostic\n";
     std::abort();
   }
@@ -242,7 +325,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   std::string parseErrors;
   llvm::raw_string_ostream os(parseErrors);
   if (failed(parsePassPipeline(pipeline, pm, os))) {
-    llvm::errs() << "loom-fuzz: bad pipeline '" << pipeline
+    llvm::errs() << "loom-fuzz: ERROR: bad pipeline '" << pipeline
                  << "': " << parseErrors << "\n";
     std::abort();
   }
@@ -252,7 +335,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 /// --print-pipelines lists the fixed pipelines, --print-passes the passes
-/// random ones are made of, --print-pipeline-of FILE what an input runs.
+/// random ones are made of (with their choices), --print-pipeline-of FILE
+/// what an input runs and, on a second line, the offset of its IR.
 extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
   for (int i = 1; i < *argc; ++i) {
     if (!std::strcmp((*argv)[i], "--print-pipelines")) {
@@ -267,13 +351,14 @@ extern "C" int LLVMFuzzerInitialize(int *argc, char ***argv) {
     }
     if (!std::strcmp((*argv)[i], "--print-pipeline-of") && i + 1 < *argc) {
       FILE *file = std::fopen((*argv)[i + 1], "rb");
-      uint8_t head[4] = {0, 0, 0, 0};
+      uint8_t head[256] = {};
       size_t read = file ? std::fread(head, 1, sizeof(head), file) : 0;
       if (file)
         std::fclose(file);
-      size_t used;
-      std::printf("%s\n",
-                  read ? selectPipeline(head, read, used).c_str() : "(none)");
+      size_t used = 0;
+      std::printf("%s\n%zu\n",
+                  read ? selectPipeline(head, read, used).c_str() : "(none)",
+                  used);
       std::exit(0);
     }
   }

@@ -53,9 +53,12 @@ void cloneSharedFills(Block &block) {
     if (!fill.hasPureTensorSemantics() ||
         !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
       continue;
-    SmallVector<OpOperand *> uses;
+    // A release names the buffer a collective start read: it follows that
+    // start's fill (below) rather than getting one of its own.
+    SmallVector<OpOperand *> uses, releases;
     for (OpOperand &use : fill->getResult(0).getUses())
-      uses.push_back(&use);
+      (isa<loom::coll::ReleaseOp>(use.getOwner()) ? releases : uses)
+          .push_back(&use);
     if (uses.size() < 2)
       continue;
     // Keep the earliest user; the rest get their own fill.
@@ -72,6 +75,12 @@ void cloneSharedFills(Block &block) {
       mapping.map(fill.getOutputs()[0], empty->getResult(0));
       use->set(builder.clone(*fill, mapping)->getResult(0));
     }
+    for (OpOperand *release : releases)
+      for (OpOperand *use : uses)
+        if (isa<loom::coll::CollectiveOpInterface>(use->getOwner())) {
+          release->set(use->get());
+          break;
+        }
   }
 }
 

@@ -210,3 +210,33 @@ func.func @shared_join(%x: tensor<8x8xf32>) -> (tensor<8x16xf32>, tensor<8x16xf3
   %i2 = tensor.insert_slice %h2 into %j[0, 8] [8, 8] [1, 1] : tensor<8x8xf32> into tensor<8x16xf32>
   return %i1, %i2 : tensor<8x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A zero fill that is both a gradient, reduce-scattered and released, and
+// read by compute (the loss does not read the parameter): the compute gets
+// a fill of its own, and the release names the fill the reduce-scatter
+// read.
+// CHECK-LABEL: func.func @released_fill
+// CHECK: %[[F:.+]] = linalg.fill
+// CHECK: coll.reduce_scatter_start %[[F]]
+// CHECK: %[[G:.+]] = linalg.fill
+// CHECK: linalg.reduce ins(%[[G]]
+// CHECK: coll.release %[[F]]
+func.func @released_fill() -> (tensor<1xf32>, tensor<f32>) {
+  %world = coll.comm_world : !coll.comm<4>
+  %c = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%c : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s = coll.reduce_scatter_start %f on %world scatter_axis = 0 reduction = <avg>
+      : (tensor<4xf32>, !coll.comm<4>) -> !coll.future<tensor<1xf32>>
+  %e0 = tensor.empty() : tensor<f32>
+  %r = linalg.reduce ins(%f : tensor<4xf32>) outs(%e0 : tensor<f32>) dimensions = [0]
+    (%a: f32, %b: f32) {
+      %t = arith.addf %a, %b : f32
+      linalg.yield %t : f32
+    }
+  coll.release %f : tensor<4xf32>
+  %w = coll.wait %s : !coll.future<tensor<1xf32>>
+  return %w, %r : tensor<1xf32>, tensor<f32>
+}

@@ -8,6 +8,7 @@
 // RUN: not loom-opt %s --train-microbatch=microbatches=2 --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=TWICE
 // RUN: not loom-opt %S/Inputs/batch-reduction.mlir --train-microbatch=microbatches=2 --split-input-file 2>&1 | FileCheck %s --check-prefixes=REDUCE,NOTCE,CONST
 // RUN: not loom-opt %S/Inputs/batch-reduction.mlir --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=TWO
+// RUN: not loom-opt %S/Inputs/hostile-forwards.mlir --allow-unregistered-dialect --split-input-file --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefixes=PARAM,TERMINATOR
 
 // CHECK-LABEL: func.func @mlp(
 // CHECK-SAME: loom.microbatches = 2 : i64
@@ -35,6 +36,8 @@
 // TWO: error: train-microbatch: expected one forward (a function with a train.loss result), found @batch_mean and @square
 // NOTCE: error: train-microbatch: the loss must be the result of train.cross_entropy or train.linear_cross_entropy, so that it can be summed over microbatches
 // CONST: error: 'arith.constant' op train-microbatch: a constant carries the batch; compute it from the inputs instead
+// PARAM: error: train-microbatch: argument #1 is not a train.input but carries the batch (dimension 0 of 'tensor<4x8xf32>')
+// TERMINATOR: error: train-microbatch: expected @unknown_terminator to end in func.return, found 'foo.return'
 
 func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
                %w1: tensor<8x8xf32> {train.param = "layers.1.w"},

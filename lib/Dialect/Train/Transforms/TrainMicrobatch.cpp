@@ -241,7 +241,14 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
     return emitError(loc) << "train-microbatch: expected @"
                           << forward.getSymName() << " to have one block";
   Block &body = forward.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  Operation *last = body.empty() ? nullptr : &body.back();
+  auto ret = dyn_cast_or_null<func::ReturnOp>(last);
+  if (!ret)
+    return emitError(loc) << "train-microbatch: expected @"
+                          << forward.getSymName()
+                          << " to end in func.return, found '"
+                          << (last ? last->getName().getStringRef() : "nothing")
+                          << "'";
   if (forward.getNumResults() != 1)
     return emitError(loc) << "train-microbatch: expected a forward whose only "
                              "result is the loss, got "
@@ -291,6 +298,15 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
       changed |= propagate(dims, &op, known);
     }
   }
+  // Only the inputs are sliced: an argument tied to their batch (a
+  // parameter added to it element-wise) would keep its whole batch while
+  // the clones that read it get a microbatch.
+  for (BlockArgument arg : forward.getArguments())
+    if (!inputs.contains(arg) && dims.hasAny(arg))
+      return emitError(arg.getLoc())
+             << "train-microbatch: argument #" << arg.getArgNumber()
+             << " is not a train.input but carries the batch (dimension "
+             << dims.getDims(arg).front() << " of " << arg.getType() << ")";
   // Which ops are per microbatch: those reading the inputs, and those whose
   // results carry the batch (their inits).
   DenseSet<Operation *> perMicrobatch;
