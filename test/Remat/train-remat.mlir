@@ -11,7 +11,6 @@
 // RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=0.31" 2>&1 | FileCheck %s --check-prefix=LOOSER
 // RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=1000" 2>&1 | FileCheck %s --check-prefix=ROOMY
 // RUN: loom-opt %t.step.mlir -train-remat="solver=knapsack budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=KNAPSACK
-// RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=0.3 time-limit-s=0.001" 2>&1 | FileCheck %s --check-prefix=TIMEOUT
 // RUN: loom-opt %t.step.mlir -train-remat="solver=chain budget-mb=0.2 leanest-below-floor" 2>&1 | FileCheck %s --check-prefix=LEANEST
 
 // Keeping everything: nothing cloned, the peak as it was (351,240 bytes in
@@ -55,12 +54,9 @@
 // LOOSER: remark: train-remat: ilp recomputes 1 ops
 // LOOSER: peak_bytes = 318472 : i64
 
-// Out of time for the step-level ILP (each solve's share of 1 ms is below
-// CBC's least): every one falls back to the chain's solution, a remark says
-// so and counts them, and the answer is the chain's.
-// TIMEOUT: remark: train-remat: the step-level ILP has no solution on 49 of its solves (0 proven infeasible, 49 out of time); the chain's solution (its warm start) stands there
-// TIMEOUT: remark: train-remat: ilp recomputes 2 ops
-// TIMEOUT: fallbacks = 49 : i64{{.*}}peak_bytes = 295940 : i64
+// CBC's time-out is not tested here: what a 1 ms share lets CBC do depends
+// on the machine's speed and load (under load the layers' solves ran out
+// too and the pass failed instead), and no test may pass or fail on speed.
 
 // Below the floor (0.28 MiB) with leanest-below-floor: the leanest
 // candidate, with a remark, instead of an error. The Pareto candidates'
