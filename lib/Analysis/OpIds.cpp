@@ -43,3 +43,21 @@ std::optional<int64_t> loom::getOpId(Operation *op) {
     return std::nullopt;
   return ids.front();
 }
+
+Location loom::withAction(Location loc, StringRef action) {
+  MLIRContext *context = loc->getContext();
+  return NameLoc::get(StringAttr::get(context, kActionPrefix + action), loc);
+}
+
+StringRef loom::getAction(Location loc) {
+  StringRef action;
+  loc->walk([&](Location inner) {
+    auto name = dyn_cast<NameLoc>(inner);
+    if (name && name.getName().getValue().starts_with(kActionPrefix)) {
+      action = name.getName().getValue().drop_front(kActionPrefix.size());
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return action;
+}

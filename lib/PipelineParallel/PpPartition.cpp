@@ -39,6 +39,7 @@
 
 #include "Accumulation.h"
 #include "loom/Analysis/CostModel.h"
+#include "loom/Analysis/OpIds.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/PipelineParallel/Layout.h"
@@ -67,7 +68,7 @@ namespace {
 constexpr int64_t kFree = -1;
 constexpr int64_t kNoMicrobatch = -1;
 constexpr int64_t kManyMicrobatches = -2;
-constexpr llvm::StringLiteral kActionAttr = "loom.action";
+constexpr llvm::StringLiteral kActionAttr = loom::attrs::kAction;
 
 /// What pp-partition decides about one top-level op of the step.
 struct OpInfo {
@@ -730,8 +731,11 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
                << s << " has no value there";
     }
     Operation *clone = b.clone(*op, mapping);
-    clone->setAttr(kActionAttr,
-                   StringAttr::get(ctx, actions[s][info[op].position].str()));
+    std::string action = actions[s][info[op].position].str();
+    clone->setAttr(kActionAttr, StringAttr::get(ctx, action));
+    // The location keeps the action through bufferisation and lowering,
+    // where codegen-outline-actions compiles each action's code once.
+    clone->setLoc(loom::withAction(clone->getLoc(), action));
     for (Value r : op->getResults())
       for (int64_t t = 0; t < numStages; ++t) {
         auto it = messageIndex.find({r, t});
@@ -790,6 +794,21 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
     else
       b.setInsertionPoint(newRet);
     coll::WaitOp::create(b, send.getLoc(), send.getFuture());
+  }
+  // A receive belongs to the action that reads it (the next one), so that
+  // every action of a kind carries its own transfers and its code is the
+  // same for every microbatch (codegen-outline-actions).
+  StringRef next;
+  for (Operation &op : llvm::reverse(entry->getOperations())) {
+    StringRef action = loom::getAction(op.getLoc());
+    if (!action.empty()) {
+      next = action;
+      continue;
+    }
+    auto wait = dyn_cast<coll::WaitOp>(&op);
+    Operation *start = wait ? wait.getFuture().getDefiningOp() : &op;
+    if (!next.empty() && isa_and_nonnull<coll::RecvStartOp>(start))
+      op.setLoc(loom::withAction(op.getLoc(), next));
   }
   return success();
 }

@@ -1,16 +1,18 @@
 //===- LoomLowerToCpuPipeline.cpp - loom-lower-to-cpu-pipeline ------------===//
 //
 // Bufferisation (results straight into the caller's buffers where the plan
-// says so), runtime kernel calls, matmuls to BLAS, the other linalg ops as
-// vector loops (or as the CUDA target maps them, with emulate-gpu), each
-// op's run bracketed by profile probes, then
-// the LLVM dialect, where memref.alloc and dealloc become the allocation
-// functions libloomtrainer counts, and the trainer's manifest.
+// says so), runtime kernel calls, matmuls to BLAS, each op's run bracketed
+// by profile probes, a pipeline stage's actions outlined (one function per
+// kind: codegen-outline-actions), the other linalg ops as vector loops (or
+// as the CUDA target maps them, with emulate-gpu), then the LLVM dialect,
+// where memref.alloc and dealloc become the allocation functions
+// libloomtrainer counts, and the trainer's manifest.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PipelineParts.h"
 #include "loom/Codegen/CPU/Passes.h"
+#include "loom/Codegen/Common/Passes.h"
 #include "loom/Codegen/GPU/Passes.h"
 #include "loom/Conversion/Passes.h"
 #include "loom/Pipelines/Pipelines.h"
@@ -25,6 +27,10 @@ void loom::buildLowerToCpuPipeline(OpPassManager &pm,
                                    const LowerToCpuOptions &options) {
   pipelines::addStepBufferization(pm, options.memoryPlan);
   pm.addPass(createConvertLinalgToBlasPass());
+  // Probes and outlining before the loops: the loops and the LLVM dialect
+  // are then made once per kind of pipeline action, not per microbatch.
+  pm.addPass(trainer::createTrainerProfileProbesPass());
+  pm.addPass(codegen::createCodegenOutlineActionsPass());
   if (options.emulateGpu) {
     codegen::GpuMapLinalgPassOptions map;
     map.threads = options.gpuThreads;
@@ -39,7 +45,6 @@ void loom::buildLowerToCpuPipeline(OpPassManager &pm,
     }
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   }
-  pm.addPass(trainer::createTrainerProfileProbesPass());
   pipelines::addHostScalarLowering(pm);
   pm.addPass(createConvertVectorToLLVMPass());
   pipelines::addToLLVM(pm, /*countedAllocations=*/true);

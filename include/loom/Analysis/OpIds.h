@@ -33,6 +33,18 @@ llvm::SmallVector<int64_t> getOpIds(mlir::Location loc);
 /// The op's id when its location holds exactly one.
 std::optional<int64_t> getOpId(mlir::Operation *op);
 
+/// The name a pipeline schedule's action carries in a location:
+/// "loom.action.<action>", e.g. loc("loom.action.F3"(original)). pp-partition
+/// wraps each op of a stage in its action's name, so that the action is
+/// still known after bufferisation and lowering (codegen-outline-actions).
+inline constexpr llvm::StringLiteral kActionPrefix = "loom.action.";
+
+/// `loc` wrapped in `action`'s name.
+mlir::Location withAction(mlir::Location loc, llvm::StringRef action);
+
+/// The first action named in `loc`, or "" when it names none.
+llvm::StringRef getAction(mlir::Location loc);
+
 } // namespace loom
 
 #endif // LOOM_ANALYSIS_OPIDS_H

@@ -84,6 +84,8 @@ inline constexpr llvm::StringLiteral kStepManifest = "loom.step_manifest";
 inline constexpr llvm::StringLiteral kMicrobatches = "loom.microbatches";
 /// On an op train-microbatch cloned: its microbatch.
 inline constexpr llvm::StringLiteral kMicrobatch = "loom.microbatch";
+/// On a pipeline stage's ops: the schedule action they run in ("F3").
+inline constexpr llvm::StringLiteral kAction = "loom.action";
 /// On a stage's function: its stage in the pipeline.
 inline constexpr llvm::StringLiteral kPipelineStage = "loom.pipeline_stage";
 /// On a stage's function: the pipeline's stages, schedule and bubble.

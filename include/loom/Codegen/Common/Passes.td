@@ -265,4 +265,51 @@ def CodegenPackBuffersPass : Pass<"codegen-pack-buffers", "::mlir::func::FuncOp"
   ];
 }
 
+def CodegenOutlineActionsPass
+    : Pass<"codegen-outline-actions", "::mlir::ModuleOp"> {
+  let summary = "Compiles each pipeline action's code once, called per microbatch";
+  let description = [{
+    A pipeline stage's step is straight-line code: its schedule's actions
+    unrolled over the microbatches, so its size, and the time LLVM takes to
+    compile it, grows with the microbatch count. The forward (or backward)
+    of one microbatch is the same code as the next one's, at other
+    addresses of the arena. This pass, on bufferised IR, outlines each
+    action (the top-level ops whose location names it, `loom.action.F3`,
+    which `pp-partition` stamps) into a private function, then merges the
+    functions that differ only in integer and float constants, which become
+    arguments: the arena offsets, a transfer's tag and peer, a profile
+    probe's op id. The step becomes a table of calls in the schedule's order.
+
+    Pure address computations (constants, `memref.view`, `subview`,
+    `collapse_shape`, `expand_shape`, pointer extraction) are cloned into
+    each action that uses them, one copy per use, so that they are
+    constants of the action's function. A `subview` of a function argument
+    at a static offset (a microbatch's slice of the batch) is cloned with
+    that offset as an operand, and the users that only read through it
+    (loads, stores, vector transfers, pointer extraction, further views)
+    take the dynamic layout; any other user gets a `memref.cast` back.
+    Functions without actions (a step without pipeline stages) are left as
+    they are. The outlined functions are `noinline` and internal, so LLVM
+    compiles each once.
+
+    ```mlir
+    // F0 and F1 of a stage:                 func.func private @step_action0(
+    %v0 = memref.view %arena[%c0][] ...        %arena: memref<64xi8>, %off: index) {
+    scf.for ... { ... } loc("loom.action.F0"...)   %v = memref.view %arena[%off][] ...
+    %v1 = memref.view %arena[%c32][] ...         scf.for ... { ... }
+    scf.for ... { ... } loc("loom.action.F1"...) }
+                                              call @step_action0(%arena, %c0)
+                                              call @step_action0(%arena, %c32)
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let statistics = [
+    Statistic<"numActions", "actions", "Actions outlined">,
+    Statistic<"numFunctions", "functions", "Functions the actions share">,
+    Statistic<"numCasts", "layout-casts", "Users given a memref.cast back to a static layout">
+  ];
+}
+
 #endif // LOOM_CODEGEN_COMMON_PASSES_TD
