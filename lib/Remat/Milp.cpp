@@ -29,21 +29,22 @@ void Milp::addRow(llvm::ArrayRef<std::pair<int, double>> terms, double lo,
 }
 
 Milp::Result Milp::solve(double timeLimitSeconds, double relativeGap,
-                         llvm::ArrayRef<double> start) const {
+                         llvm::ArrayRef<double> start, int64_t maxNodes) const {
   // CbcMain1 parses its arguments into process-wide state: one solve at a
   // time. CBC reports internal failures by throwing CoinError: a failed
   // solve.
   static std::mutex cbcMutex;
   std::lock_guard<std::mutex> lock(cbcMutex);
   try {
-    return solveWithCbc(timeLimitSeconds, relativeGap, start);
+    return solveWithCbc(timeLimitSeconds, relativeGap, start, maxNodes);
   } catch (const CoinError &) {
     return Result{};
   }
 }
 
 Milp::Result Milp::solveWithCbc(double timeLimitSeconds, double relativeGap,
-                                llvm::ArrayRef<double> start) const {
+                                llvm::ArrayRef<double> start,
+                                int64_t maxNodes) const {
   auto began = std::chrono::steady_clock::now();
   int numColumns = getNumColumns();
   CoinPackedMatrix matrix(/*colordered=*/false, 0, 0);
@@ -89,17 +90,22 @@ Milp::Result Milp::solveWithCbc(double timeLimitSeconds, double relativeGap,
   std::string gap = llvm::formatv("{0:E}", std::max(relativeGap, 0.0));
   // The standard driver: presolve, cuts and heuristics, on one thread, the
   // limit counted on the wall clock.
-  const char *argv[] = {
+  std::string nodes = std::to_string(maxNodes);
+  std::vector<const char *> argv = {
       "loom-remat", "-log",    "0",    "-slog",         "0",
       "-timeMode",  "elapsed", "-sec", seconds.c_str(), "-ratio",
-      gap.c_str(),  "-solve",  "-quit"};
+      gap.c_str()};
+  if (maxNodes >= 0)
+    argv.insert(argv.end(), {"-maxNodes", nodes.c_str()});
+  argv.insert(argv.end(), {"-solve", "-quit"});
   CbcMain1(
-      int(std::size(argv)), argv, model, [](CbcModel *, int) { return 0; },
+      int(argv.size()), argv.data(), model, [](CbcModel *, int) { return 0; },
       data);
 
   Result result;
   const double *best = model.bestSolution();
-  bool timedOut = model.isSecondsLimitReached() || model.status() == 1;
+  bool timedOut = model.isSecondsLimitReached() ||
+                  model.isNodeLimitReached() || model.status() == 1;
   if (best) {
     result.values.assign(best, best + numColumns);
     for (double &value : result.values)

@@ -32,7 +32,8 @@ public:
     enum Status {
       /// Solved to within the gap.
       Optimal,
-      /// The time limit stopped the search with a feasible solution.
+      /// A limit (time or nodes) stopped the search with a feasible
+      /// solution not proven optimal.
       TimeLimitFeasible,
       /// Proven infeasible.
       Infeasible,
@@ -50,13 +51,15 @@ public:
     }
   };
   /// Minimises the objective. `start`, when not empty, is a feasible 0-1
-  /// assignment of every column (CBC's MIP start).
+  /// assignment of every column (CBC's MIP start). `maxNodes` >= 0 bounds
+  /// the branch-and-bound nodes (a limit that, unlike the clock, stops the
+  /// search at the same place on every machine).
   Result solve(double timeLimitSeconds, double relativeGap,
-               llvm::ArrayRef<double> start = {}) const;
+               llvm::ArrayRef<double> start = {}, int64_t maxNodes = -1) const;
 
 private:
   Result solveWithCbc(double timeLimitSeconds, double relativeGap,
-                      llvm::ArrayRef<double> start) const;
+                      llvm::ArrayRef<double> start, int64_t maxNodes) const;
 
   std::vector<double> costs;
   std::vector<double> rowLo, rowHi;

@@ -163,7 +163,8 @@ bool dominates(const LayerOption &a, const LayerOption &b) {
 
 std::vector<LayerOption> loom::remat::computeLayerOptions(
     const StepGraph &graph, ArrayRef<unsigned> members,
-    function_ref<double()> limit, double gap, SolveStats &stats) {
+    function_ref<double()> limit, double gap, int64_t maxNodes,
+    SolveStats &stats) {
   LayerProgram program(graph, members);
   program.build();
   std::vector<LayerOption> found{program.keepEverything()};
@@ -191,7 +192,7 @@ std::vector<LayerOption> loom::remat::computeLayerOptions(
           least.setCost(program.recompute[i],
                         (andRecomputed ? program.units(i) : 0) + tie);
       }
-      Milp::Result result = least.solve(limit(), 0);
+      Milp::Result result = least.solve(limit(), 0, {}, maxNodes);
       record(stats, result);
       if (!result.hasSolution()) {
         ++stats.layerFallbacks;
@@ -208,7 +209,8 @@ std::vector<LayerOption> loom::remat::computeLayerOptions(
     }
     // The fastest option within it.
     Milp::Result best =
-        program.withBudget(lowest, andRecomputed).solve(limit(), gap);
+        program.withBudget(lowest, andRecomputed)
+            .solve(limit(), gap, {}, maxNodes);
     record(stats, best);
     if (!best.hasSolution()) {
       ++stats.layerFallbacks;
@@ -220,7 +222,7 @@ std::vector<LayerOption> loom::remat::computeLayerOptions(
     for (unsigned k = 1; k < kGrid; ++k) {
       double bytes = std::floor(hi + (keptAll - hi) * k / kGrid);
       Milp milp = program.withBudget(bytes, andRecomputed);
-      Milp::Result result = milp.solve(limit(), gap);
+      Milp::Result result = milp.solve(limit(), gap, {}, maxNodes);
       record(stats, result);
       if (result.hasSolution())
         found.push_back(program.toOption(result.values));
@@ -328,7 +330,7 @@ loom::remat::solveChain(const ChainModel &model, int64_t budget) {
 std::optional<std::vector<unsigned>>
 loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
                            ArrayRef<unsigned> start, double timeLimitSeconds,
-                           double gap, SolveStats &stats) {
+                           double gap, int64_t maxNodes, SolveStats &stats) {
   if (std::max(model.need[0][0], model.need[0][1]) > budget)
     return std::nullopt;
   unsigned n = model.numLayers;
@@ -372,7 +374,7 @@ loom::remat::solveChainIlp(const ChainModel &model, int64_t budget,
       milp.addRow(row, rhs, 1e30);
     }
   }
-  Milp::Result result = milp.solve(timeLimitSeconds, gap, initial);
+  Milp::Result result = milp.solve(timeLimitSeconds, gap, initial, maxNodes);
   record(stats, result);
   if (!result.hasSolution())
     return std::nullopt;

@@ -49,10 +49,12 @@ struct SolveStats {
 /// keeping everything. `limit` gives each CBC solve its wall-clock seconds.
 /// A least-budget solve CBC cannot answer in time leaves keeping everything
 /// as the only option (counted in `stats.layerFallbacks`).
+/// `maxNodes` >= 0 bounds each solve's branch-and-bound nodes.
 std::vector<LayerOption> computeLayerOptions(const StepGraph &graph,
                                              llvm::ArrayRef<unsigned> members,
                                              llvm::function_ref<double()> limit,
-                                             double gap, SolveStats &stats);
+                                             double gap, int64_t maxNodes,
+                                             SolveStats &stats);
 
 /// What the step-level problem needs from the keep-all timeline.
 struct ChainModel {
@@ -78,7 +80,7 @@ std::optional<std::vector<unsigned>> solveChain(const ChainModel &model,
 std::optional<std::vector<unsigned>>
 solveChainIlp(const ChainModel &model, int64_t budget,
               llvm::ArrayRef<unsigned> start, double timeLimitSeconds,
-              double gap, SolveStats &stats);
+              double gap, int64_t maxNodes, SolveStats &stats);
 
 } // namespace loom::remat
 

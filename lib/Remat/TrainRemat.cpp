@@ -382,7 +382,7 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         continue;
       solved[cls] = true;
       classOptions[cls] = computeLayerOptions(graph, graph.layers[layer],
-                                              layerLimit, gap, stats);
+                                              layerLimit, gap, maxNodes, stats);
       --classesLeft;
     }
     ChainModel chain = buildChainModel(graph, classOptions, keptAllTimeline);
@@ -410,7 +410,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         SolveStats one;
         std::optional<std::vector<unsigned>> ilp;
         if (limit >= 0.01)
-          ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap, one);
+          ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap,
+                              maxNodes, one);
         stats.add(one);
         stepStats.add(one);
         // CBC's answer stands where it is within the budget and no slower
@@ -539,13 +540,18 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                      b.getI64IntegerAttr(stats.layerFallbacks))};
   func->setAttr("loom.remat", b.getDictionaryAttr(fields));
 
-  if (stats.timeouts)
-    emitRemark(func.getLoc())
-        << "train-remat: CBC stopped at its share of time-limit-s="
-        << llvm::formatv("{0:F1}", double(timeLimitSeconds)) << " on "
-        << stats.timeouts << " of " << stats.solves
-        << " solves; their best solutions stand (worst gap "
-        << llvm::formatv("{0:P}", stats.worstGap) << ")";
+  if (stats.timeouts) {
+    InFlightDiagnostic remark = emitRemark(func.getLoc());
+    remark << "train-remat: CBC stopped at a limit (its share of time-limit-s="
+           << llvm::formatv("{0:F1}", double(timeLimitSeconds));
+    if (maxNodes >= 0)
+      remark << ", max-nodes=" << int64_t(maxNodes);
+    remark << ") on " << stats.timeouts << " of " << stats.solves
+           << " solves before proving their best solutions optimal; those "
+              "stand, up to "
+           << llvm::formatv("{0:P}", stats.worstGap)
+           << " worse than CBC's bound";
+  }
   if (fallbacks)
     emitRemark(func.getLoc())
         << "train-remat: the step-level ILP has no solution on " << fallbacks

@@ -136,7 +136,7 @@ TEST(Chain, IlpAgreesWithTheDynamicProgram) {
         continue;
       SolveStats stats;
       std::optional<std::vector<unsigned>> ilp =
-          solveChainIlp(chain.model, budget, *dp, 10, 0, stats);
+          solveChainIlp(chain.model, budget, *dp, 10, 0, -1, stats);
       ASSERT_TRUE(ilp.has_value());
       EXPECT_LE(chain.model.getPeak(*ilp), budget);
       EXPECT_NEAR(chain.model.getSeconds(*ilp), chain.model.getSeconds(*dp),
@@ -167,7 +167,7 @@ TEST(Chain, NoChoiceBelowTheFloor) {
   RandomChain chain(4, 3);
   EXPECT_FALSE(solveChain(chain.model, 10).has_value());
   SolveStats stats;
-  EXPECT_FALSE(solveChainIlp(chain.model, 10, {}, 10, 0, stats).has_value());
+  EXPECT_FALSE(solveChainIlp(chain.model, 10, {}, 10, 0, -1, stats).has_value());
 }
 
 } // namespace

@@ -63,9 +63,11 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     the peaks of the candidates on the Pareto front of peak and recompute
     time, ascending: the budgets at which the choice changes (loomc searches
     them for the one whose memory plan meets `--remat-budget-mb`). `time-limit-s` bounds all of a step's CBC
-    solves together on the wall clock; a solve stopped by its share keeps
-    its best solution, or the chain's, with a remark saying which and the
-    gap.
+    solves together on the wall clock, and `max-nodes` each solve's
+    branch-and-bound nodes (the same stop on every machine); a solve
+    stopped by either keeps its best solution, or the chain's, with a
+    remark that says it was not proven optimal and how far it may be from
+    CBC's bound.
 
     Only pure ops are cloned: never collectives, ops with side effects or
     the loss. The function gets `loom.remat`, a dictionary of what was
@@ -87,6 +89,9 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
            "smallest peak (with a remark) instead of failing">,
     Option<"gap", "gap", "double", /*default=*/"0.01",
            "Relative MIP gap at which CBC stops">,
+    Option<"maxNodes", "max-nodes", "int64_t", /*default=*/"-1",
+           "Branch-and-bound nodes each CBC solve may explore (-1: no limit); "
+           "a solve stopped by it keeps its best solution, as at time-limit-s">,
     Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
            "Device description (name or JSON path) the op times come from">,
     Option<"profile", "profile", "std::string", /*default=*/"\"\"",
