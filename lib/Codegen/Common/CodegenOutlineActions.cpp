@@ -278,8 +278,10 @@ struct CodegenOutlineActionsPass
     Location loc = ops.front()->getLoc();
     auto callee = func::FuncOp::create(moduleBuilder, loc, name, type);
     callee.setPrivate();
-    // One body per kind of action: LLVM compiles it once, not per call.
-    callee->setAttr("no_inline", UnitAttr::get(ctx));
+    // One body per kind of action: LLVM compiles it once, not per call
+    // (LLVM's noinline, which the LLVM dialect's function carries).
+    callee->setAttr("passthrough",
+                    ArrayAttr::get(ctx, {StringAttr::get(ctx, "noinline")}));
     Block *entry = callee.addEntryBlock();
     IRMapping mapping;
     for (auto [value, argument] :

@@ -13,7 +13,7 @@
 // before the first action, stays in the step.
 // CHECK-LABEL: func.func private @step_action0(
 // CHECK-SAME: %[[BATCH:[^:]+]]: memref<4x8xf32>, %[[ARENA:[^:]+]]: memref<256xi8>, %[[ROW:[^:]+]]: index, %[[OFF:[^:]+]]: index, %[[ID:[^:]+]]: i64)
-// CHECK-SAME: attributes {no_inline}
+// CHECK-SAME: attributes {passthrough = ["noinline"]}
 // CHECK: %[[C0:.+]] = arith.constant 0 : index
 // CHECK: %[[SLICE:.+]] = memref.subview %[[BATCH]][%[[ROW]], %[[C0]]] [2, 8] [1, 1] : memref<4x8xf32> to memref<2x8xf32, strided<[8, 1], offset: ?>>
 // CHECK: %[[SLOT:.+]] = memref.view %[[ARENA]][%[[OFF]]][] : memref<256xi8> to memref<2x8xf32>
