@@ -286,11 +286,14 @@ def CodegenOutlineActionsPass
     constants of the action's function. A `subview` of a function argument
     at a static offset (a microbatch's slice of the batch) is cloned with
     that offset as an operand, and the users that only read through it
-    (loads, stores, vector transfers, pointer extraction, further views)
-    take the dynamic layout; any other user gets a `memref.cast` back.
+    (loads, stores, vector transfers, linalg ops on buffers, pointer
+    extraction, further views) take the dynamic layout; any other user gets
+    a `memref.cast` back. It runs after the profile probes (their op ids
+    are constants it passes) and before the loops, so the loops and the
+    LLVM dialect are made once per kind of action.
     Functions without actions (a step without pipeline stages) are left as
-    they are. The outlined functions are `noinline` and internal, so LLVM
-    compiles each once.
+    they are. The outlined functions carry LLVM's `noinline`
+    (`passthrough`), so LLVM compiles each once.
 
     ```mlir
     // F0 and F1 of a stage:                 func.func private @step_action0(
