@@ -160,16 +160,21 @@ struct CodegenOutlineActionsPass
     DenseSet<Value> available(body.getArguments().begin(),
                               body.getArguments().end());
     DenseSet<Operation *> rematerialised;
-    auto isAvailable = [&](Value v) { return available.contains(v); };
     auto markAvailable = [&](Operation *op) {
       available.insert(op->result_begin(), op->result_end());
     };
-    for (Operation &op : llvm::make_range(body.begin(), first)) {
-      if (op.getNumRegions() == 0 && isPure(&op) &&
-          llvm::all_of(op.getOperands(), isAvailable))
-        rematerialised.insert(&op);
+    auto rematerialise = [&](Operation &op) {
+      if (op.getNumRegions() > 0 || !isPure(&op) ||
+          !llvm::all_of(op.getOperands(),
+                        [&](Value v) { return available.contains(v); }))
+        return false;
+      rematerialised.insert(&op);
       markAvailable(&op);
-    }
+      return true;
+    };
+    for (Operation &op : llvm::make_range(body.begin(), first))
+      if (!rematerialise(op))
+        markAvailable(&op);
     SmallVector<SmallVector<Operation *>> actions;
     SmallVector<Operation *> current;
     StringRef currentAction;
@@ -182,12 +187,8 @@ struct CodegenOutlineActionsPass
     for (Operation &op : llvm::make_range(first, body.end())) {
       if (op.hasTrait<OpTrait::IsTerminator>())
         break;
-      if (op.getNumRegions() == 0 && isPure(&op) &&
-          llvm::all_of(op.getOperands(), isAvailable)) {
-        rematerialised.insert(&op);
-        markAvailable(&op);
+      if (rematerialise(op))
         continue;
-      }
       if (allocatesInScope(&op)) {
         close();
         markAvailable(&op);
@@ -261,7 +262,7 @@ struct CodegenOutlineActionsPass
           Operation *owner = operand.getDefiningOp()
                                  ? operand.getDefiningOp()
                                  : operand.getParentBlock()->getParentOp();
-          if (owner == func || !inAction(owner))
+          if (!inAction(owner))
             captured.insert(operand);
         }
       });
