@@ -81,6 +81,18 @@ func.func private @updated_unknown_state(tensor<4xf32> {train.state = "w.n"}) ->
 
 // -----
 
+// Found by loom-fuzz: pp-partition copied the second result's name onto a
+// stage argument and left IR that did not verify.
+// expected-error @+1 {{duplicate 'train.param' name "w" on results #1 and #2}}
+func.func private @duplicate_updated_param(tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.param = "v"}) -> (f32 {train.loss}, tensor<4xf32> {train.param = "w"}, tensor<4xf32> {train.param = "w"})
+
+// -----
+
+// expected-error @+1 {{duplicate 'train.grad' name "w" on results #0 and #1}}
+func.func private @duplicate_grad(tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.grad = "w"}, tensor<4xf32> {train.grad = "w"})
+
+// -----
+
 // expected-error @+1 {{duplicate 'train.state' name "step" on arguments #0 and #1}}
 func.func private @duplicate_state(tensor<f32> {train.state = "step"}, tensor<f32> {train.state = "step"})
 

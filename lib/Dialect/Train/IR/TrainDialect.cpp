@@ -157,7 +157,8 @@ static StringAttr getName(DictionaryAttr dict, StringRef attrName) {
 /// one sweep (a check per attribute against every argument would be
 /// quadratic, and a training step has thousands): parameter and state names
 /// are unique among the arguments, and each result that names an argument
-/// (`train.grad`, `train.param`, `train.state`) names one of its type.
+/// (`train.grad`, `train.param`, `train.state`) names one of its type, and
+/// no other result of the same role names it.
 /// Malformed names are left to the per-attribute checks.
 static LogicalResult verifyRoleNames(FunctionOpInterface func) {
   using Key = std::pair<StringRef, StringAttr>;
@@ -177,6 +178,9 @@ static LogicalResult verifyRoleNames(FunctionOpInterface func) {
                << " on arguments #" << it->second << " and #" << arg;
     }
   }
+  // A result names its argument once: two results updating one parameter
+  // would leave which one the trainer keeps to the order of its writes.
+  DenseMap<Key, unsigned> resultOf;
   ArrayAttr resultAttrs = func.getAllResultAttrs();
   for (unsigned result = 0, e = resultAttrs ? resultAttrs.size() : 0;
        result < e; ++result) {
@@ -189,6 +193,11 @@ static LogicalResult verifyRoleNames(FunctionOpInterface func) {
       StringAttr name = getName(dict, attrName);
       if (!name)
         continue;
+      auto [named, fresh] = resultOf.try_emplace(Key{attrName, name}, result);
+      if (!fresh)
+        return func->emitOpError()
+               << "duplicate '" << attrName << "' name " << name
+               << " on results #" << named->second << " and #" << result;
       auto it = argumentOf.find(Key{role, name});
       if (it == argumentOf.end())
         return func->emitOpError()
