@@ -30,8 +30,9 @@ using namespace mlir;
 
 void loom::buildSchedulePipeline(OpPassManager &pm,
                                  const SchedulePipelineOptions &options) {
-  if (options.rematBudgetMb > 0) {
-    pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
+  if (options.rematBudgetMb > 0 || options.rematActivations < 1) {
+    pipelines::addTrainRemat(pm, options.rematBudgetMb,
+                             options.rematActivations, options.rematSolver,
                              options.device, options.profile,
                              options.leanestBelowFloor);
   }

@@ -34,6 +34,7 @@ void loom::buildShardingPipeline(OpPassManager &pm,
       schedule.memoryLimitMb = options.memoryLimitMb;
       schedule.rematBudgetMb = options.rematBudgetMb;
       schedule.rematSolver = options.rematSolver;
+      schedule.rematActivations = options.rematActivations;
       schedule.leanestBelowFloor = options.leanestBelowFloor;
       buildSchedulePipeline(pm, schedule);
     } else {
@@ -45,9 +46,10 @@ void loom::buildShardingPipeline(OpPassManager &pm,
       pm.addNestedPass<func::FuncOp>(
           coll::createCollReorderBaselinePass(baseline));
     }
-  } else if (options.rematBudgetMb > 0) {
+  } else if (options.rematBudgetMb > 0 || options.rematActivations < 1) {
     // Unsharded: no collectives to schedule, activations to recompute.
-    pipelines::addTrainRemat(pm, options.rematBudgetMb, options.rematSolver,
+    pipelines::addTrainRemat(pm, options.rematBudgetMb,
+                             options.rematActivations, options.rematSolver,
                              options.device, options.profile,
                              options.leanestBelowFloor);
   }

@@ -12,11 +12,12 @@
 
 namespace loom::pipelines {
 
-/// train-remat under `budgetMb` with `solver`, op times from `device` (and
-/// `profile`), a budget below its floor an error or (`leanestBelowFloor`)
-/// its leanest step: the sharded step's, and the unsharded one's.
+/// train-remat under `budgetMb` (and `activationBudget`) with `solver`, op
+/// times from `device` (and `profile`), a budget below its floor an error
+/// or (`leanestBelowFloor`) its leanest step: the sharded step's, and the
+/// unsharded one's.
 void addTrainRemat(mlir::OpPassManager &pm, double budgetMb,
-                   const std::string &solver, const std::string &device,
+                   double activationBudget, const std::string &solver, const std::string &device,
                    const std::string &profile, bool leanestBelowFloor);
 
 /// One-shot bufferisation of the whole module, results with identity

@@ -141,6 +141,37 @@ struct LayerProgram {
     return option;
   }
 
+  /// The least kept without a solve: each needed node recomputed where it
+  /// can be, with what it reads in the layer, transitively; what cannot be
+  /// recomputed is kept. The least-kept program's optimum up to ties, found
+  /// the same way on every machine (CBC may not close a run's program in
+  /// its share of the time).
+  LayerOption recomputeEverything() const {
+    std::vector<double> values(base.getNumColumns(), 0.0);
+    DenseMap<unsigned, unsigned> local;
+    for (auto [i, member] : llvm::enumerate(members))
+      local[member] = i;
+    SmallVector<unsigned> worklist;
+    auto take = [&](unsigned i) {
+      if (recompute[i] >= 0) {
+        if (values[recompute[i]] == 0.0) {
+          values[recompute[i]] = 1.0;
+          worklist.push_back(i);
+        }
+      } else if (save[i] >= 0) {
+        values[save[i]] = 1.0;
+      }
+    };
+    for (unsigned i = 0; i < members.size(); ++i)
+      if (node(i).needed)
+        take(i);
+    while (!worklist.empty())
+      for (unsigned operand : node(worklist.pop_back_val()).operands)
+        if (auto it = local.find(operand); it != local.end())
+          take(it->second);
+    return toOption(values);
+  }
+
   LayerOption keepEverything() const {
     LayerOption option;
     option.recomputed.resize(members.size());
@@ -171,6 +202,7 @@ std::vector<LayerOption> loom::remat::computeLayerOptions(
   // Nothing to choose (a group of views and free ops only): no program.
   if (program.base.getNumColumns() == 0)
     return found;
+  found.push_back(program.recomputeEverything());
   // Keeping everything, in the budget rows' (rounded-up) units.
   double keptAll = 0;
   for (unsigned i = 0; i < members.size(); ++i)
@@ -268,6 +300,58 @@ double ChainModel::getSeconds(ArrayRef<unsigned> choice) const {
   for (unsigned j = 0; j < numLayers; ++j)
     seconds += (*options[j])[choice[j]].seconds;
   return seconds;
+}
+
+std::optional<std::vector<unsigned>>
+loom::remat::solveKept(const ChainModel &model, int64_t kept) {
+  unsigned n = model.numLayers;
+  int64_t total = 0;
+  for (unsigned j = 0; j < n; ++j)
+    total += model.fullBytes[j];
+  // Kept bytes in units rounded up, so that a choice within the units is
+  // within `kept`.
+  constexpr int64_t kStates = 1 << 14;
+  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
+  auto units = [&](int64_t bytes) { return (bytes + unit - 1) / unit; };
+  int64_t states = std::min(kept / unit, units(total) + n) + 1;
+  if (states <= 0)
+    return std::nullopt;
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  std::vector<double> time(states, kInf), next(states);
+  time[0] = 0;
+  std::vector<std::vector<std::pair<uint16_t, int32_t>>> from(
+      n, std::vector<std::pair<uint16_t, int32_t>>(states, {0, -1}));
+  for (unsigned j = 0; j < n; ++j) {
+    std::fill(next.begin(), next.end(), kInf);
+    for (int64_t state = 0; state < states; ++state) {
+      if (time[state] == kInf)
+        continue;
+      for (auto [o, option] : llvm::enumerate(*model.options[j])) {
+        int64_t after = state + units(option.keptBytes);
+        if (after >= states)
+          continue;
+        double t = time[state] + option.seconds;
+        if (t < next[after]) {
+          next[after] = t;
+          from[j][after] = {uint16_t(o), int32_t(state)};
+        }
+      }
+    }
+    std::swap(time, next);
+  }
+  int64_t bestState = -1;
+  for (int64_t state = 0; state < states; ++state)
+    if (time[state] < kInf && (bestState < 0 || time[state] < time[bestState]))
+      bestState = state;
+  if (bestState < 0)
+    return std::nullopt;
+  std::vector<unsigned> choice(n);
+  for (unsigned j = n; j-- > 0;) {
+    auto [option, before] = from[j][bestState];
+    choice[j] = option;
+    bestState = before;
+  }
+  return choice;
 }
 
 std::optional<std::vector<unsigned>>

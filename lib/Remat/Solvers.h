@@ -76,6 +76,12 @@ struct ChainModel {
 /// programming; nullopt when none is.
 std::optional<std::vector<unsigned>> solveChain(const ChainModel &model,
                                                 int64_t budget);
+/// The fastest choice whose layers keep at most `kept` bytes for the
+/// backward together (the activations at the loss, PyTorch's
+/// activation_memory_budget's measure), by dynamic programming; nullopt
+/// when none does.
+std::optional<std::vector<unsigned>> solveKept(const ChainModel &model,
+                                               int64_t kept);
 /// The same by CBC from `start` (a feasible choice).
 std::optional<std::vector<unsigned>>
 solveChainIlp(const ChainModel &model, int64_t budget,

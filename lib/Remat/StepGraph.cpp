@@ -111,7 +111,9 @@ int StepGraph::getNodeOf(Value value) const {
 }
 
 FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
-                                      const CostModel &model) {
+                                      const CostModel &model,
+                                      unsigned segment) {
+  assert(segment >= 1 && "a segment holds at least one group");
   std::optional<unsigned> lossIndex = train::getLossResultIndex(func);
   if (!lossIndex)
     return emitError(func.getLoc(),
@@ -170,7 +172,18 @@ FailureOr<StepGraph> StepGraph::build(func::FuncOp func,
     }
     groupOf[&op] = current;
   }
-  graph.layers.resize(layerOfGroup.size());
+  // Runs of `segment` groups are the solvers' layers. A run of every group
+  // takes the prologue and the epilogue too: the whole forward is one run,
+  // whose options reach down to recomputing all of it from the step's
+  // inputs (what PyTorch's activation_memory_budget=0 does).
+  if (segment > 1 && segment >= layerOfGroup.size())
+    for (auto &[op, layer] : groupOf)
+      layer = 0;
+  else if (segment > 1)
+    for (auto &[op, layer] : groupOf)
+      if (layer >= 0 && layer != kEpilogue)
+        layer /= int(segment);
+  graph.layers.resize((layerOfGroup.size() + segment - 1) / segment);
 
   // The backward's gathers, first per parameter, whose start may move up
   // to any point of the backward (it reads arguments and forward values).
@@ -381,7 +394,12 @@ unsigned loom::remat::rewrite(const StepGraph &graph, const KeepSet &keep) {
     });
     for (OpOperand *use : uses) {
       int node = graph.getNodeOf(use->get());
-      if (node >= 0 && recomputed[node])
+      // A zero-filled init the backward shares with the forward gets its
+      // own fill too: the forward's then dies with its last forward use
+      // instead of living through the step.
+      Operation *def = use->get().getDefiningOp();
+      if ((node >= 0 && recomputed[node]) ||
+          (isa<linalg::FillOp>(def) && isFree(def)))
         use->set(materialize(use->get(), op));
     }
   }

@@ -69,9 +69,18 @@ struct StepGraph {
   unsigned numClasses = 0;
 
   /// Builds the graph of `func`'s body; emits an error and fails on steps
-  /// it cannot take (no train.loss, more than one block).
+  /// it cannot take (no train.loss, more than one block). With `segment`
+  /// > 1 the solvers' layers are runs of that many consecutive parameter
+  /// groups (the last run may be shorter): the outputs of the groups inside
+  /// a run are then ordinary nodes, which a run's options may recompute
+  /// from the run's input (segment checkpoints, Chen et al.'s and
+  /// Revolve's, with the op-level choices inside); a run of every group
+  /// takes the prologue and the epilogue too. The nodes, their order
+  /// and every other field do not depend on `segment`, so keep sets carry
+  /// over between graphs of one function.
   static llvm::FailureOr<StepGraph> build(mlir::func::FuncOp func,
-                                          const CostModel &model);
+                                          const CostModel &model,
+                                          unsigned segment = 1);
 
   /// The node whose result `value` is, or views: -1 for anything else.
   int getNodeOf(mlir::Value value) const;
@@ -92,7 +101,9 @@ bool getRecomputed(const StepGraph &graph, const KeepSet &keep,
 
 /// Clones the recomputed nodes into the backward of `graph.func` (see
 /// KeepSet) and moves the backward gathers a clone reads up to before it.
-/// Returns the number of ops cloned.
+/// When it recomputes anything, the backward's reads of the forward's
+/// zero-filled inits get a fill of their own too. Returns the number of
+/// ops cloned.
 unsigned rewrite(const StepGraph &graph, const KeepSet &keep);
 
 } // namespace loom::remat

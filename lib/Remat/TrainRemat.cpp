@@ -60,6 +60,9 @@ struct Measured {
   /// Activations live at the forward's last op.
   int64_t activationBytes = 0;
   unsigned clonedOps = 0;
+  /// The solvers' layers the candidate was found with: runs of this many
+  /// parameter groups.
+  unsigned segment = 1;
 };
 
 /// `timeline` is `graph`'s block's.
@@ -235,6 +238,114 @@ KeepSet knapsack(const StepGraph &graph, int64_t keepAllPeak, int64_t budget) {
   return keep;
 }
 
+/// The solutions of `policy` (ilp or chain) on `graph`'s layers at a fixed
+/// ladder of modelled budgets, from keeping everything to the leanest, as
+/// keep sets; the ladder depends on the step alone, so that a larger budget
+/// sees every candidate a smaller one does. `seconds` bounds the CBC solves
+/// (half for the layers' programs, the rest for the step-level ones).
+std::vector<KeepSet> solveLadder(const StepGraph &graph,
+                                 const MemoryTimeline &timeline,
+                                 int64_t keptAllPeak, Policy policy,
+                                 double seconds, double gap, int64_t maxNodes,
+                                 SolveStats &stats, SolveStats &stepStats,
+                                 unsigned &fallbacks) {
+  auto began = std::chrono::steady_clock::now();
+  auto remainingSeconds = [&] {
+    return seconds - std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - began)
+                         .count();
+  };
+  unsigned numLayers = graph.layers.size();
+  // Options per distinct layer, the layers' share of the time split among
+  // their solves (18 per distinct layer).
+  std::vector<std::vector<LayerOption>> classOptions(graph.numClasses);
+  std::vector<bool> solved(graph.numClasses, false);
+  unsigned classesLeft = graph.numClasses;
+  double layerSeconds = remainingSeconds() / 2;
+  auto layersBegan = std::chrono::steady_clock::now();
+  auto layerLimit = [&] {
+    double spent = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - layersBegan)
+                       .count();
+    return std::max(0.0, layerSeconds - spent) / (18.0 * classesLeft);
+  };
+  for (unsigned layer = 0; layer < numLayers; ++layer) {
+    unsigned cls = graph.layerClass[layer];
+    if (solved[cls])
+      continue;
+    solved[cls] = true;
+    classOptions[cls] = computeLayerOptions(graph, graph.layers[layer],
+                                            layerLimit, gap, maxNodes, stats);
+    --classesLeft;
+  }
+  ChainModel chain = buildChainModel(graph, classOptions, timeline);
+  std::vector<unsigned> leanest(numLayers);
+  for (unsigned layer = 0; layer < numLayers; ++layer)
+    leanest[layer] = chain.options[layer]->size() - 1;
+  int64_t top = keptAllPeak, bottom = chain.getPeak(leanest);
+  constexpr unsigned kLadder = 48;
+  std::vector<std::vector<unsigned>> choices;
+  choices.push_back(std::vector<unsigned>(numLayers, 0));
+  choices.push_back(leanest);
+  for (unsigned step = 0; step <= kLadder; ++step) {
+    unsigned solvesLeft = kLadder + 1 - step;
+    int64_t modelBudget =
+        bottom + int64_t(double(top - bottom) * step / kLadder);
+    std::optional<std::vector<unsigned>> choice = solveChain(chain, modelBudget);
+    if (!choice)
+      continue;
+    if (policy == Policy::Ilp) {
+      // Each solve gets its share of the time left.
+      double limit = remainingSeconds() / solvesLeft;
+      SolveStats one;
+      std::optional<std::vector<unsigned>> ilp;
+      if (limit >= 0.01)
+        ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap, maxNodes,
+                            one);
+      stats.add(one);
+      stepStats.add(one);
+      // CBC's answer stands where it is within the budget and no slower
+      // than the chain's (a solve stopped by time or gap may be).
+      if (!ilp)
+        ++fallbacks;
+      else if (chain.getPeak(*ilp) <= modelBudget &&
+               chain.getSeconds(*ilp) <= chain.getSeconds(*choice))
+        choice = ilp;
+    }
+    if (!llvm::is_contained(choices, *choice))
+      choices.push_back(*choice);
+  }
+  // And a ladder on the kept bytes alone, for activation-budget: the peak
+  // ladder's solutions keep what does not raise the peak.
+  int64_t keptLeast = 0, keptMost = 0;
+  for (unsigned layer = 0; layer < numLayers; ++layer) {
+    int64_t least = chain.fullBytes[layer];
+    for (const LayerOption &option : *chain.options[layer])
+      least = std::min(least, option.keptBytes);
+    keptLeast += least;
+    keptMost += chain.fullBytes[layer];
+  }
+  constexpr unsigned kKeptLadder = 24;
+  for (unsigned step = 0; step <= kKeptLadder; ++step) {
+    int64_t kept =
+        keptLeast + int64_t(double(keptMost - keptLeast) * step / kKeptLadder);
+    if (std::optional<std::vector<unsigned>> choice = solveKept(chain, kept))
+      if (!llvm::is_contained(choices, *choice))
+        choices.push_back(*choice);
+  }
+  std::vector<KeepSet> keeps;
+  for (ArrayRef<unsigned> choice : choices) {
+    KeepSet keep = keepAll(graph);
+    for (unsigned layer = 0; layer < numLayers; ++layer) {
+      const LayerOption &option = (*chain.options[layer])[choice[layer]];
+      for (unsigned i : option.recomputed.set_bits())
+        keep.reset(graph.layers[layer][i]);
+    }
+    keeps.push_back(std::move(keep));
+  }
+  return keeps;
+}
+
 struct TrainRematPass
     : public loom::remat::impl::TrainRematPassBase<TrainRematPass> {
   using TrainRematPassBase::TrainRematPassBase;
@@ -254,6 +365,12 @@ struct TrainRematPass
           << "train-remat: expected solver ilp, chain, none, every-layer, "
              "sqrt or knapsack, got '"
           << solver << "'";
+      return signalPassFailure();
+    }
+    if (!(activationBudget >= 0 && activationBudget <= 1)) {
+      emitError(getOperation().getLoc())
+          << "train-remat: expected activation-budget in [0, 1], got "
+          << double(activationBudget);
       return signalPassFailure();
     }
     if (!(budgetMb >= 0) || !std::isfinite(double(budgetMb)) ||
@@ -316,6 +433,9 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       int64_t(std::min(std::floor(double(budgetMb) * 1024.0 * 1024.0), 0x1p62));
   MemoryTimeline keptAllTimeline(*graph.block);
   Measured keptAll = measure(graph, keptAllTimeline);
+  // activation-budget's bound on the activations at the loss.
+  int64_t activationLimit = int64_t(
+      std::floor(double(activationBudget) * double(keptAll.activationBytes)));
   unsigned numLayers = graph.layers.size();
 
   KeepSet chosen = keepAll(graph);
@@ -343,13 +463,23 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
     break;
   case Policy::Ilp:
   case Policy::Chain: {
-    if (budget == 0 || budget >= keptAll.peakBytes)
-      break; // nothing to do within the budget
+    if ((budget == 0 || budget >= keptAll.peakBytes) &&
+        activationLimit >= keptAll.activationBytes)
+      break; // nothing to do within the budgets
+    // Which bound the step without layers cannot meet.
+    std::string unmet =
+        budget && budget < keptAll.peakBytes
+            ? llvm::formatv("budget-mb={0:F2} is below the step's peak, {1}",
+                            double(budgetMb), formatMiB(keptAll.peakBytes))
+                  .str()
+            : llvm::formatv("activation-budget={0:F3} is below the "
+                            "activations the step keeps at the loss, {1}",
+                            double(activationBudget),
+                            formatMiB(keptAll.activationBytes))
+                  .str();
     if (numLayers == 0 && leanestBelowFloor) {
       emitRemark(func.getLoc())
-          << "train-remat: budget-mb="
-          << llvm::formatv("{0:F2}", double(budgetMb))
-          << " is below the step's peak, " << formatMiB(keptAll.peakBytes)
+          << "train-remat: " << unmet
           << ", and the step has no layers to recompute; it keeps "
              "everything (leanest-below-floor)";
       candidatePeaks.push_back(keptAll.peakBytes);
@@ -357,90 +487,42 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
     }
     if (numLayers == 0)
       return emitError(func.getLoc())
-             << "train-remat: budget-mb="
-             << llvm::formatv("{0:F2}", double(budgetMb))
-             << " is below the step's peak, " << formatMiB(keptAll.peakBytes)
+             << "train-remat: " << unmet
              << ", and the step has no layers (train.param groups such as "
                 "layers.0.*) to recompute";
-    // Options per distinct layer.
-    // Half the time for the layers' programs, shared among their solves
-    // (18 per distinct layer), the rest for the step-level ones.
-    std::vector<std::vector<LayerOption>> classOptions(graph.numClasses);
-    std::vector<bool> solved(graph.numClasses, false);
-    unsigned classesLeft = graph.numClasses;
-    double layerSeconds = remainingSeconds() / 2;
-    auto layersBegan = std::chrono::steady_clock::now();
-    auto layerLimit = [&] {
-      double spent = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - layersBegan)
-                         .count();
-      return std::max(0.0, layerSeconds - spent) / (18.0 * classesLeft);
-    };
-    for (unsigned layer = 0; layer < numLayers; ++layer) {
-      unsigned cls = graph.layerClass[layer];
-      if (solved[cls])
-        continue;
-      solved[cls] = true;
-      classOptions[cls] = computeLayerOptions(graph, graph.layers[layer],
-                                              layerLimit, gap, maxNodes, stats);
-      --classesLeft;
-    }
-    ChainModel chain = buildChainModel(graph, classOptions, keptAllTimeline);
-    // The ladder of modelled budgets: fixed by the step alone, so that a
-    // larger budget sees every candidate a smaller one does.
-    std::vector<unsigned> leanest(numLayers);
-    for (unsigned layer = 0; layer < numLayers; ++layer)
-      leanest[layer] = chain.options[layer]->size() - 1;
-    int64_t top = keptAll.peakBytes, bottom = chain.getPeak(leanest);
-    constexpr unsigned kLadder = 48;
-    std::vector<std::vector<unsigned>> solutions;
-    solutions.push_back(std::vector<unsigned>(numLayers, 0));
-    solutions.push_back(leanest);
-    for (unsigned step = 0; step <= kLadder; ++step) {
-      unsigned solvesLeft = kLadder + 1 - step;
-      int64_t modelBudget =
-          bottom + int64_t(double(top - bottom) * step / kLadder);
-      std::optional<std::vector<unsigned>> choice =
-          solveChain(chain, modelBudget);
-      if (!choice)
-        continue;
-      if (policy == Policy::Ilp) {
-        // Each solve gets its share of the time left.
-        double limit = remainingSeconds() / solvesLeft;
-        SolveStats one;
-        std::optional<std::vector<unsigned>> ilp;
-        if (limit >= 0.01)
-          ilp = solveChainIlp(chain, modelBudget, *choice, limit, gap,
-                              maxNodes, one);
-        stats.add(one);
-        stepStats.add(one);
-        // CBC's answer stands where it is within the budget and no slower
-        // than the chain's (a solve stopped by time or gap may be).
-        if (!ilp)
-          ++fallbacks;
-        else if (chain.getPeak(*ilp) <= modelBudget &&
-                 chain.getSeconds(*ilp) <= chain.getSeconds(*choice))
-          choice = ilp;
+    // The solvers' layers: each parameter group, then runs of 2, 4, ...
+    // groups up to max-segment (and the whole chain where it is within
+    // it), each grouping solved on its own; every solution of every
+    // grouping is a candidate. The time left is shared among the groupings.
+    SmallVector<unsigned> segments{1};
+    unsigned longest = std::min<unsigned>(maxSegment, numLayers);
+    for (unsigned segment = 2; segment < longest; segment *= 2)
+      segments.push_back(segment);
+    if (longest > 1)
+      segments.push_back(longest);
+    std::vector<std::pair<KeepSet, unsigned>> solutions;
+    for (auto [i, segment] : llvm::enumerate(segments)) {
+      std::optional<StepGraph> runs;
+      if (segment > 1) {
+        FailureOr<StepGraph> built = StepGraph::build(func, model, segment);
+        if (failed(built))
+          return failure();
+        runs = std::move(*built);
       }
-      if (!llvm::is_contained(solutions, *choice))
-        solutions.push_back(*choice);
+      double share = remainingSeconds() / double(segments.size() - i);
+      for (KeepSet &keep :
+           solveLadder(runs ? *runs : graph, keptAllTimeline, keptAll.peakBytes, policy,
+                       share, gap, maxNodes, stats, stepStats, fallbacks))
+        if (!llvm::any_of(solutions,
+                          [&](const auto &seen) { return seen.first == keep; }))
+          solutions.emplace_back(std::move(keep), segment);
     }
-    // Each candidate rewritten and counted; the fastest within the budget.
-    auto toKeep = [&](ArrayRef<unsigned> choice) {
-      KeepSet keep = keepAll(graph);
-      for (unsigned layer = 0; layer < numLayers; ++layer) {
-        const LayerOption &option = (*chain.options[layer])[choice[layer]];
-        for (unsigned i : option.recomputed.set_bits())
-          keep.reset(graph.layers[layer][i]);
-      }
-      return keep;
-    };
     candidates = solutions.size();
     // Each candidate's (recompute seconds, measured peak, what it keeps).
     std::vector<std::tuple<double, Measured, KeepSet>> measuredCandidates;
-    for (ArrayRef<unsigned> choice : solutions) {
-      KeepSet keep = toKeep(choice);
+    for (const auto &[keep, segment] : solutions) {
       Measured measured = measureRewritten(graph, keep);
+      measured.segment = segment;
       measuredCandidates.emplace_back(getRecomputeSeconds(graph, keep),
                                       measured, keep);
     }
@@ -450,7 +532,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       const std::tuple<double, Measured, KeepSet> *best = nullptr;
       for (const auto &candidate : measuredCandidates) {
         const auto &[seconds, measured, keep] = candidate;
-        if (measured.peakBytes > limit)
+        if (measured.peakBytes > limit ||
+            measured.activationBytes > activationLimit)
           continue;
         if (!best || seconds < std::get<0>(*best) ||
             (seconds == std::get<0>(*best) &&
@@ -459,9 +542,27 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       }
       return best;
     };
-    int64_t smallest = keptAll.peakBytes;
+    // The least activations any candidate keeps; the smallest peak among
+    // those within activation-budget.
+    int64_t leastActivations = keptAll.activationBytes;
     for (const auto &candidate : measuredCandidates)
-      smallest = std::min(smallest, std::get<1>(candidate).peakBytes);
+      leastActivations = std::min(leastActivations,
+                                  std::get<1>(candidate).activationBytes);
+    if (leastActivations > activationLimit)
+      return emitError(func.getLoc())
+             << "train-remat: activation-budget="
+             << llvm::formatv("{0:F3}", double(activationBudget))
+             << " is below the least activations rematerialisation keeps, "
+             << formatMiB(leastActivations) << " (" << leastActivations
+             << " bytes, "
+             << llvm::formatv("{0:F4}", double(leastActivations) /
+                                            double(keptAll.activationBytes))
+             << " of the " << formatMiB(keptAll.activationBytes)
+             << " the step keeps at the loss)";
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const auto &candidate : measuredCandidates)
+      if (std::get<1>(candidate).activationBytes <= activationLimit)
+        smallest = std::min(smallest, std::get<1>(candidate).peakBytes);
     // The Pareto front: the peaks at which a larger budget picks another
     // candidate, ascending.
     for (const auto &candidate : measuredCandidates) {
@@ -471,7 +572,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
     }
     llvm::sort(candidatePeaks);
     candidatePeaks.erase(llvm::unique(candidatePeaks), candidatePeaks.end());
-    const std::tuple<double, Measured, KeepSet> *best = pick(budget);
+    const std::tuple<double, Measured, KeepSet> *best =
+        pick(budget ? budget : std::numeric_limits<int64_t>::max());
     if (!best && leanestBelowFloor) {
       best = pick(smallest);
       emitRemark(func.getLoc())
@@ -487,6 +589,9 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
              << llvm::formatv("{0:F2}", double(budgetMb))
              << " is below the smallest peak rematerialisation reaches, "
              << formatMiB(smallest)
+             << (activationLimit < keptAll.activationBytes
+                     ? " within activation-budget"
+                     : "")
              << " (keeping everything: " << formatMiB(keptAll.peakBytes) << ")";
     chosen = std::get<2>(*best);
     realised = std::get<1>(*best);
@@ -528,6 +633,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       b.getNamedAttr("recompute_us", b.getF64FloatAttr(recomputeSeconds * 1e6)),
       b.getNamedAttr("layers", b.getI64IntegerAttr(numLayers)),
       b.getNamedAttr("layer_classes", b.getI64IntegerAttr(graph.numClasses)),
+      b.getNamedAttr("segment_layers",
+                     b.getI64IntegerAttr(realised ? realised->segment : 1)),
       b.getNamedAttr("candidates", b.getI64IntegerAttr(candidates)),
       b.getNamedAttr("candidate_peak_bytes",
                      b.getDenseI64ArrayAttr(candidatePeaks)),

@@ -180,6 +180,15 @@ static cl::opt<double> rematBudgetMb(
              "names it; with --memory-limit-mb, the lower of the two bounds "
              "the plan"),
     cl::init(0), cl::cat(loomcCategory));
+static cl::opt<double> rematActivations(
+    "remat-activations",
+    cl::desc("recompute activations in the backward (train-remat) so that "
+             "those kept at the loss are at most this fraction of the "
+             "step's without recomputation, recomputing as little as that "
+             "allows (PyTorch's activation_memory_budget; 1: no bound); a "
+             "fraction below what Loom reaches is an error that names it; "
+             "with --remat-budget-mb both hold"),
+    cl::init(1), cl::cat(loomcCategory));
 static cl::opt<std::string> rematSolver(
     "remat-solver",
     cl::desc("train-remat's solver: chain (default: Rotor's dynamic "
@@ -902,9 +911,9 @@ int main(int argc, char **argv) {
                 "gather each parameter once per microbatch)\n";
       return 1;
     }
-    if (rematBudgetMb > 0 || !profile.empty()) {
-      errs() << "loomc: error: --remat-budget-mb and --profile are not "
-                "built for pipeline stages yet\n";
+    if (rematBudgetMb > 0 || rematActivations < 1 || !profile.empty()) {
+      errs() << "loomc: error: --remat-budget-mb, --remat-activations and "
+                "--profile are not built for pipeline stages yet\n";
       return 1;
     }
     if (target == loom::Target::Cuda) {
@@ -922,10 +931,16 @@ int main(int argc, char **argv) {
     errs() << "loomc: error: expected --remat-budget-mb >= 0\n";
     return 1;
   }
-  if (rematBudgetMb > 0 && zeroStage != loom::ZeroStage::None &&
+  if (!(rematActivations >= 0 && rematActivations <= 1)) {
+    errs() << "loomc: error: expected --remat-activations in [0, 1]\n";
+    return 1;
+  }
+  if ((rematBudgetMb > 0 || rematActivations < 1) &&
+      zeroStage != loom::ZeroStage::None &&
       schedule != loom::Schedule::Loom) {
-    errs() << "loomc: error: --remat-budget-mb bounds the step Loom "
-              "schedules; a baseline --schedule keeps its own order\n";
+    errs() << "loomc: error: --remat-budget-mb and --remat-activations "
+              "bound the step Loom schedules; a baseline --schedule keeps "
+              "its own order\n";
     return 1;
   }
   if (memoryLimitMb > 0 && schedule != loom::Schedule::Loom) {
@@ -1109,6 +1124,7 @@ int main(int argc, char **argv) {
               : (target == loom::Target::Cuda ? "h100-nvlink" : "cpu");
       sharding.profile = profile;
       sharding.rematSolver = rematSolver;
+      sharding.rematActivations = rematActivations;
       loom::MemoryPlanOptions plan;
       plan.target = target;
       plan.emulateGpu = emulateGpu;

@@ -143,6 +143,13 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       llvm::cl::desc("train-remat's budget on the step's peak, MiB "
                      "(0: no rematerialisation)"),
       llvm::cl::init(0)};
+  Option<double> rematActivations{
+      *this, "remat-activations",
+      llvm::cl::desc("train-remat's activation-budget: the activations kept "
+                     "at the loss, a fraction of the step's without "
+                     "recomputation (PyTorch's activation_memory_budget); "
+                     "1: no bound"),
+      llvm::cl::init(1)};
   Option<std::string> rematSolver{
       *this, "remat-solver",
       llvm::cl::desc("train-remat's solver: chain, ilp, none, every-layer, "
@@ -191,6 +198,13 @@ struct SchedulePipelineOptions
           "(0: no rematerialisation); the scheduler's limit too unless "
           "memory-limit-mb is given"),
       llvm::cl::init(0)};
+  Option<double> rematActivations{
+      *this, "remat-activations",
+      llvm::cl::desc("train-remat's activation-budget: the activations kept "
+                     "at the loss, a fraction of the step's without "
+                     "recomputation (PyTorch's activation_memory_budget); "
+                     "1: no bound"),
+      llvm::cl::init(1)};
   Option<std::string> rematSolver{
       *this, "remat-solver",
       llvm::cl::desc("train-remat's solver: chain, ilp, none, every-layer, "

@@ -53,11 +53,21 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
       attention, keeps what a 0-1 knapsack on bytes against time picks):
       the baselines, rewritten by the same code.
 
+    The solvers' unit may also be a run of layers (`max-segment`: runs of
+    2, 4, ... layers, and one of every layer with the prologue and the
+    epilogue): inside a run the layers' outputs are ordinary values, so a
+    run's options recompute them from its input (segment checkpoints).
+    Each grouping is solved on its own and all their solutions compete.
+
+    `activation-budget` bounds the activations the step keeps at the loss
+    as a fraction of those it keeps without recomputation (PyTorch's
+    `activation_memory_budget`); with `budget-mb` both bounds hold.
+
     For `ilp` and `chain`, the candidates are the solutions at a fixed
     ladder of modelled budgets; each is rewritten and its real peak counted,
-    and the fastest whose peak is within `budget-mb` wins (the smaller peak
-    on a tie). The realised peak is therefore never above the budget, and
-    monotonic in it; a budget below every candidate is an error naming the
+    and the fastest whose peak is within `budget-mb` and whose activations
+    are within `activation-budget` wins (the smaller peak on a tie). The
+    realised peak is therefore never above the budget, and monotonic in it; a budget below every candidate is an error naming the
     smallest reachable peak, or with `leanest-below-floor` the leanest
     candidate, with a remark. `loom.remat`'s `candidate_peak_bytes` lists
     the peaks of the candidates on the Pareto front of peak and recompute
@@ -78,6 +88,12 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
            "Peak of the step's memory timeline in MiB (fractions allowed); "
            "0: no limit (ilp and chain then keep everything)">,
+    Option<"activationBudget", "activation-budget", "double",
+           /*default=*/"1",
+           "ilp and chain: the activations kept at the loss, as a fraction "
+           "of the step's without recomputation (PyTorch's "
+           "activation_memory_budget); 1: no bound. With budget-mb both "
+           "hold">,
     Option<"solver", "solver", "std::string", /*default=*/"\"chain\"",
            "chain (default), ilp, none, every-layer, sqrt or knapsack">,
     Option<"timeLimitSeconds", "time-limit-s", "double", /*default=*/"60",
@@ -87,6 +103,11 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
            /*default=*/"false",
            "A budget below the smallest peak ilp or chain reach takes that "
            "smallest peak (with a remark) instead of failing">,
+    Option<"maxSegment", "max-segment", "unsigned", /*default=*/"4",
+           "ilp and chain also solve with runs of 2, 4, ... up to this many "
+           "consecutive layers as one (segment checkpoints: a run may "
+           "recompute the outputs of the layers inside it); 1: layers "
+           "alone, whose outputs are always kept">,
     Option<"gap", "gap", "double", /*default=*/"0.01",
            "Relative MIP gap at which CBC stops">,
     Option<"maxNodes", "max-nodes", "int64_t", /*default=*/"-1",
