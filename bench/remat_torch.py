@@ -15,7 +15,7 @@ scaled_dot_product_attention, SwiGLU, cross-entropy over the logits), in
 f32, parameters in Loom's initialisation's scale; the figures do not
 depend on the values.
 
-    python remat_torch.py --config '{"layers": 4, ...}' --budgets 1 0.5 0
+    python remat_torch.py --config '{"layers": 4, ...}' --budgets 1 0.5 0 [--rounds 5 --steps 3]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import json
 import math
 import statistics
 import time
+import types
 
 import torch
 import torch.nn.functional as F
@@ -86,18 +87,32 @@ def make_loss(cfg):
     return loss
 
 
-def run(cfg, budget, warmup, steps):
-    import torch._dynamo
+def compile_at(cfg, budget, first_step):
+    """The loss compiled with the min-cut partitioner at `budget`: a code
+    object of its own, so that Dynamo's cache (kept per code object) holds
+    each budget's graph apart, compiled by `first_step` (its first call)
+    under that budget."""
     import torch._functorch.config as functorch_config
 
-    torch._dynamo.reset()
-    functorch_config.activation_memory_budget = budget
+    loss = make_loss(cfg)
+    fn = types.FunctionType(loss.__code__.replace(), loss.__globals__, f"loss_{budget}",
+                            loss.__defaults__, loss.__closure__)
+    compiled = torch.compile(fn)
+    with functorch_config.patch(activation_memory_budget=budget):
+        first_step(compiled)
+    return compiled
+
+
+def run(cfg, budgets, rounds, steps):
+    """Each budget's step compiled, then timed in turns (budgets in turn,
+    `rounds` times, `steps` steps each): the ratio to budget 1.0 is taken
+    within each round, so that a drift in the machine's speed cancels."""
     generator = torch.Generator().manual_seed(0)
     params = make_params(cfg, generator)
     tokens = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=generator)
     labels = torch.randint(0, cfg["vocab"], (cfg["batch"], cfg["seq"]), generator=generator)
     optimizer = torch.optim.AdamW(params.values(), lr=1e-3)
-    compiled = torch.compile(make_loss(cfg))
+    param_ptrs = {p.untyped_storage().data_ptr() for p in params.values()}
     saved = {}
 
     def pack(tensor):
@@ -105,9 +120,7 @@ def run(cfg, budget, warmup, steps):
         saved[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    began = time.perf_counter()
-    times = []
-    for step in range(warmup + steps):
+    def step(compiled):
         saved.clear()
         start = time.perf_counter()
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -115,30 +128,46 @@ def run(cfg, budget, warmup, steps):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - start)
-        if step == 0:
-            compile_s = time.perf_counter() - began
-    # The parameters themselves are saved too (the matmuls' operands): not
-    # activations.
-    param_ptrs = {p.untyped_storage().data_ptr() for p in params.values()}
-    activation_bytes = sum(n for ptr, n in saved.items() if ptr not in param_ptrs)
-    return {"budget": budget, "activation_bytes": activation_bytes,
-            "step_ms": statistics.median(times[warmup:]) * 1e3,
-            "step_ms_min": min(times[warmup:]) * 1e3, "step_ms_max": max(times[warmup:]) * 1e3,
-            "compile_s": compile_s, "loss": float(loss), "torch": torch.__version__}
+        return time.perf_counter() - start, float(loss.detach())
+
+    compiled, results = {}, {}
+    for budget in budgets:
+        began = time.perf_counter()
+        compiled[budget] = compile_at(cfg, budget, step)
+        # The parameters are saved too (the matmuls' operands): not
+        # activations.
+        results[budget] = {"budget": budget, "compile_s": time.perf_counter() - began,
+                           "activation_bytes": sum(n for ptr, n in saved.items()
+                                                   if ptr not in param_ptrs),
+                           "ms": [], "ratios": []}
+    for _ in range(rounds):
+        medians = {}
+        for budget in budgets:
+            times = [step(compiled[budget])[0] for _ in range(steps)]
+            medians[budget] = statistics.median(times) * 1e3
+            results[budget]["ms"].append(medians[budget])
+        for budget in budgets:
+            results[budget]["ratios"].append(medians[budget] / medians[1.0])
+    for result in results.values():
+        ms, ratios = result.pop("ms"), result.pop("ratios")
+        result.update(step_ms=statistics.median(ms), ratio=statistics.median(ratios),
+                      ratio_min=min(ratios), ratio_max=max(ratios), torch=torch.__version__)
+    return [results[budget] for budget in budgets]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="the Llama's fields, JSON")
     parser.add_argument("--budgets", type=float, nargs="+", required=True)
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=3, help="steps per budget per round")
     args = parser.parse_args()
+    if 1.0 not in args.budgets:
+        parser.error("--budgets needs 1.0, the reference")
     torch.set_num_threads(1)
     cfg = json.loads(args.config)
-    for budget in args.budgets:
-        print(json.dumps(run(cfg, budget, args.warmup, args.steps)), flush=True)
+    for result in run(cfg, args.budgets, args.rounds, args.steps):
+        print(json.dumps(result), flush=True)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,16 @@
 # models (one rank, and 4 ranks of ZeRO-3) a sweep of budgets from the floor
 # to keeping everything gives plans within each budget, growing with it; the
 # floor loomc reports is the smallest plan of the sweep, a budget below it is
-# an error naming it, and --memory-limit-mb with it bounds the plan too.
+# an error naming it, and --memory-limit-mb with it bounds the plan too;
+# --remat-activations bounds the activations kept at the loss.
 # RUN: %python %s | FileCheck %s
 # CHECK: 1 rank: {{[0-9]+}} budgets, every plan within its budget, monotonic; floor {{[0-9.]+}} MiB = the smallest plan
 # CHECK: 1 rank: below the floor: loomc: error: --remat-budget-mb {{[0-9.]+}} cannot be met: the smallest memory plan Loom reaches is
 # CHECK: 1 rank: --memory-limit-mb below the budget bounds the plan
 # CHECK: 4 ranks ZeRO-3: {{[0-9]+}} budgets, every plan within its budget, monotonic; floor {{[0-9.]+}} MiB = the smallest plan
 # CHECK: 4 ranks ZeRO-3: below the floor: loomc: error: --remat-budget-mb
+# CHECK: 1 rank: --remat-activations=0.3 keeps at most that fraction
+# CHECK: 4 ranks ZeRO-3: --remat-activations=0.3 keeps at most that fraction
 # CHECK-NOT: FAIL
 
 import dataclasses
@@ -92,4 +95,16 @@ with tempfile.TemporaryDirectory() as tmp:
     with open(four, "w") as f:
         f.write(build_forward(dataclasses.replace(CONFIGS["tiny"], batch=2, seq=128)))
     sweep("4 ranks ZeRO-3", four, ["--world-size", "4", "--zero-stage", "3"])
+    # --remat-activations: the step keeps at most that fraction at the loss.
+    for name, forward, flags in (("1 rank", one, []),
+                                 ("4 ranks ZeRO-3", four, ["--world-size", "4", "--zero-stage", "3"])):
+        step = os.path.join(tmp, "step.mlir")
+        proc = subprocess.run([find_tool("loomc"), forward, *flags, "--emit=step",
+                               "--remat-activations=0.3", "-o", step], capture_output=True, text=True)
+        fields = dict(re.findall(r"(\w+) = ([0-9]+) : i64", open(step).read())) if not proc.returncode else {}
+        kept = int(fields.get("activation_bytes", -1)) / max(1, int(fields.get("keep_all_activation_bytes", 1)))
+        if proc.returncode or not 0 <= kept <= 0.3:
+            print(f"FAIL {name}: --remat-activations=0.3 keeps {kept:.3f}: {proc.stderr.strip()[-400:]}")
+        else:
+            print(f"{name}: --remat-activations=0.3 keeps at most that fraction")
 sys.exit(0)

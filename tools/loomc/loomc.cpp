@@ -949,11 +949,13 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!profile.empty()) {
+    bool remat = rematBudgetMb > 0 || rematActivations < 1;
     if (schedule != loom::Schedule::Loom ||
-        zeroStage == loom::ZeroStage::None) {
+        (zeroStage == loom::ZeroStage::None && !remat)) {
       errs() << "loomc: error: --profile calibrates Loom's schedule of the "
-                "collectives; it needs --zero-stage 1, 2 or 3 and "
-                "--schedule=loom\n";
+                "collectives and train-remat's choice; it needs --zero-stage "
+                "1, 2 or 3 and --schedule=loom, or --remat-budget-mb or "
+                "--remat-activations\n";
       return 1;
     }
     llvm::Expected<loom::Profile> measured = loom::Profile::load(profile);
