@@ -16,7 +16,8 @@
 // layer are the prologue, ops after a non-layer parameter read past the last
 // layer the epilogue (both keep everything). A node read by the forward of a
 // later group is an *interface* (a layer's output) and is always kept by
-// Loom's solvers.
+// Loom's solvers; with runs of groups as the solvers' layers (`segment`),
+// only a run's output is.
 //
 //===----------------------------------------------------------------------===//
 
