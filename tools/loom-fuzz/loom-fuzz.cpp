@@ -59,7 +59,9 @@ namespace {
 // the first, second or third of every choice), the later ones reach the
 // passes' checks (out of range, a layout the units may not match; an empty
 // alternative leaves the option at its default). train-remat's CBC solves
-// get at most a second, so that one input stays fast.
+// get at most a second, and the seeds solve layers alone or runs of two (each
+// grouping's candidates are rewritten and counted, slowly under ASan), so
+// that one input stays fast.
 #define PP_OPTIONS                                                             \
   "stages=[2;2;3;4;1;0] replicas=[1;2;1;3] "                                   \
   "schedule=[1f1b;gpipe;zb-h1;interleaved] "                                   \
@@ -68,7 +70,8 @@ namespace {
 #define REMAT_OPTIONS                                                          \
   "solver=[chain;ilp;every-layer;sqrt;knapsack;none;greedy] "                  \
   "budget-mb=[0.3;1;4;16;0.01;0;-1] time-limit-s=[0.2;0.5;1;0] "               \
-  "gap=[0.01;0.5] device=[cpu;h100-nvlink]"
+  "gap=[0.01;0.5] device=[cpu;h100-nvlink] "                                   \
+  "activation-budget=[1;0.3;1;0;-0.5;2] max-segment=[1;2;1;4;0;64]"
 
 /// The pipelines an input's first byte chooses from (modulo their count).
 const char *const kPipelines[] = {
