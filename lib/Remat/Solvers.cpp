@@ -302,23 +302,18 @@ double ChainModel::getSeconds(ArrayRef<unsigned> choice) const {
   return seconds;
 }
 
-std::optional<std::vector<unsigned>>
-loom::remat::solveKept(const ChainModel &model, int64_t kept) {
+/// The fastest choice of one option per layer by dynamic programming over
+/// integer states `[0, states)`, from state 0: `after(j, state, option)` is
+/// the state layer j's option leads to, or -1 (or anything out of range)
+/// where it is not allowed; nullopt when no choice gets through every layer.
+template <typename After>
+static std::optional<std::vector<unsigned>>
+solveOverStates(const ChainModel &model, int64_t states, After after) {
   unsigned n = model.numLayers;
-  int64_t total = 0;
-  for (unsigned j = 0; j < n; ++j)
-    total += model.fullBytes[j];
-  // Kept bytes in units rounded up, so that a choice within the units is
-  // within `kept`.
-  constexpr int64_t kStates = 1 << 14;
-  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
-  auto units = [&](int64_t bytes) { return (bytes + unit - 1) / unit; };
-  int64_t states = std::min(kept / unit, units(total) + n) + 1;
-  if (states <= 0)
-    return std::nullopt;
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<double> time(states, kInf), next(states);
   time[0] = 0;
+  // from[j][state after j] = (option, state before j).
   std::vector<std::vector<std::pair<uint16_t, int32_t>>> from(
       n, std::vector<std::pair<uint16_t, int32_t>>(states, {0, -1}));
   for (unsigned j = 0; j < n; ++j) {
@@ -327,13 +322,13 @@ loom::remat::solveKept(const ChainModel &model, int64_t kept) {
       if (time[state] == kInf)
         continue;
       for (auto [o, option] : llvm::enumerate(*model.options[j])) {
-        int64_t after = state + units(option.keptBytes);
-        if (after >= states)
+        int64_t to = after(j, state, option);
+        if (to < 0 || to >= states)
           continue;
         double t = time[state] + option.seconds;
-        if (t < next[after]) {
-          next[after] = t;
-          from[j][after] = {uint16_t(o), int32_t(state)};
+        if (t < next[to]) {
+          next[to] = t;
+          from[j][to] = {uint16_t(o), int32_t(state)};
         }
       }
     }
@@ -355,60 +350,48 @@ loom::remat::solveKept(const ChainModel &model, int64_t kept) {
 }
 
 std::optional<std::vector<unsigned>>
+loom::remat::solveKept(const ChainModel &model, int64_t kept) {
+  int64_t total = 0;
+  for (unsigned j = 0; j < model.numLayers; ++j)
+    total += model.fullBytes[j];
+  // Kept bytes in units rounded up, so that a choice within the units is
+  // within `kept`. The state is the kept units so far.
+  constexpr int64_t kStates = 1 << 14;
+  int64_t unit = std::max<int64_t>(1, (total + kStates - 1) / kStates);
+  auto units = [&](int64_t bytes) { return (bytes + unit - 1) / unit; };
+  int64_t states = std::min(kept / unit, units(total) + model.numLayers) + 1;
+  if (states <= 0)
+    return std::nullopt;
+  return solveOverStates(
+      model, states, [&](unsigned, int64_t state, const LayerOption &option) {
+        return state + units(option.keptBytes);
+      });
+}
+
+std::optional<std::vector<unsigned>>
 loom::remat::solveChain(const ChainModel &model, int64_t budget) {
   if (std::max(model.need[0][0], model.need[0][1]) > budget)
     return std::nullopt;
-  unsigned n = model.numLayers;
   int64_t totalReduction = 0;
-  for (unsigned j = 0; j < n; ++j) {
+  for (unsigned j = 0; j < model.numLayers; ++j) {
     int64_t most = 0;
     for (const LayerOption &option : *model.options[j])
       most = std::max(most, model.fullBytes[j] - option.keptBytes);
     totalReduction += most;
   }
+  // The state is the reduction so far, in units rounded down.
   constexpr int64_t kStates = 1 << 16;
   int64_t unit = std::max<int64_t>(1, (totalReduction + kStates - 1) / kStates);
-  int64_t states = totalReduction / unit + 1;
-  constexpr double kInf = std::numeric_limits<double>::infinity();
-  std::vector<double> time(states, kInf), next(states);
-  time[0] = 0;
-  // choice[j][state after j] = (option, state before j).
-  std::vector<std::vector<std::pair<uint16_t, int32_t>>> from(
-      n, std::vector<std::pair<uint16_t, int32_t>>(states, {0, -1}));
-  for (unsigned j = 0; j < n; ++j) {
-    std::fill(next.begin(), next.end(), kInf);
-    const auto &options = *model.options[j];
-    for (int64_t state = 0; state < states; ++state) {
-      if (time[state] == kInf)
-        continue;
-      for (auto [o, option] : llvm::enumerate(options)) {
+  return solveOverStates(
+      model, totalReduction / unit + 1,
+      [&](unsigned j, int64_t state, const LayerOption &option) -> int64_t {
         int64_t after = state + (model.fullBytes[j] - option.keptBytes) / unit;
         int64_t reduced = after * unit;
         if (model.need[j + 1][0] - reduced > budget ||
             model.need[j + 1][1] - reduced + option.recomputedBytes > budget)
-          continue;
-        double t = time[state] + option.seconds;
-        if (t < next[after]) {
-          next[after] = t;
-          from[j][after] = {uint16_t(o), int32_t(state)};
-        }
-      }
-    }
-    std::swap(time, next);
-  }
-  int64_t bestState = -1;
-  for (int64_t state = 0; state < states; ++state)
-    if (time[state] < kInf && (bestState < 0 || time[state] < time[bestState]))
-      bestState = state;
-  if (bestState < 0)
-    return std::nullopt;
-  std::vector<unsigned> choice(n);
-  for (unsigned j = n; j-- > 0;) {
-    auto [option, before] = from[j][bestState];
-    choice[j] = option;
-    bestState = before;
-  }
-  return choice;
+          return -1;
+        return after;
+      });
 }
 
 std::optional<std::vector<unsigned>>
