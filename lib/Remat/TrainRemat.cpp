@@ -279,6 +279,7 @@ std::vector<KeepSet> solveLadder(const StepGraph &graph,
     --classesLeft;
   }
   ChainModel chain = buildChainModel(graph, classOptions, timeline);
+  // Each layer's options keep less and less: its leanest is the last.
   std::vector<unsigned> leanest(numLayers);
   for (unsigned layer = 0; layer < numLayers; ++layer)
     leanest[layer] = chain.options[layer]->size() - 1;
@@ -319,10 +320,7 @@ std::vector<KeepSet> solveLadder(const StepGraph &graph,
   // ladder's solutions keep what does not raise the peak.
   int64_t keptLeast = 0, keptMost = 0;
   for (unsigned layer = 0; layer < numLayers; ++layer) {
-    int64_t least = chain.fullBytes[layer];
-    for (const LayerOption &option : *chain.options[layer])
-      least = std::min(least, option.keptBytes);
-    keptLeast += least;
+    keptLeast += (*chain.options[layer])[leanest[layer]].keptBytes;
     keptMost += chain.fullBytes[layer];
   }
   constexpr unsigned kKeptLadder = 24;
