@@ -1,0 +1,387 @@
+//===- Backend.cpp - LLVM IR, the object and the trainer executable -------===//
+//
+// The lowered modules translated to LLVM IR (a pipeline's stages linked into
+// one module), optimised and compiled for --cpu and --cpu-features (default:
+// this machine's CPU and the features it really has), and linked with the
+// loomrt runtime and the trainer main.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Driver/Driver.h"
+#include "loom/Runtime/CpuFeatures.h"
+#include "loom/Runtime/DurableFile.h"
+#include "loom/Runtime/Symbols.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/Linker/Linker.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Signals.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+#include "llvm/TargetParser/SubtargetFeature.h"
+
+using namespace mlir;
+using namespace llvm;
+using namespace loom;
+using namespace loom::driver;
+
+namespace {
+
+/// LLVM's default pipeline at -O. The CUDA target's host code is launch
+/// glue, one long block of stores and calls, where the SLP vectorizer
+/// schedules quadratically (minutes on the ~125M bf16 step) and gains
+/// nothing, so it is off there.
+void optimize(llvm::Module &module, TargetMachine *machine,
+              const CompileOptions &options) {
+  LoopAnalysisManager loops;
+  FunctionAnalysisManager functions;
+  CGSCCAnalysisManager sccs;
+  ModuleAnalysisManager modules;
+  PipelineTuningOptions tuning;
+  tuning.LoopUnrolling = tuning.LoopInterleaving = tuning.LoopVectorization =
+      true;
+  tuning.SLPVectorization = options.target != loom::Target::Cuda;
+  PassBuilder builder(machine, tuning);
+  builder.registerModuleAnalyses(modules);
+  builder.registerCGSCCAnalyses(sccs);
+  builder.registerFunctionAnalyses(functions);
+  builder.registerLoopAnalyses(loops);
+  builder.crossRegisterProxies(loops, functions, sccs, modules);
+  unsigned optLevel = options.optLevel;
+  OptimizationLevel level = optLevel == 0   ? OptimizationLevel::O0
+                            : optLevel == 1 ? OptimizationLevel::O1
+                            : optLevel == 2 ? OptimizationLevel::O2
+                                            : OptimizationLevel::O3;
+  ModulePassManager pipeline =
+      optLevel == 0 ? builder.buildO0DefaultPipeline(level)
+                    : builder.buildPerModuleDefaultPipeline(level);
+  pipeline.run(module, modules);
+}
+
+/// Links `object` with the runtime and trainer main via mpicxx's flags (and
+/// cuBLAS, NCCL and cudart for the CUDA target).
+LogicalResult link(StringRef object, StringRef exe,
+                   const CompileOptions &options, Reporter &reporter) {
+  ErrorOr<std::string> cxx = sys::findProgramByName("clang++-22");
+  if (!cxx)
+    cxx = sys::findProgramByName("clang++");
+  ErrorOr<std::string> mpicxx = sys::findProgramByName("mpicxx");
+  if (!cxx || !mpicxx) {
+    reporter.error("the link needs clang++ and mpicxx (Open MPI) on the PATH");
+    return failure();
+  }
+  // mpicxx --showme:link prints the MPI link flags.
+  SmallString<128> flagsFile;
+  sys::fs::createTemporaryFile("loomc-mpi", "txt", flagsFile);
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(flagsFile),
+                                          std::nullopt};
+  if (sys::ExecuteAndWait(*mpicxx, {*mpicxx, "--showme:link"}, std::nullopt,
+                          redirects) != 0) {
+    sys::fs::remove(flagsFile);
+    reporter.error("mpicxx --showme:link failed");
+    return failure();
+  }
+  auto flags = MemoryBuffer::getFile(flagsFile);
+  sys::fs::remove(flagsFile);
+  SmallVector<StringRef> mpiFlags;
+  if (flags)
+    StringRef((*flags)->getBuffer()).trim().split(mpiFlags, ' ', -1, false);
+  bool cuda = options.target == loom::Target::Cuda;
+  SmallString<256> trainer(options.runtimeDir), runtime(options.runtimeDir);
+  sys::path::append(trainer, "libloomtrainer.a");
+  sys::path::append(runtime, cuda ? "libloomrt_cuda.a" : "libloomrt_mpi.a");
+  for (StringRef lib : {trainer.str(), runtime.str()})
+    if (!sys::fs::exists(lib)) {
+      reporter.error("link: " + lib +
+                     " not found (build Loom, or pass --runtime-dir)");
+      return failure();
+    }
+  // The trainer main and the backend call each other.
+  std::vector<std::string> args = {*cxx,
+                                   "-fuse-ld=lld",
+                                   object.str(),
+                                   "-o",
+                                   exe.str(),
+                                   "-Wl,--start-group",
+                                   trainer.str().str(),
+                                   runtime.str().str(),
+                                   "-Wl,--end-group"};
+  for (StringRef f : mpiFlags)
+    args.push_back(f.str());
+  if (cuda) {
+    SmallVector<StringRef> dirs;
+    StringRef(LOOM_CUDA_LIBRARY_DIRS).split(dirs, ':', -1, false);
+    for (StringRef dir : dirs) {
+      args.push_back(("-L" + dir).str());
+      args.push_back(("-Wl,-rpath," + dir).str());
+    }
+    for (const char *lib : {"-lcublas", "-lnccl", "-lcudart"})
+      args.push_back(lib);
+  }
+  // Only what the step calls is a dependency: a trainer that needs nothing
+  // from the MLIR runner utilities must not pull in libMLIR and libLLVM, so
+  // it runs on machines without an LLVM installation.
+  args.push_back("-Wl,--push-state,--as-needed");
+  args.push_back(LOOM_C_RUNNER_UTILS);
+  args.push_back("-Wl,--pop-state");
+  args.push_back("-Wl,-rpath," +
+                 sys::path::parent_path(LOOM_C_RUNNER_UTILS).str());
+  if (!cuda)
+    args.push_back("-lopenblas");
+  args.push_back("-lm");
+  args.push_back("-lpthread");
+  std::vector<StringRef> argRefs(args.begin(), args.end());
+  if (options.verbose) {
+    for (StringRef a : argRefs)
+      reporter.stream() << a << " ";
+    reporter.stream() << "\n";
+  }
+  std::string error;
+  if (sys::ExecuteAndWait(*cxx, argRefs, std::nullopt, {}, 0, 0, &error) != 0) {
+    reporter.error("the link phase failed" + Twine(error.empty() ? "" : ": ") +
+                   error);
+    return failure();
+  }
+  return success();
+}
+
+/// One module of a pipeline's stages: stage s's loom_step_packed and
+/// loom_step_manifest become loom_step_packed_stage<s> and
+/// loom_step_manifest_stage<s>, everything else a stage defines becomes
+/// internal to it, and loom_pipeline_stages (the count) with the tables
+/// loom_pipeline_packed and loom_pipeline_manifests let the trainer pick
+/// its rank's stage.
+std::unique_ptr<llvm::Module>
+linkStages(SmallVectorImpl<std::unique_ptr<llvm::Module>> &stages,
+           Reporter &reporter) {
+  LLVMContext &context = stages.front()->getContext();
+  auto combined = std::make_unique<llvm::Module>("loom_pipeline", context);
+  combined->setDataLayout(stages.front()->getDataLayout());
+  combined->setTargetTriple(stages.front()->getTargetTriple());
+  Linker linker(*combined);
+  for (auto [s, stage] : llvm::enumerate(stages)) {
+    for (GlobalValue &value : stage->global_values()) {
+      if (value.isDeclaration())
+        continue;
+      StringRef name = value.getName();
+      if (name.starts_with("llvm."))
+        continue;
+      if (name == "loom_step_packed" || name == "loom_step_manifest")
+        value.setName((name + "_stage" + Twine(s)).str());
+      else if (!value.hasLocalLinkage())
+        value.setLinkage(GlobalValue::InternalLinkage);
+    }
+    if (linker.linkInModule(std::move(stage))) {
+      reporter.error("linking stage " + Twine(s) + " failed");
+      return nullptr;
+    }
+  }
+  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
+  auto *ptr = PointerType::get(context, 0);
+  int64_t count = stages.size();
+  new GlobalVariable(*combined, i64, /*isConstant=*/true,
+                     GlobalValue::ExternalLinkage,
+                     ConstantInt::get(i64, count), "loom_pipeline_stages");
+  for (StringRef table : {"packed", "manifest"}) {
+    SmallVector<Constant *> entries;
+    for (int64_t s = 0; s < count; ++s) {
+      std::string name = ("loom_step_" + table + "_stage" + Twine(s)).str();
+      GlobalValue *value = combined->getNamedValue(name);
+      if (!value) {
+        reporter.error("stage " + Twine(s) + " has no " + name);
+        return nullptr;
+      }
+      entries.push_back(value);
+    }
+    auto *type = ArrayType::get(ptr, count);
+    new GlobalVariable(*combined, type, /*isConstant=*/true,
+                       GlobalValue::ExternalLinkage,
+                       ConstantArray::get(type, entries),
+                       (table == "packed" ? "loom_pipeline_packed"
+                                          : "loom_pipeline_manifests"));
+  }
+  return combined;
+}
+
+} // namespace
+
+std::unique_ptr<llvm::Module>
+loom::driver::translateToLlvm(ArrayRef<OwningOpRef<ModuleOp>> stages,
+                              LLVMContext &context, Reporter &reporter) {
+  SmallVector<std::unique_ptr<llvm::Module>> modules;
+  for (const OwningOpRef<ModuleOp> &stage : stages) {
+    modules.push_back(translateModuleToLLVMIR(*stage, context, "loom_step"));
+    if (!modules.back()) {
+      reporter.error("the LLVM IR translation phase failed");
+      return nullptr;
+    }
+  }
+  if (modules.size() == 1)
+    return std::move(modules.front());
+  return linkStages(modules, reporter);
+}
+
+std::unique_ptr<TargetMachine>
+loom::driver::createTargetMachine(const CompileOptions &options,
+                                  std::string &error) {
+  InitializeNativeTarget();
+  InitializeNativeTargetAsmPrinter();
+  Triple triple(sys::getDefaultTargetTriple());
+  const llvm::Target *tgt = TargetRegistry::lookupTarget(triple, error);
+  if (!tgt) {
+    error = "no LLVM target for " + triple.str() + ": " + error;
+    return nullptr;
+  }
+  std::string cpuName = options.cpu;
+  SubtargetFeatures features;
+  if (cpuName == "native") {
+    cpuName = sys::getHostCPUName().str();
+    // Sorted: the feature string is the same on every run.
+    StringMap<bool, MallocAllocator> host = sys::getHostCPUFeatures();
+    SmallVector<StringRef> names(host.keys());
+    llvm::sort(names);
+    for (StringRef name : names)
+      features.AddFeature(name, host.lookup(name));
+  }
+  SmallVector<StringRef> requested;
+  StringRef(options.cpuFeatures).split(requested, ',', -1, /*KeepEmpty=*/false);
+  for (StringRef feature : requested) {
+    feature = feature.trim();
+    if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-')) {
+      error = "--cpu-features: expected +name or -name, got '" +
+              feature.str() + "'";
+      return nullptr;
+    }
+    features.AddFeature(feature.drop_front(), feature[0] == '+');
+  }
+  // Constructors in .init_array: crtbegin and lld no longer run .ctors, and
+  // the CUDA target's kernel modules are loaded by a global constructor.
+  TargetOptions targetOptions;
+  targetOptions.UseInitArray = true;
+  std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
+      triple, cpuName, features.getString(), targetOptions, Reloc::PIC_,
+      std::nullopt,
+      options.optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
+  const MCSubtargetInfo *subtarget = machine->getMCSubtargetInfo();
+  if (!subtarget->isCPUStringValid(cpuName)) {
+    error = "--cpu: '" + cpuName + "' is not a CPU LLVM knows for " +
+            triple.str() + " (llc -mcpu=help lists them)";
+    return nullptr;
+  }
+  for (StringRef feature : requested) {
+    StringRef name = feature.trim().drop_front();
+    if (!llvm::any_of(subtarget->getAllProcessorFeatures(),
+                      [&](const SubtargetFeatureKV &kv) {
+                        return name == kv.Key;
+                      })) {
+      error = "--cpu-features: '" + name.str() +
+              "' is not a feature LLVM knows for " + triple.str() +
+              " (llc -mattr=help lists them)";
+      return nullptr;
+    }
+  }
+  return machine;
+}
+
+void loom::driver::setTarget(llvm::Module &module, TargetMachine &machine) {
+  module.setTargetTriple(machine.getTargetTriple());
+  module.setDataLayout(machine.createDataLayout());
+  std::string required;
+  if (machine.getTargetTriple().isX86()) {
+    const MCSubtargetInfo *subtarget = machine.getMCSubtargetInfo();
+#define LOOM_ADD_REQUIRED(name)                                                \
+  if (subtarget->checkFeatures("+" name))                                      \
+    required += (required.empty() ? "" : ",") + std::string(name);
+    LOOM_X86_CPU_FEATURES(LOOM_ADD_REQUIRED)
+#undef LOOM_ADD_REQUIRED
+  }
+  auto *text = ConstantDataArray::getString(module.getContext(), required,
+                                            /*AddNull=*/true);
+  new GlobalVariable(module, text->getType(), /*isConstant=*/true,
+                     GlobalValue::ExternalLinkage, text,
+                     runtime::symbols::kCpuFeatures);
+}
+
+LogicalResult loom::driver::emitObject(llvm::Module &module,
+                                       TargetMachine &machine,
+                                       const CompileOptions &options,
+                                       StringRef path, Reporter &reporter) {
+  optimize(module, &machine, options);
+  SmallString<0> object;
+  raw_svector_ostream os(object);
+  legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, os, nullptr,
+                                  CodeGenFileType::ObjectFile)) {
+    reporter.error("the target cannot emit object files");
+    return failure();
+  }
+  pm.run(module);
+  std::string error =
+      runtime::writeFileDurably(path.str(), object.data(), object.size());
+  if (!error.empty()) {
+    reporter.error(error);
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult loom::driver::buildTrainer(llvm::Module &module,
+                                         TargetMachine &machine,
+                                         const CompileOptions &options,
+                                         StringRef path, Reporter &reporter) {
+  // The object is a temporary; the trainer is linked beside its path and
+  // put in place durably (a trainer already there is replaced whole), or
+  // where it is for a file with other hard links.
+  SmallString<128> object;
+  if (std::error_code ec =
+          sys::fs::createTemporaryFile("loomc-step", "o", object)) {
+    reporter.error("cannot create a temporary object file: " + ec.message());
+    return failure();
+  }
+  runtime::DurableTarget exe = runtime::planDurableWrite(path.str());
+  if (exe.error.empty() && exe.append)
+    exe.error = path.str() + " is not a regular file: a trainer cannot be "
+                             "written there";
+  if (!exe.error.empty()) {
+    reporter.error(exe.error);
+    sys::fs::remove(object);
+    return failure();
+  }
+  // A trainer rewritten where it is (other hard links) is linked to a
+  // scratch file first, and copied over it only once linked.
+  if (std::string error = runtime::writeToScratch(exe); !error.empty()) {
+    reporter.error(error);
+    sys::fs::remove(object);
+    return failure();
+  }
+  // Neither temporary outlives an interrupt.
+  sys::RemoveFileOnSignal(object);
+  sys::RemoveFileOnSignal(exe.write);
+  LogicalResult linked = success(
+      succeeded(emitObject(module, machine, options, object, reporter)) &&
+      succeeded(link(object, exe.write, options, reporter)));
+  sys::fs::remove(object);
+  sys::DontRemoveFileOnSignal(object);
+  std::string error;
+  if (succeeded(linked))
+    error = runtime::installFileDurably(exe);
+  else
+    sys::fs::remove(exe.write);
+  sys::DontRemoveFileOnSignal(exe.write);
+  if (failed(linked))
+    return failure();
+  if (!error.empty()) {
+    reporter.error(error);
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,422 @@
+//===- Driver.cpp - the phases from a forward to lowered modules ----------===//
+//
+// The phases are the registered pipelines of lib/Pipelines, run in turn on
+// one module; -v prints each as loom-opt's --pass-pipeline takes it, so
+// that loom-opt reproduces every emit point of a build without stages:
+//
+//   training-step   loom-training-step-pipeline      (--emit=training-step)
+//   sharding        loom-sharding-pipeline           (--emit=step)
+//   memory-plan     loom-memory-plan-pipeline        (--emit=memory-plan)
+//   entry           loom-entry-pipeline              (--emit=mlir)
+//   lowering        loom-lower-to-cpu-pipeline or
+//                   loom-lower-to-cuda-pipeline      (--emit=llvm-mlir, ptx)
+//
+// A pipeline's stages are compiled one by one after the training step, each
+// as a module of its own (one step, one memory plan).
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/Driver/Driver.h"
+#include "loom/Support/AttrNames.h"
+#include "loom/Trainer/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace llvm;
+using namespace loom;
+using namespace loom::driver;
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+/// Runs the registered pipeline `name` with `options` (built by `build`) on
+/// `module` as the phase `phase`; with -v, prints it as loom-opt's
+/// --pass-pipeline takes it first. On failure says which phase failed.
+template <typename Options>
+LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
+                       const Options &options,
+                       void (*build)(OpPassManager &, const Options &),
+                       bool verbose, Reporter &reporter) {
+  if (verbose) {
+    raw_ostream &os = reporter.stream();
+    os << reporter.getTool() << ": phase " << phase << ": --pass-pipeline='builtin.module("
+       << name;
+    options.print(os);
+    os << ")'\n";
+  }
+  PassManager pm(module.getContext());
+  // Every pass's result is verified: a pass that leaves invalid IR is an
+  // error that names it, never a miscompile further on.
+  pm.enableVerifier(true);
+  // --mlir-timing, --mlir-print-ir-after-all... where the tool registered
+  // them.
+  if (failed(applyPassManagerCLOptions(pm)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(pm);
+  build(pm, options);
+  if (failed(pm.run(module))) {
+    reporter.error("the " + phase + " phase failed (see above)");
+    return failure();
+  }
+  return success();
+}
+
+/// Compiles one stage's step from the training step on.
+class StageCompiler {
+public:
+  StageCompiler(const CompileOptions &options, Reporter &reporter)
+      : options(options), reporter(reporter) {}
+
+  /// Runs the phases after the training step on `module` up to the emit
+  /// point (through lowering past it).
+  LogicalResult run(OwningOpRef<ModuleOp> &module);
+
+private:
+  template <typename Options>
+  LogicalResult phase(ModuleOp module, StringRef phase, StringRef name,
+                      const Options &phaseOptions,
+                      void (*build)(OpPassManager &, const Options &)) {
+    return runPhase(module, phase, name, phaseOptions, build, options.verbose,
+                    reporter);
+  }
+  LogicalResult sharding(ModuleOp module, const ShardingOptions &sharding) {
+    return phase(module, "sharding", "loom-sharding-pipeline", sharding,
+                 buildShardingPipeline);
+  }
+  LogicalResult memoryPlan(ModuleOp module) {
+    MemoryPlanOptions plan;
+    options.fill(plan);
+    return phase(module, "memory-plan", "loom-memory-plan-pipeline", plan,
+                 buildMemoryPlanPipeline);
+  }
+  LogicalResult underRematBudget(OwningOpRef<ModuleOp> &module);
+  LogicalResult underMemoryLimit(OwningOpRef<ModuleOp> &module);
+
+  const CompileOptions &options;
+  Reporter &reporter;
+};
+
+/// Compiles `module` (a training step) through the sharding and memory-plan
+/// phases so that its memory plan, what the trainer allocates for the step,
+/// is within --remat-budget-mb (and --memory-limit-mb where that is lower),
+/// recomputing as little as that allows. At --emit=step, stops after the
+/// chosen step's sharding phase.
+///
+/// train-remat's budget is a peak of the synchronous order's timeline before
+/// decomposition, which the plan can exceed or undercut by a margin that
+/// depends on what is recomputed. So the plan is measured, not predicted:
+/// the step keeping everything first; else train-remat's leanest step (its
+/// floor: a user budget below that plan is an error naming it), which also
+/// lists the peaks at which train-remat's choice changes (its Pareto
+/// candidates, `candidate_peak_bytes`); then a binary search over those for
+/// the least recompute whose plan is within the budget. Each candidate is
+/// compiled in full, so every accepted budget's plan is within it.
+LogicalResult StageCompiler::underRematBudget(OwningOpRef<ModuleOp> &module) {
+  ShardingOptions shardingOptions;
+  options.fill(shardingOptions);
+  double boundMb = options.rematBudgetMb;
+  const char *boundFlag = "--remat-budget-mb";
+  if (options.memoryLimitMb > 0 && options.memoryLimitMb < boundMb) {
+    boundMb = options.memoryLimitMb;
+    boundFlag = "--memory-limit-mb";
+  }
+  int64_t bound = int64_t(std::floor(boundMb * kMiB));
+  OwningOpRef<ModuleOp> unsharded = module->clone();
+  // train-remat's budget is the scheduler's limit too: the scheduler keeps
+  // the memory remat freed.
+  shardingOptions.memoryLimitMb = 0;
+  shardingOptions.leanestBelowFloor = true;
+  // The plan's peak with train-remat's budget `rematBytes` (0: none); with
+  // `planned` false, the sharding phase alone (--emit=step) and 0.
+  int64_t compiledBytes = -1;
+  // The passes' remarks of the last compile: only the chosen step's are
+  // shown (errors always are).
+  SmallVector<std::pair<Location, std::string>> remarks;
+  auto compile = [&](int64_t rematBytes,
+                     bool planned = true) -> std::optional<int64_t> {
+    remarks.clear();
+    ScopedDiagnosticHandler keepRemarks(
+        unsharded->getContext(), [&](Diagnostic &diag) {
+          if (diag.getSeverity() != mlir::DiagnosticSeverity::Remark)
+            return failure(); // to the client's handler
+          remarks.push_back({diag.getLocation(), diag.str()});
+          return success();
+        });
+    module = unsharded->clone();
+    compiledBytes = rematBytes;
+    shardingOptions.rematBudgetMb =
+        rematBytes ? (double(rematBytes) + 0.5) / kMiB : 0.0;
+    if (failed(sharding(*module, shardingOptions)))
+      return std::nullopt;
+    if (!planned) {
+      compiledBytes = -1;
+      return 0;
+    }
+    if (failed(memoryPlan(*module)))
+      return std::nullopt;
+    return trainer::getPredictedPeakBytes(trainer::findStep(*module));
+  };
+  // The chosen step: its plan is `planned` with train-remat's budget
+  // `rematBytes`; compiled again unless the module holds it.
+  auto finish = [&](int64_t rematBytes, int64_t planned, int64_t floor,
+                    int64_t keepAll) -> LogicalResult {
+    bool step = options.emit == EmitPoint::Step;
+    if (compiledBytes != rematBytes || step) {
+      std::optional<int64_t> again = compile(rematBytes, !step);
+      if (!again)
+        return failure();
+      // CBC under its time limit may answer differently on a second solve;
+      // the bound holds all the same, or the build fails.
+      if (!step && *again > bound) {
+        reporter.error(formatv("the step compiled again plans {0:F3} MiB, "
+                               "over {1} {2:F3} (it planned {3:F3} MiB "
+                               "before: train-remat's solver stopped at its "
+                               "time limit?)",
+                               *again / kMiB, boundFlag, boundMb,
+                               planned / kMiB));
+        return failure();
+      }
+    }
+    for (auto &[loc, message] : remarks)
+      emitRemark(loc) << message;
+    if (rematBytes == 0)
+      reporter.remark(formatv("{0} {1:F3}: the step keeps everything; its "
+                              "memory plan is {2:F3} MiB ({3} bytes)",
+                              boundFlag, boundMb, planned / kMiB, planned));
+    else
+      reporter.remark(formatv(
+          "{0} {1:F3}: the step's memory plan is {2:F3} MiB ({3} bytes); "
+          "plans reach from {4:F3} MiB ({5} bytes, the floor) to {6:F3} MiB "
+          "(keeping everything); {7}",
+          boundFlag, boundMb, planned / kMiB, planned, floor / kMiB, floor,
+          keepAll / kMiB,
+          rematBytes == 1
+              ? std::string("train-remat's leanest step")
+              : formatv("train-remat's budget {0:F3} MiB", rematBytes / kMiB)
+                    .str()));
+    return success();
+  };
+  std::optional<int64_t> keepAll = compile(0);
+  if (!keepAll)
+    return failure();
+  // Within the bound keeping everything: nothing is recomputed.
+  if (*keepAll <= bound)
+    return finish(0, *keepAll, *keepAll, *keepAll);
+  // The floor: train-remat's leanest step, in the synchronous order.
+  std::optional<int64_t> floor = compile(1);
+  if (!floor)
+    return failure();
+  SmallVector<int64_t> peaks;
+  if (auto info = trainer::findStep(*module)->getAttrOfType<DictionaryAttr>(
+          "loom.remat"))
+    if (auto list = info.getAs<DenseI64ArrayAttr>("candidate_peak_bytes"))
+      peaks.assign(list.asArrayRef().begin(), list.asArrayRef().end());
+  if (*floor > bound) {
+    reporter.error(formatv("{0} {1:F3} cannot be met: the smallest memory "
+                           "plan Loom reaches is {2:F3} MiB (recomputing what "
+                           "train-remat can; keeping everything: {3:F3} MiB)",
+                           boundFlag, boundMb, *floor / kMiB, *keepAll / kMiB));
+    return failure();
+  }
+  // The candidates from the floor (index 0) to keeping everything: the
+  // largest whose plan is within the bound. Plans grow with the candidates'
+  // peaks; each probe is compiled and measured all the same.
+  int64_t low = 0, high = int64_t(peaks.size()) - 1, lowPlan = *floor;
+  while (low < high) {
+    int64_t mid = (low + high + 1) / 2;
+    std::optional<int64_t> probe = compile(peaks[mid]);
+    if (!probe)
+      return failure();
+    if (*probe <= bound) {
+      low = mid;
+      lowPlan = *probe;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return finish(low > 0 ? peaks[low] : 1, lowPlan, *floor, *keepAll);
+}
+
+/// The sharding and memory-plan phases (the sharding phase alone at
+/// --emit=step) under --memory-limit-mb, which bounds what the trainer
+/// allocates for the step: the plan's peak. The scheduler sees the step
+/// before decomposition, which needs less, so where the plan comes out over
+/// the limit the schedule is redone with the scheduler's limit lowered (a
+/// remark says so), down to the synchronous order at worst; a limit even
+/// that schedule's plan does not meet is an error that says what it needs.
+/// The scheduler's figure can be above or below the plan's, so the first
+/// schedule is the default one, which tells the driver the difference to
+/// translate the limit by.
+LogicalResult StageCompiler::underMemoryLimit(OwningOpRef<ModuleOp> &module) {
+  ShardingOptions shardingOptions;
+  options.fill(shardingOptions);
+  double limitMb = options.memoryLimitMb;
+  bool step = options.emit == EmitPoint::Step;
+  OwningOpRef<ModuleOp> unsharded;
+  if (limitMb > 0 && !step)
+    unsharded = module->clone();
+  double scheduleLimitMb = unsharded ? 0 : limitMb;
+  for (int attempt = 0;; ++attempt) {
+    shardingOptions.memoryLimitMb = scheduleLimitMb;
+    if (failed(sharding(*module, shardingOptions)))
+      return failure();
+    if (step)
+      return success();
+    if (failed(memoryPlan(*module)))
+      return failure();
+    if (!unsharded)
+      return success();
+    func::FuncOp stepFunc = trainer::findStep(*module);
+    int64_t planned = trainer::getPredictedPeakBytes(stepFunc);
+    int64_t limit = int64_t(limitMb * kMiB);
+    auto scheduled =
+        stepFunc->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes);
+    auto synchronous =
+        stepFunc->getAttrOfType<IntegerAttr>(attrs::kSynchronousPeakBytes);
+    // The least the scheduler accepts: the synchronous order's peak.
+    double floorMb =
+        synchronous ? double(synchronous.getInt() + 1) / kMiB : limitMb;
+    if (attempt == 0 && scheduled && synchronous) {
+      // The limit at the scheduler's level: the user's, less what the plan
+      // adds to (or plus what it takes from) the scheduler's figure.
+      scheduleLimitMb = std::max(
+          floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
+      module = unsharded->clone();
+      continue;
+    }
+    if (planned <= limit)
+      return success();
+    bool atFloor = scheduleLimitMb <= floorMb;
+    if (!scheduled || !synchronous || atFloor || attempt == 5) {
+      std::string message =
+          formatv("--memory-limit-mb {0:F3} cannot be met: ", limitMb);
+      if (atFloor)
+        message += formatv("with every collective synchronous (the least "
+                           "memory retiming collectives reaches) the step's "
+                           "memory plan needs {0:F3} MiB; --remat-budget-mb "
+                           "recomputes activations to go lower",
+                           planned / kMiB);
+      else
+        message +=
+            formatv("the step's memory plan needs {0:F3} MiB", planned / kMiB);
+      reporter.error(message);
+      return failure();
+    }
+    // Lower the scheduler's limit by the excess, or by what decomposition
+    // added, whichever is more, down to the synchronous order.
+    double next = std::max(
+        floorMb, std::min(scheduleLimitMb - double(planned - limit) / kMiB,
+                          limitMb - double(planned - scheduled.getInt()) /
+                                        kMiB));
+    reporter.remark(formatv("the memory plan needs {0:F3} MiB, over "
+                            "--memory-limit-mb {1:F3} (the scheduler saw "
+                            "{2:F3} MiB before decomposition); scheduling "
+                            "again with a limit of {3:F3} MiB",
+                            planned / kMiB, limitMb,
+                            scheduled.getInt() / kMiB, next));
+    module = unsharded->clone();
+    scheduleLimitMb = next;
+  }
+}
+
+LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module) {
+  // 2. ZeRO and the communication schedule, and 3. the static memory plan,
+  // on the decomposed step: its memory timeline (results in the trainer's
+  // buffers) is the prediction, and every buffer it allocates is pinned to
+  // an arena offset.
+  if (failed(options.rematBudgetMb > 0 ? underRematBudget(module)
+                                       : underMemoryLimit(module)))
+    return failure();
+  if (options.emit <= EmitPoint::MemoryPlan)
+    return success();
+
+  // 4. The trainer's entry point and the runtime's collectives.
+  EntryOptions entry;
+  options.fill(entry);
+  if (failed(phase(*module, "entry", "loom-entry-pipeline", entry,
+                   buildEntryPipeline)))
+    return failure();
+  if (options.emit == EmitPoint::Mlir)
+    return success();
+
+  // 5. Lowering to the LLVM dialect, and the manifest.
+  if (options.target == Target::Cuda) {
+    LowerToCudaOptions lowering;
+    options.fill(lowering);
+    return phase(*module, "lowering", "loom-lower-to-cuda-pipeline", lowering,
+                 buildLowerToCudaPipeline);
+  }
+  LowerToCpuOptions lowering;
+  options.fill(lowering);
+  return phase(*module, "lowering", "loom-lower-to-cpu-pipeline", lowering,
+               buildLowerToCpuPipeline);
+}
+
+} // namespace
+
+void Reporter::error(const Twine &message) {
+  os << tool << ": error: " << message << "\n";
+}
+
+void Reporter::remark(const Twine &message) {
+  os << tool << ": remark: " << message << "\n";
+}
+
+LogicalResult loom::driver::compileToMlir(
+    OwningOpRef<ModuleOp> module, const CompileOptions &options,
+    SmallVectorImpl<OwningOpRef<ModuleOp>> &stages, Reporter &reporter) {
+  if (!trainer::findStep(*module)) {
+    reporter.error((options.sourceName.empty() ? std::string("the module")
+                                               : options.sourceName) +
+                   " has no function with a train.loss result");
+    return failure();
+  }
+  // 1. The training step.
+  TrainingStepOptions step;
+  options.fill(step);
+  if (failed(runPhase(*module, "training-step", "loom-training-step-pipeline",
+                      step, buildTrainingStepPipeline,
+                      options.verbose, reporter)))
+    return failure();
+  if (options.emit == EmitPoint::TrainingStep) {
+    stages.push_back(std::move(module));
+    return success();
+  }
+
+  // A pipeline's stages are compiled one by one, each as a module of its
+  // own (one step, one memory plan).
+  if (options.pipelineStages > 1) {
+    for (int64_t s = 0; s < options.pipelineStages; ++s) {
+      OwningOpRef<ModuleOp> stage = module->clone();
+      for (auto func :
+           llvm::make_early_inc_range(stage->getOps<func::FuncOp>())) {
+        auto index = func->getAttrOfType<IntegerAttr>(attrs::kPipelineStage);
+        if (index && index.getInt() != s)
+          func.erase();
+      }
+      stages.push_back(std::move(stage));
+    }
+  } else {
+    stages.push_back(std::move(module));
+  }
+  StageCompiler compiler(options, reporter);
+  for (OwningOpRef<ModuleOp> &stage : stages)
+    if (failed(compiler.run(stage)))
+      return failure();
+  return success();
+}
+
+void loom::driver::printPtx(ModuleOp module, raw_ostream &os) {
+  module.walk([&](gpu::BinaryOp binary) {
+    for (mlir::Attribute object : binary.getObjects())
+      os << "// loom-module " << binary.getName() << "\n"
+         << cast<gpu::ObjectAttr>(object).getObject().getValue() << "\n";
+  });
+}
