@@ -55,10 +55,16 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
   // Every pass's result is verified: a pass that leaves invalid IR is an
   // error that names it, never a miscompile further on.
   pm.enableVerifier(true);
-  // --mlir-timing, --mlir-print-ir-after-all... where the tool registered
-  // them.
-  if (failed(applyPassManagerCLOptions(pm)))
+  // --mlir-timing, --mlir-print-ir-after-all... as the client's command
+  // line set them (registered here too, at their defaults, for a client
+  // without one: applying unregistered options fails).
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  if (failed(applyPassManagerCLOptions(pm))) {
+    reporter.error("the " + phase + " phase: the pass manager's options do "
+                   "not apply");
     return failure();
+  }
   applyDefaultTimingPassManagerCLOptions(pm);
   build(pm, options);
   if (failed(pm.run(module))) {
