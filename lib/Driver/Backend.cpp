@@ -15,7 +15,6 @@
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
-#include "llvm/Linker/Linker.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
@@ -154,80 +153,16 @@ LogicalResult link(StringRef object, StringRef exe,
   return success();
 }
 
-/// One module of a pipeline's stages: stage s's loom_step_packed and
-/// loom_step_manifest become loom_step_packed_stage<s> and
-/// loom_step_manifest_stage<s>, everything else a stage defines becomes
-/// internal to it, and loom_pipeline_stages (the count) with the tables
-/// loom_pipeline_packed and loom_pipeline_manifests let the trainer pick
-/// its rank's stage.
-std::unique_ptr<llvm::Module>
-linkStages(SmallVectorImpl<std::unique_ptr<llvm::Module>> &stages,
-           Reporter &reporter) {
-  LLVMContext &context = stages.front()->getContext();
-  auto combined = std::make_unique<llvm::Module>("loom_pipeline", context);
-  combined->setDataLayout(stages.front()->getDataLayout());
-  combined->setTargetTriple(stages.front()->getTargetTriple());
-  Linker linker(*combined);
-  for (auto [s, stage] : llvm::enumerate(stages)) {
-    for (GlobalValue &value : stage->global_values()) {
-      if (value.isDeclaration())
-        continue;
-      StringRef name = value.getName();
-      if (name.starts_with("llvm."))
-        continue;
-      if (name == "loom_step_packed" || name == "loom_step_manifest")
-        value.setName((name + "_stage" + Twine(s)).str());
-      else if (!value.hasLocalLinkage())
-        value.setLinkage(GlobalValue::InternalLinkage);
-    }
-    if (linker.linkInModule(std::move(stage))) {
-      reporter.error("linking stage " + Twine(s) + " failed");
-      return nullptr;
-    }
-  }
-  llvm::Type *i64 = llvm::Type::getInt64Ty(context);
-  auto *ptr = PointerType::get(context, 0);
-  int64_t count = stages.size();
-  new GlobalVariable(*combined, i64, /*isConstant=*/true,
-                     GlobalValue::ExternalLinkage,
-                     ConstantInt::get(i64, count), "loom_pipeline_stages");
-  for (StringRef table : {"packed", "manifest"}) {
-    SmallVector<Constant *> entries;
-    for (int64_t s = 0; s < count; ++s) {
-      std::string name = ("loom_step_" + table + "_stage" + Twine(s)).str();
-      GlobalValue *value = combined->getNamedValue(name);
-      if (!value) {
-        reporter.error("stage " + Twine(s) + " has no " + name);
-        return nullptr;
-      }
-      entries.push_back(value);
-    }
-    auto *type = ArrayType::get(ptr, count);
-    new GlobalVariable(*combined, type, /*isConstant=*/true,
-                       GlobalValue::ExternalLinkage,
-                       ConstantArray::get(type, entries),
-                       (table == "packed" ? "loom_pipeline_packed"
-                                          : "loom_pipeline_manifests"));
-  }
-  return combined;
-}
-
 } // namespace
 
 std::unique_ptr<llvm::Module>
-loom::driver::translateToLlvm(ArrayRef<OwningOpRef<ModuleOp>> stages,
-                              LLVMContext &context, Reporter &reporter) {
-  SmallVector<std::unique_ptr<llvm::Module>> modules;
-  for (const OwningOpRef<ModuleOp> &stage : stages) {
-    modules.push_back(translateModuleToLLVMIR(*stage, context, "loom_step"));
-    if (!modules.back()) {
-      reporter.error("the LLVM IR translation phase failed");
-      return nullptr;
-    }
-  }
-  if (modules.size() == 1)
-    return std::move(modules.front());
-  return linkStages(modules, reporter);
+loom::driver::translateToLlvm(ModuleOp module, LLVMContext &context,
+                              Reporter &reporter) {
+  std::unique_ptr<llvm::Module> translated =
+      translateModuleToLLVMIR(module, context, "loom_step");
+  if (!translated)
+    reporter.error("the LLVM IR translation phase failed");
+  return translated;
 }
 
 std::unique_ptr<TargetMachine>

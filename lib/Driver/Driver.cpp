@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
+#include "loom/PipelineParallel/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
@@ -36,21 +38,10 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-/// Runs the registered pipeline `name` with `options` (built by `build`) on
-/// `module` as the phase `phase`; with -v, prints it as loom-opt's
-/// --pass-pipeline takes it first. On failure says which phase failed.
-template <typename Options>
-LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
-                       const Options &options,
-                       void (*build)(OpPassManager &, const Options &),
-                       bool verbose, Reporter &reporter) {
-  if (verbose) {
-    raw_ostream &os = reporter.stream();
-    os << reporter.getTool() << ": phase " << phase << ": --pass-pipeline='builtin.module("
-       << name;
-    options.print(os);
-    os << ")'\n";
-  }
+/// Runs the passes `build` adds on `module` as the phase `phase`; on
+/// failure says which phase failed.
+LogicalResult runPasses(ModuleOp module, StringRef phase, Reporter &reporter,
+                        llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(module.getContext());
   // Every pass's result is verified: a pass that leaves invalid IR is an
   // error that names it, never a miscompile further on.
@@ -66,7 +57,7 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
     return failure();
   }
   applyDefaultTimingPassManagerCLOptions(pm);
-  build(pm, options);
+  build(pm);
   if (failed(pm.run(module))) {
     reporter.error("the " + phase + " phase failed (see above)");
     return failure();
@@ -74,11 +65,41 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
   return success();
 }
 
+/// Runs the registered pipeline `name` with `options` (built by `build`) on
+/// `module` as the phase `phase`; with -v, prints it as loom-opt's
+/// --pass-pipeline takes it first. On failure says which phase failed.
+///
+/// A stage's module (`printed` set) is printed as a pipeline on the nested
+/// modules of the split step, `builtin.module(builtin.module(...))`, once
+/// for all the stages it is the same for.
+template <typename Options>
+LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
+                       const Options &options,
+                       void (*build)(OpPassManager &, const Options &),
+                       bool verbose, Reporter &reporter,
+                       llvm::StringSet<> *printed = nullptr) {
+  if (verbose) {
+    std::string line;
+    raw_string_ostream os(line);
+    os << reporter.getTool() << ": phase " << phase
+       << ": --pass-pipeline='builtin.module("
+       << (printed ? "builtin.module(" : "") << name;
+    options.print(os);
+    os << (printed ? "))'" : ")'");
+    if (!printed || printed->insert(line).second)
+      reporter.stream() << line << "\n";
+  }
+  return runPasses(module, phase, reporter,
+                   [&](OpPassManager &pm) { build(pm, options); });
+}
+
 /// Compiles one stage's step from the training step on.
 class StageCompiler {
 public:
-  StageCompiler(const CompileOptions &options, Reporter &reporter)
-      : options(options), reporter(reporter) {}
+  /// `printed` is set for the stages of a pipeline.
+  StageCompiler(const CompileOptions &options, Reporter &reporter,
+                llvm::StringSet<> *printed)
+      : options(options), reporter(reporter), printed(printed) {}
 
   /// Runs the phases after the training step on `module` up to the emit
   /// point (through lowering past it).
@@ -90,7 +111,7 @@ private:
                       const Options &phaseOptions,
                       void (*build)(OpPassManager &, const Options &)) {
     return runPhase(module, phase, name, phaseOptions, build, options.verbose,
-                    reporter);
+                    reporter, printed);
   }
   LogicalResult sharding(ModuleOp module, const ShardingOptions &sharding) {
     return phase(module, "sharding", "loom-sharding-pipeline", sharding,
@@ -107,6 +128,7 @@ private:
 
   const CompileOptions &options;
   Reporter &reporter;
+  llvm::StringSet<> *printed;
 };
 
 /// Compiles `module` (a training step) through the sharding and memory-plan
@@ -375,9 +397,22 @@ void Reporter::remark(const Twine &message) {
   os << tool << ": remark: " << message << "\n";
 }
 
-LogicalResult loom::driver::compileToMlir(
-    OwningOpRef<ModuleOp> module, const CompileOptions &options,
-    SmallVectorImpl<OwningOpRef<ModuleOp>> &stages, Reporter &reporter) {
+/// Runs `pass` on `module` as the phase `phase`, printed with -v as the
+/// registered phases are.
+static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
+                                  std::unique_ptr<Pass> pass, bool verbose,
+                                  Reporter &reporter) {
+  if (verbose)
+    reporter.stream() << reporter.getTool() << ": phase " << phase
+                      << ": --pass-pipeline='builtin.module("
+                      << pass->getArgument() << ")'\n";
+  return runPasses(module, phase, reporter,
+                   [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
+}
+
+LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
+                                          const CompileOptions &options,
+                                          Reporter &reporter) {
   if (!trainer::findStep(*module)) {
     reporter.error((options.sourceName.empty() ? std::string("the module")
                                                : options.sourceName) +
@@ -388,35 +423,37 @@ LogicalResult loom::driver::compileToMlir(
   TrainingStepOptions step;
   options.fill(step);
   if (failed(runPhase(*module, "training-step", "loom-training-step-pipeline",
-                      step, buildTrainingStepPipeline,
-                      options.verbose, reporter)))
+                      step, buildTrainingStepPipeline, options.verbose,
+                      reporter)))
     return failure();
-  if (options.emit == EmitPoint::TrainingStep) {
-    stages.push_back(std::move(module));
+  if (options.emit == EmitPoint::TrainingStep)
     return success();
-  }
+  if (options.pipelineStages <= 1)
+    return StageCompiler(options, reporter, nullptr).run(module);
 
   // A pipeline's stages are compiled one by one, each as a module of its
-  // own (one step, one memory plan).
-  if (options.pipelineStages > 1) {
-    for (int64_t s = 0; s < options.pipelineStages; ++s) {
-      OwningOpRef<ModuleOp> stage = module->clone();
-      for (auto func :
-           llvm::make_early_inc_range(stage->getOps<func::FuncOp>())) {
-        auto index = func->getAttrOfType<IntegerAttr>(attrs::kPipelineStage);
-        if (index && index.getInt() != s)
-          func.erase();
-      }
-      stages.push_back(std::move(stage));
-    }
-  } else {
-    stages.push_back(std::move(module));
+  // own (one step, one memory plan): nested modules of the step, which
+  // loom-opt runs the phases on with nested pass managers.
+  if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
+                          options.verbose, reporter)))
+    return failure();
+  SmallVector<OwningOpRef<ModuleOp>> stages;
+  for (auto stage : llvm::make_early_inc_range(module->getOps<ModuleOp>())) {
+    stage->remove();
+    stages.push_back(stage);
   }
-  StageCompiler compiler(options, reporter);
+  llvm::StringSet<> printed;
+  StageCompiler compiler(options, reporter, &printed);
   for (OwningOpRef<ModuleOp> &stage : stages)
     if (failed(compiler.run(stage)))
       return failure();
-  return success();
+  for (OwningOpRef<ModuleOp> &stage : stages)
+    module->getBody()->push_back(stage.release());
+  if (options.emit <= EmitPoint::Mlir)
+    return success();
+  // The lowered stages, linked into one module for one object.
+  return runPassPhase(*module, "link", pp::createPPLinkStagesPass(),
+                      options.verbose, reporter);
 }
 
 void loom::driver::printPtx(ModuleOp module, raw_ostream &os) {

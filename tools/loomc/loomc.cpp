@@ -126,29 +126,22 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  SmallVector<OwningOpRef<ModuleOp>> stages;
-  if (failed(compileToMlir(std::move(module), options, stages, reporter)))
+  if (failed(compileToMlir(module, options, reporter)))
     return 1;
-  // Up to the lowering, each stage's module in turn (as loom-opt prints it,
-  // so that the two can be compared), as loom-opt --split-input-file reads
-  // them.
+  // Up to the lowering, the module as loom-opt prints it (a pipeline's
+  // stages nested in it until they are linked), so that the two can be
+  // compared.
   if (options.emit <= EmitPoint::Ptx)
     return writeText(outputFile, reporter, [&](raw_ostream &os) {
-      for (auto [s, stage] : llvm::enumerate(stages)) {
-        if (s)
-          os << "// -----\n";
-        if (options.emit == EmitPoint::Ptx) {
-          printPtx(*stage, os);
-          continue;
-        }
-        stage->print(os);
-        os << "\n";
-      }
+      if (options.emit == EmitPoint::Ptx)
+        return printPtx(*module, os);
+      module->print(os);
+      os << "\n";
     });
 
   LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
-      translateToLlvm(stages, llvmContext, reporter);
+      translateToLlvm(*module, llvmContext, reporter);
   if (!llvmModule)
     return 1;
   setTarget(*llvmModule, *machine);

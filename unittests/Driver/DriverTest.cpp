@@ -154,14 +154,10 @@ TEST_F(DriverTest, CompilesAZeroStepInProcess) {
   options.worldSize = 2;
   options.zeroStage = ZeroStage::Parameters;
   options.emit = EmitPoint::Step;
-  SmallVector<OwningOpRef<ModuleOp>> stages;
-  ASSERT_TRUE(succeeded(
-      compileToMlir(std::move(module), options, stages, reporter)))
-      << messages;
-  ASSERT_EQ(stages.size(), 1u);
+  ASSERT_TRUE(succeeded(compileToMlir(module, options, reporter))) << messages;
   // ZeRO-3 gathers the parameters: the step holds collectives.
   int collectives = 0;
-  stages.front()->walk([&](Operation *op) {
+  module->walk([&](Operation *op) {
     collectives += op->getName().getDialectNamespace() == "coll";
   });
   EXPECT_GT(collectives, 0);
@@ -175,14 +171,12 @@ TEST_F(DriverTest, CompilesPipelineStagesToOneLlvmModule) {
   options.pipelineStages = 2;
   options.microbatches = 2;
   options.emit = EmitPoint::LlvmMlir;
-  SmallVector<OwningOpRef<ModuleOp>> stages;
-  ASSERT_TRUE(succeeded(
-      compileToMlir(std::move(module), options, stages, reporter)))
-      << messages;
-  ASSERT_EQ(stages.size(), 2u);
+  ASSERT_TRUE(succeeded(compileToMlir(module, options, reporter))) << messages;
+  // The stages are linked into the module: no nested module is left.
+  EXPECT_TRUE(module->getOps<ModuleOp>().empty());
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> linked =
-      translateToLlvm(stages, llvmContext, reporter);
+      translateToLlvm(*module, llvmContext, reporter);
   ASSERT_TRUE(linked) << messages;
   auto *count = linked->getNamedGlobal("loom_pipeline_stages");
   ASSERT_TRUE(count);
@@ -200,9 +194,7 @@ TEST_F(DriverTest, ReportsWithTheClientsName) {
   ASSERT_TRUE(module);
   CompileOptions options;
   options.sourceName = "f.mlir";
-  SmallVector<OwningOpRef<ModuleOp>> stages;
-  EXPECT_TRUE(
-      failed(compileToMlir(std::move(module), options, stages, reporter)));
+  EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
   EXPECT_EQ(messages,
             "test: error: f.mlir has no function with a train.loss result\n");
 }
@@ -215,11 +207,9 @@ TEST_F(DriverTest, ReportsAnUnmetMemoryLimit) {
   options.zeroStage = ZeroStage::Parameters;
   options.memoryLimitMb = 0.001;
   options.emit = EmitPoint::MemoryPlan;
-  SmallVector<OwningOpRef<ModuleOp>> stages;
   // The scheduler's own refusal is a diagnostic; keep it out of the log.
   ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
-  EXPECT_TRUE(
-      failed(compileToMlir(std::move(module), options, stages, reporter)));
+  EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
   EXPECT_NE(messages.find("test: error: --memory-limit-mb 0.001 cannot be "
                           "met"),
             std::string::npos)

@@ -42,22 +42,21 @@ private:
   llvm::raw_ostream &os;
 };
 
-/// Runs the phases on `module`, a forward with a train.loss result, up to
-/// `options.emit` (through lowering for the points past it), and leaves in
-/// `stages` one module per pipeline stage (one without stages) at that
-/// point. With -v prints each phase's pipeline as loom-opt takes it.
-mlir::LogicalResult
-compileToMlir(mlir::OwningOpRef<mlir::ModuleOp> module,
-              const CompileOptions &options,
-              llvm::SmallVectorImpl<mlir::OwningOpRef<mlir::ModuleOp>> &stages,
-              Reporter &reporter);
+/// Runs the phases on `module`, a forward with a train.loss result, in
+/// place, up to `options.emit` (through lowering for the points past it).
+/// A pipeline's stages become nested modules @stage<s> (pp-split-stages),
+/// each compiled on its own, and after lowering are linked into the module
+/// again (pp-link-stages). With -v prints each phase's pipeline as loom-opt
+/// takes it.
+mlir::LogicalResult compileToMlir(mlir::OwningOpRef<mlir::ModuleOp> &module,
+                                  const CompileOptions &options,
+                                  Reporter &reporter);
 
-/// The LLVM IR of the lowered `stages`; a pipeline's stages linked into one
-/// module (loom_step_packed_stage<s>, the loom_pipeline_* tables). Null on
-/// failure, reported.
-std::unique_ptr<llvm::Module>
-translateToLlvm(llvm::ArrayRef<mlir::OwningOpRef<mlir::ModuleOp>> stages,
-                llvm::LLVMContext &context, Reporter &reporter);
+/// The LLVM IR of the lowered (and linked) `module`. Null on failure,
+/// reported.
+std::unique_ptr<llvm::Module> translateToLlvm(mlir::ModuleOp module,
+                                              llvm::LLVMContext &context,
+                                              Reporter &reporter);
 
 /// The machine the step is compiled for: --cpu's name and features (the
 /// host's real ones for `native`), then --cpu-features. Null, with `error`

@@ -100,4 +100,69 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
   let dependentDialects = ["::loom::coll::CollDialect"];
 }
 
+def PPSplitStagesPass : Pass<"pp-split-stages", "::mlir::ModuleOp"> {
+  let summary = "Moves each pipeline stage's functions into a module of its "
+                "own";
+  let description = [{
+    After `pp-partition`, each stage is compiled on its own: its step, its
+    memory plan, its arena. This pass gives every stage `s` a nested
+    `builtin.module @stage<s>` tagged `loom.pipeline_stage = s`, holding the
+    functions tagged with that stage and a copy of every function tagged
+    with none, so that the later phases run on each stage's module with a
+    nested pass manager (`builtin.module(builtin.module(...))`). The stages
+    are linked again after lowering by `pp-link-stages`.
+
+    ```mlir
+    func.func @step_stage0(...) attributes {loom.pipeline_stage = 0 : i64}
+    func.func @step_stage1(...) attributes {loom.pipeline_stage = 1 : i64}
+    // becomes
+    module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+      func.func @step_stage0(...) attributes {loom.pipeline_stage = 0 : i64}
+    }
+    module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
+      func.func @step_stage1(...) attributes {loom.pipeline_stage = 1 : i64}
+    }
+    ```
+
+    A module without stage functions is left as it is. Stage numbers that
+    do not run from 0 without a gap, or a module with other operations than
+    functions beside them, are errors.
+  }];
+}
+
+def PPLinkStagesPass : Pass<"pp-link-stages", "::mlir::ModuleOp"> {
+  let summary = "Links the lowered stage modules into one trainer module";
+  let description = [{
+    The inverse of `pp-split-stages`, on the LLVM dialect: the operations of
+    every nested `module @stage<s>` move into the enclosing module, so that
+    one object holds every stage and the trainer picks its rank's.
+
+    - Stage `s`'s `loom_step_packed` and `loom_step_manifest` become
+      `loom_step_packed_stage<s>` and `loom_step_manifest_stage<s>`; every
+      other symbol a stage defines gets the suffix `_stage<s>` and internal
+      linkage (private stays private), its uses renamed with it.
+    - Declarations (the runtime's and libraries' functions) are shared: one
+      declaration per name, and two stages that declare one name with
+      different types are an error.
+    - `loom_pipeline_stages` (the count) and the tables
+      `loom_pipeline_packed` and `loom_pipeline_manifests` (each stage's
+      entry point and manifest, by stage) are added.
+
+    ```mlir
+    module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+      llvm.func @loom_step_packed(%arg0: !llvm.ptr) { ... }
+    }
+    // becomes
+    llvm.func @loom_step_packed_stage0(%arg0: !llvm.ptr) { ... }
+    llvm.mlir.global external constant @loom_pipeline_stages(2 : i64) : i64
+    llvm.mlir.global external constant @loom_pipeline_packed()
+        : !llvm.array<2 x ptr> { ... llvm.mlir.addressof ... }
+    ```
+
+    The module's data layout and target triple come from the stages, which
+    must agree.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
 #endif // LOOM_PIPELINEPARALLEL_PASSES_TD

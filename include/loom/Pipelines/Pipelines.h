@@ -16,9 +16,9 @@
 //                                 dialect; then the trainer's manifest
 //
 // and loom-reference-pipeline, the plain lowering loom-run evaluates with.
-// Each builder takes its options struct; loomc, loom-run and the Python
-// package (through loomc) call the builders, nothing else spells out a
-// pipeline.
+// Each builder takes its options struct; the driver (lib/Driver, whose
+// CompileOptions fills them) and loom-run call the builders, nothing else
+// spells out a pipeline.
 //
 //===----------------------------------------------------------------------===//
 

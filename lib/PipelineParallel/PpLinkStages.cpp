@@ -1,0 +1,149 @@
+//===- PpLinkStages.cpp - the lowered stages in one module ----------------===//
+//
+// Moves the LLVM-dialect contents of every nested module @stage<s> into the
+// enclosing module: the symbols a stage defines get the suffix _stage<s>
+// (and internal linkage, but for its entry point and manifest), the
+// declarations are shared, and loom_pipeline_stages with the tables
+// loom_pipeline_packed and loom_pipeline_manifests let the trainer pick
+// its rank's stage.
+//
+//===----------------------------------------------------------------------===//
+
+#include "loom/PipelineParallel/Passes.h"
+#include "loom/Support/AttrNames.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace loom::pp {
+#define GEN_PASS_DEF_PPLINKSTAGESPASS
+#include "loom/PipelineParallel/Passes.h.inc"
+} // namespace loom::pp
+
+using namespace mlir;
+using namespace loom;
+
+namespace {
+
+constexpr llvm::StringLiteral kPacked = "loom_step_packed";
+constexpr llvm::StringLiteral kManifest = "loom_step_manifest";
+
+/// The type a declaration is used with, to check two stages agree on it.
+Type declaredType(Operation *op) {
+  if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op))
+    return func.getFunctionType();
+  if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+    return global.getGlobalType();
+  return {};
+}
+
+/// Whether `op` is a symbol without a definition here.
+bool isDeclaration(Operation *op) {
+  if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op))
+    return func.isExternal();
+  if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+    return !global.getValueOrNull() && global.getInitializerRegion().empty();
+  return false;
+}
+
+struct PPLinkStagesPass
+    : public loom::pp::impl::PPLinkStagesPassBase<PPLinkStagesPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<ModuleOp> stages;
+    for (auto nested : module.getOps<ModuleOp>())
+      if (auto index = nested->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
+        if (index.getInt() != int64_t(stages.size())) {
+          nested.emitError() << "pp-link-stages: stage " << index.getInt()
+                             << " where stage " << stages.size()
+                             << " was expected (stages in order from 0)";
+          return signalPassFailure();
+        }
+        stages.push_back(nested);
+      }
+    if (stages.empty())
+      return;
+    SymbolTable linked(module);
+    for (auto [index, stage] : llvm::enumerate(stages))
+      if (failed(linkStage(stage, index, linked)))
+        return signalPassFailure();
+    addTables(module, stages.size());
+  }
+
+  LogicalResult linkStage(ModuleOp stage, int64_t index, SymbolTable &linked) {
+    SymbolTable table(stage);
+    std::string suffix = ("_stage" + llvm::Twine(index)).str();
+    for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
+      auto symbol = dyn_cast<SymbolOpInterface>(op);
+      if (!symbol || !isa<LLVM::LLVMFuncOp, LLVM::GlobalOp>(op))
+        return op.emitError() << "pp-link-stages: '" << op.getName()
+                              << "' in stage " << index
+                              << ": expected LLVM functions and globals";
+      if (isDeclaration(&op))
+        continue;
+      StringRef name = symbol.getName();
+      bool entry = name == kPacked || name == kManifest;
+      if (failed(table.rename(&op, (name + suffix).str())))
+        return op.emitError() << "pp-link-stages: cannot rename @" << name;
+      if (entry)
+        continue;
+      if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op)) {
+        if (func.getLinkage() != LLVM::Linkage::Private)
+          func.setLinkage(LLVM::Linkage::Internal);
+      } else {
+        auto global = cast<LLVM::GlobalOp>(op);
+        if (global.getLinkage() != LLVM::Linkage::Private)
+          global.setLinkage(LLVM::Linkage::Internal);
+      }
+    }
+    for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
+      StringRef name = cast<SymbolOpInterface>(op).getName();
+      if (Operation *existing = linked.lookup(name)) {
+        if (isDeclaration(&op) && isDeclaration(existing) &&
+            declaredType(&op) == declaredType(existing)) {
+          op.erase();
+          continue;
+        }
+        return op.emitError()
+               << "pp-link-stages: @" << name << " of stage " << index
+               << " conflicts with the linked module's (declared with "
+                  "another type, or defined twice)";
+      }
+      op.remove();
+      linked.insert(&op);
+    }
+    stage.erase();
+    return success();
+  }
+
+  void addTables(ModuleOp module, int64_t count) {
+    MLIRContext *context = module.getContext();
+    OpBuilder builder = OpBuilder::atBlockEnd(module.getBody());
+    Location loc = module.getLoc();
+    Type i64 = builder.getI64Type();
+    LLVM::GlobalOp::create(builder, loc, i64, /*isConstant=*/true,
+                           LLVM::Linkage::External, "loom_pipeline_stages",
+                           builder.getI64IntegerAttr(count));
+    auto ptr = LLVM::LLVMPointerType::get(context);
+    auto array = LLVM::LLVMArrayType::get(ptr, count);
+    for (auto [table, entry] : {std::pair{"loom_pipeline_packed", kPacked},
+                                {"loom_pipeline_manifests", kManifest}}) {
+      auto global = LLVM::GlobalOp::create(builder, loc, array,
+                                           /*isConstant=*/true,
+                                           LLVM::Linkage::External, table,
+                                           Attribute());
+      OpBuilder::InsertionGuard guard(builder);
+      builder.createBlock(&global.getInitializerRegion());
+      Value value = LLVM::UndefOp::create(builder, loc, array);
+      for (int64_t s = 0; s < count; ++s) {
+        Value address = LLVM::AddressOfOp::create(
+            builder, loc, ptr, (entry + "_stage" + llvm::Twine(s)).str());
+        value = LLVM::InsertValueOp::create(builder, loc, value, address, s);
+      }
+      LLVM::ReturnOp::create(builder, loc, value);
+    }
+  }
+};
+
+} // namespace
