@@ -10,7 +10,7 @@ LOOM_PACKAGES=(
   cmake ninja-build ccache
   clang-22 lld-22 llvm-22-dev llvm-22-tools libmlir-22-dev mlir-22-tools
   libclang-rt-22-dev
-  libgtest-dev python3 python3-numpy python3-torch
+  libgtest-dev python3 python3-numpy python3-torch python3-pytest pybind11-dev
   libopenblas-dev openmpi-bin libopenmpi-dev coinor-libcbc-dev pkg-config
   strace util-linux
 )

@@ -512,3 +512,23 @@ void loom::driver::registerCompileCLOptions(cl::OptionCategory &category) {
 CompileOptions loom::driver::compileOptionsFromCL() {
   return clOptions() ? clOptions()->read() : CompileOptions();
 }
+
+bool loom::driver::parseCompileFlags(ArrayRef<std::string> flags,
+                                     CompileOptions &options,
+                                     std::string &error) {
+  static cl::OptionCategory category("loom compile options");
+  registerCompileCLOptions(category);
+  cl::ResetAllOptionOccurrences();
+  SmallVector<const char *> argv = {"loom"};
+  for (const std::string &flag : flags)
+    argv.push_back(flag.c_str());
+  raw_string_ostream errors(error);
+  if (!cl::ParseCommandLineOptions(int(argv.size()), argv.data(), "",
+                                   &errors)) {
+    // cl reports "loom: ..." on its own lines; one line for the client.
+    error = StringRef(error).trim().str();
+    return false;
+  }
+  options = compileOptionsFromCL();
+  return true;
+}

@@ -102,8 +102,9 @@ public:
       : options(options), reporter(reporter), printed(printed) {}
 
   /// Runs the phases after the training step on `module` up to the emit
-  /// point (through lowering past it).
-  LogicalResult run(OwningOpRef<ModuleOp> &module);
+  /// point (through lowering past it); records its plan in `plans`.
+  LogicalResult run(OwningOpRef<ModuleOp> &module, int64_t stage,
+                    SmallVectorImpl<StagePlan> *plans);
 
 private:
   template <typename Options>
@@ -354,7 +355,23 @@ LogicalResult StageCompiler::underMemoryLimit(OwningOpRef<ModuleOp> &module) {
   }
 }
 
-LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module) {
+/// The figures the memory-plan phase left on `module`'s step.
+static StagePlan readPlan(ModuleOp module, int64_t stage) {
+  StagePlan plan;
+  plan.stage = stage;
+  func::FuncOp step = trainer::findStep(module);
+  plan.peakBytes = trainer::getPredictedPeakBytes(step);
+  module.walk([&](Operation *op) {
+    if (auto arena = op->getAttrOfType<IntegerAttr>(attrs::kArenaBytes))
+      plan.arenaBytes = arena.getInt();
+    if (auto bound = op->getAttrOfType<IntegerAttr>(attrs::kArenaBoundBytes))
+      plan.arenaBoundBytes = bound.getInt();
+  });
+  return plan;
+}
+
+LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module, int64_t stage,
+                                 SmallVectorImpl<StagePlan> *plans) {
   // 2. ZeRO and the communication schedule, and 3. the static memory plan,
   // on the decomposed step: its memory timeline (results in the trainer's
   // buffers) is the prediction, and every buffer it allocates is pinned to
@@ -362,6 +379,8 @@ LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module) {
   if (failed(options.rematBudgetMb > 0 ? underRematBudget(module)
                                        : underMemoryLimit(module)))
     return failure();
+  if (plans && options.emit >= EmitPoint::MemoryPlan)
+    plans->push_back(readPlan(*module, stage));
   if (options.emit <= EmitPoint::MemoryPlan)
     return success();
 
@@ -410,9 +429,10 @@ static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
 
-LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
-                                          const CompileOptions &options,
-                                          Reporter &reporter) {
+LogicalResult
+loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
+                            const CompileOptions &options, Reporter &reporter,
+                            SmallVectorImpl<StagePlan> *plans) {
   if (!trainer::findStep(*module)) {
     reporter.error((options.sourceName.empty() ? std::string("the module")
                                                : options.sourceName) +
@@ -429,7 +449,7 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   if (options.emit == EmitPoint::TrainingStep)
     return success();
   if (options.pipelineStages <= 1)
-    return StageCompiler(options, reporter, nullptr).run(module);
+    return StageCompiler(options, reporter, nullptr).run(module, 0, plans);
 
   // A pipeline's stages are compiled one by one, each as a module of its
   // own (one step, one memory plan): nested modules of the step, which
@@ -444,8 +464,8 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   }
   llvm::StringSet<> printed;
   StageCompiler compiler(options, reporter, &printed);
-  for (OwningOpRef<ModuleOp> &stage : stages)
-    if (failed(compiler.run(stage)))
+  for (auto [index, stage] : llvm::enumerate(stages))
+    if (failed(compiler.run(stage, index, plans)))
       return failure();
   for (OwningOpRef<ModuleOp> &stage : stages)
     module->getBody()->push_back(stage.release());

@@ -2,11 +2,25 @@
 
 The Python package is the front door for people who build models and read
 reports: :mod:`loom.models.llama` builds a Llama-style forward from a config,
-:mod:`loom.opt` runs Loom's tools (``loom-opt``, ``loomc``, ...) on IR, and
-:mod:`loom.memory` returns the static memory plan loomc makes for a forward.
+:func:`loom.compile` compiles it into a trainer in-process (the compiler
+driver's extension, ``loom._loom``) and :func:`loom.report` reports on a
+step, :mod:`loom.memory` returns the static memory plan of a forward, and
+:mod:`loom.opt` runs Loom's tools (``loom-opt``, ...) on IR.
 """
 
-from loom.opt import LoomOptError, find_loom_opt, find_tool, run_opt
+import os as _os
+from pathlib import Path as _Path
 
-__all__ = ["LoomOptError", "find_loom_opt", "find_tool", "run_opt"]
+# The extension is built into build/python-bindings/loom, beside this
+# source tree's pure-Python package (or where LOOM_PYTHON_EXT_DIR says).
+for _dir in (_os.environ.get("LOOM_PYTHON_EXT_DIR"),
+             str(_Path(__file__).resolve().parents[2] / "build" / "python-bindings" / "loom")):
+    if _dir and _os.path.isdir(_dir) and _dir not in __path__:
+        __path__.append(_dir)
+
+from loom.compiler import CompileError, Compiled, compile, report  # noqa: E402
+from loom.opt import LoomOptError, find_loom_opt, find_tool, run_opt  # noqa: E402
+
+__all__ = ["CompileError", "Compiled", "LoomOptError", "compile", "find_loom_opt", "find_tool",
+           "report", "run_opt"]
 __version__ = "0.1.0"

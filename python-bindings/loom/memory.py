@@ -1,7 +1,8 @@
 """The static memory analysis of a step, as loomc plans it.
 
-:func:`step_memory` runs loomc up to its memory-plan phase
-(``loomc --emit=memory-plan``: the training step, the decomposed train ops
+:func:`step_memory` compiles a forward in-process up to the memory-plan
+phase (:func:`loom.compile` with ``emit="memory-plan"``, as ``loomc
+--emit=memory-plan``: the training step, the decomposed train ops
 and ``codegen-memory-plan``, the same pipelines a trainer is compiled with)
 and returns what the plan reports: the memory timeline's peak (loop bodies
 included, as the trainer runs them), the arena and its live bound, all in
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from loom.opt import run_tool
+from loom.compiler import compile  # noqa: A004
 
 _ATTRS = {"timeline": "loom.timeline_peak_bytes", "arena": "loom.arena_bytes",
           "bound": "loom.arena_bound_bytes"}
@@ -24,10 +25,8 @@ def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adam
     loss into chunks of ``fuse_chunk`` tokens, and blocks of ``fuse_vocab``
     vocabulary entries, when positive; with ``optimizer``'s update unless
     None) and returns the plan's figures."""
-    out = run_tool("loomc", ["-", "--emit=memory-plan", f"--target={target}",
-                             f"--fuse-cross-entropy={fuse_chunk}",
-                             f"--fuse-cross-entropy-vocab={fuse_vocab}",
-                             f"--optimizer={optimizer or 'none'}", "-o", "-"], stdin=forward)
+    out = compile(forward, emit="memory-plan", target=target, fuse_cross_entropy=fuse_chunk,
+                  fuse_cross_entropy_vocab=fuse_vocab, optimizer=optimizer or "none").text
     figures = {}
     for key, attr in _ATTRS.items():
         match = re.search(re.escape(attr) + r" = (\d+)", out)

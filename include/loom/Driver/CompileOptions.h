@@ -118,6 +118,13 @@ struct CompileOptions {
 void registerCompileCLOptions(llvm::cl::OptionCategory &category);
 /// The options the registered flags were parsed into.
 CompileOptions compileOptionsFromCL();
+/// Parses `flags` (loomc's, e.g. "--world-size=2") into `options`, from
+/// the defaults, for a client without a command line (the Python API):
+/// the flags stay declared once. Resets every registered option first, so
+/// it can be called again. False, with `error` set, for an unknown flag or
+/// a bad value.
+bool parseCompileFlags(llvm::ArrayRef<std::string> flags,
+                       CompileOptions &options, std::string &error);
 
 } // namespace loom::driver
 

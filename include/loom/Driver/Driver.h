@@ -42,15 +42,28 @@ private:
   llvm::raw_ostream &os;
 };
 
+/// What the memory-plan phase planned for one stage (the whole step
+/// without pipeline stages).
+struct StagePlan {
+  int64_t stage = 0;
+  /// The memory timeline's peak: what the trainer allocates for the step.
+  int64_t peakBytes = 0;
+  /// The arena's size and the most of it live at once (0 without a plan).
+  int64_t arenaBytes = 0, arenaBoundBytes = 0;
+};
+
 /// Runs the phases on `module`, a forward with a train.loss result, in
 /// place, up to `options.emit` (through lowering for the points past it).
 /// A pipeline's stages become nested modules @stage<s> (pp-split-stages),
 /// each compiled on its own, and after lowering are linked into the module
 /// again (pp-link-stages). With -v prints each phase's pipeline as loom-opt
 /// takes it.
-mlir::LogicalResult compileToMlir(mlir::OwningOpRef<mlir::ModuleOp> &module,
-                                  const CompileOptions &options,
-                                  Reporter &reporter);
+/// Past the memory-plan phase, `plans` (when given) receives each stage's
+/// plan.
+mlir::LogicalResult
+compileToMlir(mlir::OwningOpRef<mlir::ModuleOp> &module,
+              const CompileOptions &options, Reporter &reporter,
+              llvm::SmallVectorImpl<StagePlan> *plans = nullptr);
 
 /// The LLVM IR of the lowered (and linked) `module`. Null on failure,
 /// reported.

@@ -1,0 +1,115 @@
+"""loom.compile and loom.report: the compiler driver in-process (pytest).
+
+Run: PYTHONPATH=python-bindings python3 -m pytest python-bindings/tests
+(ctest's python-api test does).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+
+import loom
+from loom.models.llama import LlamaConfig, build_forward
+
+
+@pytest.fixture(scope="module")
+def forward() -> str:
+    return build_forward(LlamaConfig(layers=2, dim=32, heads=2, kv_heads=2, ffn=64, vocab=64,
+                                     seq=16, batch=4))
+
+
+@pytest.fixture
+def no_subprocess(monkeypatch):
+    """Fails the test if the compile path starts a process."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"a subprocess was started: {args[0] if args else kwargs}")
+    for name in ("run", "Popen", "call", "check_call", "check_output"):
+        monkeypatch.setattr(subprocess, name, refuse)
+    monkeypatch.setattr(os, "system", refuse)
+
+
+def test_step_in_process(forward, no_subprocess):
+    step = loom.compile(forward, emit="step", world_size=2, zero_stage=3)
+    assert step.path is None
+    # ZeRO-3 gathers each parameter before its use and reduce-scatters its gradient.
+    assert "coll.all_gather_start" in step.text
+    assert "coll.reduce_scatter_start" in step.text
+
+
+def test_plan_matches_the_planned_module(forward, no_subprocess):
+    planned = loom.compile(forward, emit="memory-plan")
+    (plan,) = planned.plans
+    peak = int(re.search(r"loom.timeline_peak_bytes = (\d+)", planned.text).group(1))
+    arena = int(re.search(r"loom.arena_bytes = (\d+)", planned.text).group(1))
+    assert plan["stage"] == 0
+    assert plan["peak_bytes"] == peak > 0
+    assert plan["arena_bytes"] == arena > 0
+
+
+def test_pipeline_stages_each_planned(forward, no_subprocess):
+    planned = loom.compile(forward, emit="memory-plan", world_size=2, pipeline_stages=2,
+                           microbatches=2)
+    assert [plan["stage"] for plan in planned.plans] == [0, 1]
+    assert all(plan["peak_bytes"] > 0 for plan in planned.plans)
+    assert "module @stage0" in planned.text and "module @stage1" in planned.text
+
+
+def test_manifest_names_the_parameters(forward, no_subprocess):
+    lowered = loom.compile(forward, emit="llvm-mlir", world_size=2, zero_stage=3)
+    (manifest,) = lowered.manifests
+    params = {t["name"]: t for t in manifest["tensors"] if t["role"] == "param" and t["kind"] == "arg"}
+    assert set(params) == set(re.findall(r'train.param = "([^"]+)"', forward))
+    # Shards: each rank holds half of every parameter's elements (padded up).
+    for tensor in params.values():
+        local = 1
+        for d in tensor["local_shape"]:
+            local *= d
+        full = 1
+        for d in tensor["full_shape"]:
+            full *= d
+        assert local * 2 >= full
+
+
+def test_errors_carry_the_diagnostics(forward):
+    with pytest.raises(loom.CompileError, match="needs --zero-stage 1, 2 or 3"):
+        loom.compile(forward, emit="step", world_size=4)
+    with pytest.raises(loom.CompileError, match="zero-stage"):
+        loom.compile(forward, emit="step", zero_stage=7)
+    with pytest.raises(loom.CompileError, match="Unknown command line argument"):
+        loom.compile(forward, emit="step", no_such_option=1)
+    with pytest.raises(loom.CompileError, match="Dialect .nonsense. not found") as error:
+        loom.compile("func.func @f() { nonsense.op }", emit="step", name="bad.mlir")
+    assert "bad.mlir:1" in error.value.diagnostics
+    with pytest.raises(loom.CompileError, match="has no function with a train.loss result"):
+        loom.compile("func.func @f() { return }", emit="step")
+    # A failed compile leaves the driver usable: options start from the defaults again.
+    assert loom.compile(forward, emit="training-step").text
+
+
+def test_report_in_process(forward, no_subprocess):
+    step = loom.compile(forward, emit="step", world_size=2, zero_stage=3).text
+    report = loom.report(step, device="h100-nvlink")
+    assert report["device"] == "h100-nvlink"
+    assert report["peak_bytes"] > 0
+    assert report["makespan_us"] >= report["lower_bound_us"] > 0
+    assert report["table"].startswith("coll-report: @")
+    with pytest.raises(loom.CompileError):
+        loom.report("func.func @f( {", device="cpu")
+
+
+def test_compiles_and_runs_a_trainer(forward, tmp_path):
+    trainer = tmp_path / "trainer"
+    compiled = loom.compile(forward, output=trainer)
+    assert compiled.path == str(trainer) and os.access(trainer, os.X_OK)
+    data = tmp_path / "data.txt"
+    data.write_text("Loom compiles a training step ahead of time. " * 64)
+    log = tmp_path / "log.jsonl"
+    # The trainer is a program of its own: running it is a process, compiling it was not.
+    subprocess.run([str(trainer), "--data", str(data), "--steps", "3", "--log", str(log)],
+                   check=True, capture_output=True, timeout=600)
+    lines = log.read_text().splitlines()
+    assert len(lines) >= 3 and all('"loss"' in line for line in lines[-3:])
