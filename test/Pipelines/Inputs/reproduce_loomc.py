@@ -2,9 +2,10 @@
 phase, each on the previous one's output; prints the phases and whether the
 last output equals loomc's byte for byte (exit 1 if not). The files between
 phases keep their locations (-mlir-print-debuginfo), which carry the op ids
-the profile probes need.
+the profile probes need. With --single, the phases run as one pipeline in
+one loom-opt invocation instead.
 
-    reproduce_loomc.py FORWARD --emit=E [loomc flags...]
+    reproduce_loomc.py FORWARD [--single] --emit=E [loomc flags...]
 """
 
 import os
@@ -18,6 +19,8 @@ PHASE = re.compile(r"^loomc: phase ([a-z-]+): --pass-pipeline='(.*)'$")
 
 def main() -> int:
     forward, flags = sys.argv[1], sys.argv[2:]
+    single = "--single" in flags
+    flags = [f for f in flags if f != "--single"]
     with tempfile.TemporaryDirectory() as tmp:
         expected = os.path.join(tmp, "loomc.mlir")
         proc = subprocess.run(["loomc", forward, *flags, "-v", "-o", expected],
@@ -26,6 +29,10 @@ def main() -> int:
             sys.exit(f"loomc failed:\n{proc.stderr}")
         phases = [m.groups() for m in map(PHASE.match, proc.stderr.splitlines()) if m]
         current = forward
+        if single:
+            # builtin.module(a) + builtin.module(b) -> builtin.module(a,b)
+            inner = ",".join(p[len("builtin.module("):-1] for _, p in phases)
+            phases = [("all", f"builtin.module({inner})")]
         for index, (phase, pipeline) in enumerate(phases):
             print(f"phase {phase}: {pipeline.split('{')[0]}")
             out = os.path.join(tmp, f"{index}.mlir")
