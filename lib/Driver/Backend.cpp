@@ -95,25 +95,27 @@ LogicalResult link(StringRef object, StringRef exe,
   if (flags)
     StringRef((*flags)->getBuffer()).trim().split(mpiFlags, ' ', -1, false);
   bool cuda = options.target == loom::Target::Cuda;
-  SmallString<256> trainer(options.runtimeDir), runtime(options.runtimeDir);
+  SmallString<256> trainer(options.runtimeDir), runtime(options.runtimeDir),
+      heap(options.runtimeDir);
   sys::path::append(trainer, "libloomtrainer.a");
   sys::path::append(runtime, cuda ? "libloomrt_cuda.a" : "libloomrt_mpi.a");
-  for (StringRef lib : {trainer.str(), runtime.str()})
+  sys::path::append(heap, "libloomheap.a");
+  for (StringRef lib : {trainer.str(), runtime.str(), heap.str()})
     if (!sys::fs::exists(lib)) {
       reporter.error("link: " + lib +
                      " not found (build Loom, or pass --runtime-dir)");
       return failure();
     }
-  // The trainer main and the backend call each other.
+  // Each library calls only into the ones after it: the trainer main into
+  // the backend, both into the heap's counters.
   std::vector<std::string> args = {*cxx,
                                    "-fuse-ld=lld",
                                    object.str(),
                                    "-o",
                                    exe.str(),
-                                   "-Wl,--start-group",
                                    trainer.str().str(),
                                    runtime.str().str(),
-                                   "-Wl,--end-group"};
+                                   heap.str().str()};
   for (StringRef f : mpiFlags)
     args.push_back(f.str());
   if (cuda) {

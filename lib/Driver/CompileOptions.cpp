@@ -448,7 +448,8 @@ struct CompileCLOptions {
                              cl::cat(cat)};
   cl::opt<std::string> runtimeDir{
       "runtime-dir",
-      cl::desc("where libloomrt_mpi.a and libloomtrainer.a are"),
+      cl::desc("where libloomtrainer.a, libloomrt_mpi.a (or libloomrt_cuda.a) "
+               "and libloomheap.a are"),
       cl::init(defaults.runtimeDir), cl::cat(cat)};
 
   CompileOptions read() const {
