@@ -108,14 +108,9 @@ LogicalResult link(StringRef object, StringRef exe,
     }
   // Each library calls only into the ones after it: the trainer main into
   // the backend, both into the heap's counters.
-  std::vector<std::string> args = {*cxx,
-                                   "-fuse-ld=lld",
-                                   object.str(),
-                                   "-o",
-                                   exe.str(),
-                                   trainer.str().str(),
-                                   runtime.str().str(),
-                                   heap.str().str()};
+  std::vector<std::string> args = {
+      *cxx,      "-fuse-ld=lld",      object.str(),        "-o",
+      exe.str(), trainer.str().str(), runtime.str().str(), heap.str().str()};
   for (StringRef f : mpiFlags)
     args.push_back(f.str());
   if (cuda) {
@@ -194,8 +189,8 @@ loom::driver::createTargetMachine(const CompileOptions &options,
   for (StringRef feature : requested) {
     feature = feature.trim();
     if (feature.size() < 2 || (feature[0] != '+' && feature[0] != '-')) {
-      error = "--cpu-features: expected +name or -name, got '" +
-              feature.str() + "'";
+      error = "--cpu-features: expected +name or -name, got '" + feature.str() +
+              "'";
       return nullptr;
     }
     features.AddFeature(feature.drop_front(), feature[0] == '+');
@@ -204,10 +199,11 @@ loom::driver::createTargetMachine(const CompileOptions &options,
   // the CUDA target's kernel modules are loaded by a global constructor.
   TargetOptions targetOptions;
   targetOptions.UseInitArray = true;
-  std::unique_ptr<TargetMachine> machine(tgt->createTargetMachine(
-      triple, cpuName, features.getString(), targetOptions, Reloc::PIC_,
-      std::nullopt,
-      options.optLevel >= 2 ? CodeGenOptLevel::Default : CodeGenOptLevel::Less));
+  std::unique_ptr<TargetMachine> machine(
+      tgt->createTargetMachine(triple, cpuName, features.getString(),
+                               targetOptions, Reloc::PIC_, std::nullopt,
+                               options.optLevel >= 2 ? CodeGenOptLevel::Default
+                                                     : CodeGenOptLevel::Less));
   const MCSubtargetInfo *subtarget = machine->getMCSubtargetInfo();
   if (!subtarget->isCPUStringValid(cpuName)) {
     error = "--cpu: '" + cpuName + "' is not a CPU LLVM knows for " +
@@ -216,10 +212,9 @@ loom::driver::createTargetMachine(const CompileOptions &options,
   }
   for (StringRef feature : requested) {
     StringRef name = feature.trim().drop_front();
-    if (!llvm::any_of(subtarget->getAllProcessorFeatures(),
-                      [&](const SubtargetFeatureKV &kv) {
-                        return name == kv.Key;
-                      })) {
+    if (!llvm::any_of(
+            subtarget->getAllProcessorFeatures(),
+            [&](const SubtargetFeatureKV &kv) { return name == kv.Key; })) {
       error = "--cpu-features: '" + name.str() +
               "' is not a feature LLVM knows for " + triple.str() +
               " (llc -mattr=help lists them)";

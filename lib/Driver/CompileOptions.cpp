@@ -1,4 +1,5 @@
-//===- CompileOptions.cpp - every choice a compile makes -------------------===//
+//===- CompileOptions.cpp - every choice a compile makes
+//-------------------===//
 //
 // The checks on combinations of options, the phase pipelines' options made
 // from them, and the command-line flags that parse into them.
@@ -127,7 +128,7 @@ void CompileOptions::fill(ShardingOptions &sharding) const {
   // A pipeline stage is sharded over its replicas.
   sharding.worldSize = replicas();
   sharding.schedule = schedule;
-  sharding.device = !device.empty()            ? device
+  sharding.device = !device.empty()          ? device
                     : target == Target::Cuda ? std::string("h100-nvlink")
                                              : std::string("cpu");
   sharding.profile = profile;
@@ -256,8 +257,7 @@ struct CompileCLOptions {
                               "overrides it)"),
                      cl::init(defaults.lr), cl::cat(cat)};
   cl::opt<double> weightDecay{"weight-decay", cl::init(defaults.weightDecay),
-                              cl::desc("AdamW/SGD weight decay"),
-                              cl::cat(cat)};
+                              cl::desc("AdamW/SGD weight decay"), cl::cat(cat)};
 
   // Sharding and scheduling.
   cl::opt<int64_t> worldSize{
@@ -267,11 +267,10 @@ struct CompileCLOptions {
       cl::init(defaults.worldSize), cl::cat(cat)};
   cl::opt<ZeroStage> zeroStage{
       "zero-stage", cl::desc("ZeRO stage"),
-      cl::values(
-          clEnumValN(ZeroStage::None, "0", "nothing sharded (one rank)"),
-          clEnumValN(ZeroStage::OptimizerState, "1", "optimizer state"),
-          clEnumValN(ZeroStage::Gradients, "2", "and gradients"),
-          clEnumValN(ZeroStage::Parameters, "3", "and parameters")),
+      cl::values(clEnumValN(ZeroStage::None, "0", "nothing sharded (one rank)"),
+                 clEnumValN(ZeroStage::OptimizerState, "1", "optimizer state"),
+                 clEnumValN(ZeroStage::Gradients, "2", "and gradients"),
+                 clEnumValN(ZeroStage::Parameters, "3", "and parameters")),
       cl::init(defaults.zeroStage), cl::cat(cat)};
   cl::opt<double> memoryLimitMb{
       "memory-limit-mb",
@@ -304,13 +303,13 @@ struct CompileCLOptions {
       cl::init(defaults.rematSolver), cl::cat(cat)};
   cl::opt<Schedule> schedule{
       "schedule", cl::desc("the collectives' order after ZeRO"),
-      cl::values(clEnumValN(Schedule::Loom, "loom",
-                            "overlap under the memory limit (default)"),
-                 clEnumValN(Schedule::Synchronous, "synchronous",
-                            "every collective waited at its start"),
-                 clEnumValN(Schedule::Fsdp, "fsdp", "PyTorch FSDP's policy"),
-                 clEnumValN(Schedule::Original, "original",
-                            "zero-partition's order")),
+      cl::values(
+          clEnumValN(Schedule::Loom, "loom",
+                     "overlap under the memory limit (default)"),
+          clEnumValN(Schedule::Synchronous, "synchronous",
+                     "every collective waited at its start"),
+          clEnumValN(Schedule::Fsdp, "fsdp", "PyTorch FSDP's policy"),
+          clEnumValN(Schedule::Original, "original", "zero-partition's order")),
       cl::init(defaults.schedule), cl::cat(cat)};
 
   // Pipeline parallelism.

@@ -52,7 +52,8 @@ LogicalResult runPasses(ModuleOp module, StringRef phase, Reporter &reporter,
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
   if (failed(applyPassManagerCLOptions(pm))) {
-    reporter.error("the " + phase + " phase: the pass manager's options do "
+    reporter.error("the " + phase +
+                   " phase: the pass manager's options do "
                    "not apply");
     return failure();
   }
@@ -341,15 +342,15 @@ LogicalResult StageCompiler::underMemoryLimit(OwningOpRef<ModuleOp> &module) {
     // Lower the scheduler's limit by the excess, or by what decomposition
     // added, whichever is more, down to the synchronous order.
     double next = std::max(
-        floorMb, std::min(scheduleLimitMb - double(planned - limit) / kMiB,
-                          limitMb - double(planned - scheduled.getInt()) /
-                                        kMiB));
+        floorMb,
+        std::min(scheduleLimitMb - double(planned - limit) / kMiB,
+                 limitMb - double(planned - scheduled.getInt()) / kMiB));
     reporter.remark(formatv("the memory plan needs {0:F3} MiB, over "
                             "--memory-limit-mb {1:F3} (the scheduler saw "
                             "{2:F3} MiB before decomposition); scheduling "
                             "again with a limit of {3:F3} MiB",
-                            planned / kMiB, limitMb,
-                            scheduled.getInt() / kMiB, next));
+                            planned / kMiB, limitMb, scheduled.getInt() / kMiB,
+                            next));
     module = unsharded->clone();
     scheduleLimitMb = next;
   }
@@ -429,10 +430,10 @@ static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
 
-LogicalResult
-loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
-                            const CompileOptions &options, Reporter &reporter,
-                            SmallVectorImpl<StagePlan> *plans) {
+LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
+                                          const CompileOptions &options,
+                                          Reporter &reporter,
+                                          SmallVectorImpl<StagePlan> *plans) {
   if (!trainer::findStep(*module)) {
     reporter.error((options.sourceName.empty() ? std::string("the module")
                                                : options.sourceName) +

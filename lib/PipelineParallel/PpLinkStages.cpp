@@ -53,11 +53,12 @@ struct PPLinkStagesPass
     ModuleOp module = getOperation();
     SmallVector<ModuleOp> stages;
     for (auto nested : module.getOps<ModuleOp>())
-      if (auto index = nested->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
+      if (auto index =
+              nested->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
         if (index.getInt() != int64_t(stages.size())) {
-          nested.emitError() << "pp-link-stages: stage " << index.getInt()
-                             << " where stage " << stages.size()
-                             << " was expected (stages in order from 0)";
+          nested.emitError()
+              << "pp-link-stages: stage " << index.getInt() << " where stage "
+              << stages.size() << " was expected (stages in order from 0)";
           return signalPassFailure();
         }
         stages.push_back(nested);
@@ -77,9 +78,9 @@ struct PPLinkStagesPass
     for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
       auto symbol = dyn_cast<SymbolOpInterface>(op);
       if (!symbol || !isa<LLVM::LLVMFuncOp, LLVM::GlobalOp>(op))
-        return op.emitError() << "pp-link-stages: '" << op.getName()
-                              << "' in stage " << index
-                              << ": expected LLVM functions and globals";
+        return op.emitError()
+               << "pp-link-stages: '" << op.getName() << "' in stage " << index
+               << ": expected LLVM functions and globals";
       if (isDeclaration(&op))
         continue;
       StringRef name = symbol.getName();
@@ -129,10 +130,9 @@ struct PPLinkStagesPass
     auto array = LLVM::LLVMArrayType::get(ptr, count);
     for (auto [table, entry] : {std::pair{"loom_pipeline_packed", kPacked},
                                 {"loom_pipeline_manifests", kManifest}}) {
-      auto global = LLVM::GlobalOp::create(builder, loc, array,
-                                           /*isConstant=*/true,
-                                           LLVM::Linkage::External, table,
-                                           Attribute());
+      auto global = LLVM::GlobalOp::create(
+          builder, loc, array,
+          /*isConstant=*/true, LLVM::Linkage::External, table, Attribute());
       OpBuilder::InsertionGuard guard(builder);
       builder.createBlock(&global.getInitializerRegion());
       Value value = LLVM::UndefOp::create(builder, loc, array);

@@ -142,7 +142,8 @@ py::list manifests(ModuleOp module) {
 /// intermediate module or LLVM IR), `path` (the object or trainer written
 /// to `output`), `plans` (each stage's memory plan) and `manifests` (the
 /// lowered step's).
-py::tuple compile(const std::string &source, const std::vector<std::string> &flags,
+py::tuple compile(const std::string &source,
+                  const std::vector<std::string> &flags,
                   const std::string &output, const std::string &name) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
@@ -153,15 +154,13 @@ py::tuple compile(const std::string &source, const std::vector<std::string> &fla
   StderrCapture parserOutput;
   bool parsed = parseCompileFlags(flags, options, error);
   // cl's messages start with the program's name, "loom: ".
-  std::string printed = llvm::StringRef(parserOutput.finish())
-                            .trim()
-                            .str();
+  std::string printed = llvm::StringRef(parserOutput.finish()).trim().str();
   if (llvm::StringRef(printed).starts_with("loom: "))
     printed = printed.substr(6);
   if (!parsed) {
     reporter.error(printed.empty() ? error
-                                   : error.empty() ? printed
-                                                   : error + "\n" + printed);
+                   : error.empty() ? printed
+                                   : error + "\n" + printed);
     return fail();
   }
   options.sourceName = name;
@@ -169,7 +168,8 @@ py::tuple compile(const std::string &source, const std::vector<std::string> &fla
     reporter.error(problem);
     return fail();
   }
-  bool toFile = options.emit == EmitPoint::Obj || options.emit == EmitPoint::Exe;
+  bool toFile =
+      options.emit == EmitPoint::Obj || options.emit == EmitPoint::Exe;
   if (toFile && output.empty()) {
     reporter.error("--emit=obj and exe write a file: give an output path");
     return fail();
@@ -210,9 +210,8 @@ py::tuple compile(const std::string &source, const std::vector<std::string> &fla
   result["plans"] = planList;
   result["text"] = py::none();
   result["path"] = py::none();
-  result["manifests"] = options.emit >= EmitPoint::LlvmMlir
-                            ? manifests(*module)
-                            : py::list();
+  result["manifests"] =
+      options.emit >= EmitPoint::LlvmMlir ? manifests(*module) : py::list();
   if (options.emit <= EmitPoint::Ptx) {
     std::string text;
     llvm::raw_string_ostream out(text);
@@ -289,7 +288,8 @@ py::tuple report(const std::string &source, const std::string &name,
     os << "loom: error: coll-report wrote no report\n";
     return fail();
   }
-  return py::make_tuple(true, py::make_tuple((*text)->getBuffer().str(), printed));
+  return py::make_tuple(true,
+                        py::make_tuple((*text)->getBuffer().str(), printed));
 }
 
 } // namespace

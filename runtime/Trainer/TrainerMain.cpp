@@ -96,21 +96,25 @@ struct Options {
   bool resume = false;
 };
 
-int64_t rank = 0, worldSize = 1;
-/// A pipeline's stage count (0: not a pipeline) and this rank's stage.
-int64_t pipelineStages = 0, stage = 0;
-/// Which slice of the data this rank trains on, of how many, which is also
-/// its ZeRO shard: the rank and the world, except that in a pipeline of P
-/// stages by D replicas rank s * D + d runs stage s of replica d, and the
-/// stages of a replica see the same batch.
-int64_t dataRank = 0, dataWorld = 1;
+/// Where this rank sits: its place in the world, its pipeline stage and its
+/// slice of the data. Set once at start and passed to what needs it.
+struct Placement {
+  int64_t rank = 0, worldSize = 1;
+  /// A pipeline's stage count (0: not a pipeline) and this rank's stage.
+  int64_t pipelineStages = 0, stage = 0;
+  /// Which slice of the data this rank trains on, of how many, which is
+  /// also its ZeRO shard: the rank and the world, except that in a pipeline
+  /// of P stages by D replicas rank s * D + d runs stage s of replica d,
+  /// and the stages of a replica see the same batch.
+  int64_t dataRank = 0, dataWorld = 1;
+};
 /// A pipeline's figures per stage in the log: heap, plan, step time,
 /// stalls, buffers, MPI's scratch.
 constexpr int kStageFields = 8;
 
 /// The manifest of `s`'s step (the only one outside a pipeline).
-const char *manifestText(int64_t s) {
-  return pipelineStages ? loom_pipeline_manifests[s] : loom_step_manifest;
+const char *manifestText(const Placement &at, int64_t s) {
+  return at.pipelineStages ? loom_pipeline_manifests[s] : loom_step_manifest;
 }
 
 [[noreturn]] void fail(const std::string &message) {
@@ -140,17 +144,17 @@ const char *property(const Manifest &m, const std::string &key) {
 
 /// Stage `s`'s manifest as compiled: the tensors described, none
 /// allocated.
-loom::runtime::StepManifest parseStepManifest(int64_t s) {
+loom::runtime::StepManifest parseStepManifest(const Placement &at, int64_t s) {
   loom::runtime::StepManifest parsed;
   std::string error;
-  if (!loom::runtime::StepManifest::parse(manifestText(s), parsed, error))
+  if (!loom::runtime::StepManifest::parse(manifestText(at, s), parsed, error))
     fail("the compiled step's manifest is malformed: " + error);
   return parsed;
 }
 
 /// Stage `s`'s manifest with this process's storage for each tensor.
-Manifest readStepManifest(int64_t s) {
-  loom::runtime::StepManifest parsed = parseStepManifest(s);
+Manifest readStepManifest(const Placement &at, int64_t s) {
+  loom::runtime::StepManifest parsed = parseStepManifest(at, s);
   Manifest m;
   m.properties = std::move(parsed.properties);
   for (const loom::runtime::StepTensor &s : parsed.tensors) {
@@ -172,7 +176,8 @@ Manifest readStepManifest(int64_t s) {
   return m;
 }
 
-Options parseOptions(int argc, char **argv, const Manifest &m) {
+Options parseOptions(const Placement &at, int argc, char **argv,
+                     const Manifest &m) {
   Options o;
   auto need = [&](int &i) -> std::string {
     if (i + 1 >= argc)
@@ -220,7 +225,7 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
     else if (a == "--resume")
       o.resume = true;
     else if (a == "--help" || a == "-h") {
-      if (rank == 0)
+      if (at.rank == 0)
         std::printf(
             "usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
             "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
@@ -228,7 +233,7 @@ Options parseOptions(int argc, char **argv, const Manifest &m) {
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
             "[--trace trace.json]\n       [--profile profile.json (per op "
             "id, for loomc --profile)]\nThe step was compiled for:\n%s",
-            argv[0], manifestText(stage));
+            argv[0], manifestText(at, at.stage));
       loomrt_finalize();
       std::exit(0);
     } else
@@ -297,8 +302,9 @@ float initialValue(const Tensor &t, uint64_t seed, int64_t i) {
 /// This rank's part of a full tensor given element by element: the whole
 /// tensor if it is replicated, else the flat shard [d*L, d*L+L) of its data
 /// rank d, zero-padded past the end (bf16 values rounded to nearest even).
-template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
-  int64_t offset = t.sharded() ? dataRank * t.localCount : 0;
+template <typename Fn>
+void fillLocal(const Placement &at, Tensor &t, Fn fullValue) {
+  int64_t offset = t.sharded() ? at.dataRank * t.localCount : 0;
   auto value = [&](int64_t i) {
     return offset + i < t.fullCount ? fullValue(offset + i) : 0.0f;
   };
@@ -311,7 +317,7 @@ template <typename Fn> void fillLocal(Tensor &t, Fn fullValue) {
 }
 
 /// The full tensor on rank 0 as f32 (other ranks get an empty vector).
-std::vector<float> gatherFull(Tensor &t) {
+std::vector<float> gatherFull(const Placement &at, Tensor &t) {
   // f32 is read in place; bf16 is widened (exactly) first.
   std::vector<float> widened;
   const float *local = t.f32();
@@ -322,11 +328,11 @@ std::vector<float> gatherFull(Tensor &t) {
     local = widened.data();
   }
   if (!t.sharded())
-    return rank == 0 ? std::vector<float>(local, local + t.fullCount)
-                     : std::vector<float>();
-  std::vector<float> all(rank == 0 ? t.localCount * worldSize : 0);
+    return at.rank == 0 ? std::vector<float>(local, local + t.fullCount)
+                        : std::vector<float>();
+  std::vector<float> all(at.rank == 0 ? t.localCount * at.worldSize : 0);
   loomrt_gather_f32(local, t.localCount, all.data(), 0);
-  all.resize(rank == 0 ? t.fullCount : 0);
+  all.resize(at.rank == 0 ? t.fullCount : 0);
   return all;
 }
 
@@ -353,11 +359,12 @@ std::vector<uint8_t> readCorpus(const std::string &path, int64_t seq) {
 /// Fills tokens and labels for `step`: sequence b of this rank is global
 /// sequence g = (step * world + rank) * batch + b, starting at byte
 /// (g * seq) mod (size - seq - 1); labels are the next bytes.
-void fillBatch(const std::vector<uint8_t> &corpus, int64_t step, Tensor *tokens,
-               Tensor *labels, int64_t batch, int64_t seq) {
+void fillBatch(const Placement &at, const std::vector<uint8_t> &corpus,
+               int64_t step, Tensor *tokens, Tensor *labels, int64_t batch,
+               int64_t seq) {
   int64_t span = int64_t(corpus.size()) - seq - 1;
   for (int64_t b = 0; b < batch; ++b) {
-    int64_t g = (step * dataWorld + dataRank) * batch + b;
+    int64_t g = (step * at.dataWorld + at.dataRank) * batch + b;
     int64_t start = (g * seq) % span;
     for (int64_t t = 0; t < seq; ++t) {
       if (tokens)
@@ -413,11 +420,12 @@ std::string checkpointFile(const std::string &role, const std::string &name) {
 /// one shard's size from every rank: its stage's replicas send their
 /// shards (or the whole tensor, if it is not sharded), the other ranks
 /// zeros.
-void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
-                const std::string &tmp, std::string &error) {
+void saveStages(const Placement &at, CheckpointManifest &cm,
+                std::vector<Tensor *> &saved, const std::string &tmp,
+                std::string &error) {
   std::map<std::string, std::pair<int64_t, loom::runtime::StepTensor>> owners;
-  for (int64_t s = 0; s < pipelineStages; ++s)
-    for (loom::runtime::StepTensor &t : parseStepManifest(s).tensors)
+  for (int64_t s = 0; s < at.pipelineStages; ++s)
+    for (loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
       if (t.isArgument && (t.role == "param" || t.role == "state"))
         owners.try_emplace(t.role + "." + t.name, s, std::move(t));
   std::map<std::string, Tensor *> mine;
@@ -430,56 +438,56 @@ void saveStages(CheckpointManifest &cm, std::vector<Tensor *> &saved,
     int64_t shard = desc.getLocalCount();
     std::vector<float> local(shard, 0.0f);
     auto it = mine.find(key);
-    if (owner.first == stage && it != mine.end()) {
+    if (owner.first == at.stage && it != mine.end()) {
       Tensor &t = *it->second;
       for (int64_t i = 0; i < shard; ++i)
         local[i] =
             t.dtype == "bf16" ? loom::bf16ToFloat(t.bf16()[i]) : t.f32()[i];
     }
-    std::vector<float> all(rank == 0 ? shard * worldSize : 0);
+    std::vector<float> all(at.rank == 0 ? shard * at.worldSize : 0);
     loomrt_gather_f32(local.data(), shard, all.data(), 0);
     std::string file = checkpointFile(desc.role, desc.name);
     cm.tensors.push_back({desc.name, desc.role, file, desc.fullShape});
-    if (rank == 0 && error.empty()) {
+    if (at.rank == 0 && error.empty()) {
       // Stage s's replicas are ranks s * D ... s * D + D - 1: their shards
       // end to end, less the padding, are the tensor (or the first's copy).
       error = writeNpyF32(tmp + "/" + file, desc.fullShape,
-                          all.data() + owner.first * dataWorld * shard);
+                          all.data() + owner.first * at.dataWorld * shard);
       if (cm.tensors.size() == 1 || cm.tensors.size() == owners.size())
         checkpointCrashPoint();
     }
   }
 }
 
-void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
-                    int64_t step) {
+void saveCheckpoint(const Placement &at, const Options &o, Manifest &m,
+                    std::vector<Tensor *> &saved, int64_t step) {
   CheckpointManifest cm;
   cm.step = step;
-  cm.worldSize = worldSize;
+  cm.worldSize = at.worldSize;
   cm.zeroStage = std::atoll(m.properties["zero_stage"].c_str());
   cm.source = m.properties["source"];
   // Rank 0 writes; every rank takes part in the gathers. An error removes
   // the unfinished checkpoint, so `latest` still names a complete one.
   std::string tmp, error;
-  if (rank == 0) {
+  if (at.rank == 0) {
     error = beginCheckpoint(o.checkpoint, step, tmp);
     checkpointCrashPoint();
   }
-  if (pipelineStages) {
-    saveStages(cm, saved, tmp, error);
+  if (at.pipelineStages) {
+    saveStages(at, cm, saved, tmp, error);
   } else
     for (Tensor *t : saved) {
-      std::vector<float> full = gatherFull(*t);
+      std::vector<float> full = gatherFull(at, *t);
       cm.tensors.push_back(
           {t->name, t->role, checkpointFile(t->role, t->name), t->full});
-      if (rank == 0 && error.empty()) {
+      if (at.rank == 0 && error.empty()) {
         error = writeNpyF32(tmp + "/" + checkpointFile(t->role, t->name),
                             t->full, full.data());
         if (cm.tensors.size() == 1 || cm.tensors.size() == saved.size())
           checkpointCrashPoint();
       }
     }
-  if (rank == 0) {
+  if (at.rank == 0) {
     if (error.empty())
       error = writeManifest(tmp + "/manifest.json", cm);
     checkpointCrashPoint();
@@ -503,7 +511,8 @@ void saveCheckpoint(const Options &o, Manifest &m, std::vector<Tensor *> &saved,
   loomrt_barrier();
 }
 
-int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
+int64_t loadCheckpoint(const Placement &at, const Options &o,
+                       std::vector<Tensor *> &saved) {
   std::string dir;
   std::string error = findLatestCheckpoint(o.checkpoint, dir);
   if (!error.empty())
@@ -516,7 +525,7 @@ int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
   for (const CheckpointTensor &t : cm.tensors)
     byKey[t.role + "." + t.name] = &t;
   // A pipeline's stage loads its own part of the checkpoint.
-  if (!pipelineStages && byKey.size() != saved.size())
+  if (!at.pipelineStages && byKey.size() != saved.size())
     fail("--resume: " + dir + " holds " + std::to_string(cm.tensors.size()) +
          " tensors; this trainer's step has " + std::to_string(saved.size()));
   for (Tensor *t : saved) {
@@ -531,7 +540,7 @@ int64_t loadCheckpoint(const Options &o, std::vector<Tensor *> &saved) {
     error = readNpyF32(dir + "/" + it->second->file, t->full, full);
     if (!error.empty())
       fail("--resume: " + error);
-    fillLocal(*t, [&](int64_t i) { return full[i]; });
+    fillLocal(at, *t, [&](int64_t i) { return full[i]; });
   }
   return cm.step;
 }
@@ -588,38 +597,39 @@ int main(int argc, char **argv) {
   }
   if (loomrt_init(&argc, &argv) != 0)
     return 1;
-  rank = loomrt_rank();
-  worldSize = loomrt_world_size();
+  Placement at;
+  at.rank = loomrt_rank();
+  at.worldSize = loomrt_world_size();
   // Ranks already share the cores: one BLAS thread each unless told.
-  if (worldSize > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
+  if (at.worldSize > 1 && !std::getenv("OPENBLAS_NUM_THREADS") &&
       openblas_set_num_threads)
     openblas_set_num_threads(1);
   if (&loom_pipeline_stages) {
-    pipelineStages = loom_pipeline_stages;
-    if (worldSize % pipelineStages != 0)
-      fail("this trainer is a pipeline of " + std::to_string(pipelineStages) +
-           " stages, but runs on " + std::to_string(worldSize) +
-           " ranks, not a multiple of them");
+    at.pipelineStages = loom_pipeline_stages;
+    if (at.worldSize % at.pipelineStages != 0)
+      fail("this trainer is a pipeline of " +
+           std::to_string(at.pipelineStages) + " stages, but runs on " +
+           std::to_string(at.worldSize) + " ranks, not a multiple of them");
     // D replicas of the pipeline: rank s * D + d runs stage s of replica
     // d, and the stages of a replica train on the same batch.
-    dataWorld = worldSize / pipelineStages;
-    dataRank = rank % dataWorld;
-    stage = rank / dataWorld;
+    at.dataWorld = at.worldSize / at.pipelineStages;
+    at.dataRank = at.rank % at.dataWorld;
+    at.stage = at.rank / at.dataWorld;
   } else {
-    dataRank = rank;
-    dataWorld = worldSize;
+    at.dataRank = at.rank;
+    at.dataWorld = at.worldSize;
   }
-  if (!pipelineStages && !(loom_step_packed && loom_step_manifest))
+  if (!at.pipelineStages && !(loom_step_packed && loom_step_manifest))
     fail("this trainer has no compiled step");
   void (*stepPacked)(void **) =
-      pipelineStages ? loom_pipeline_packed[stage] : loom_step_packed;
-  Manifest m = readStepManifest(stage);
-  Options o = parseOptions(argc, argv, m);
+      at.pipelineStages ? loom_pipeline_packed[at.stage] : loom_step_packed;
+  Manifest m = readStepManifest(at, at.stage);
+  Options o = parseOptions(at, argc, argv, m);
   int64_t compiledWorld = std::atoll(m.properties["world_size"].c_str());
-  if (compiledWorld != worldSize)
+  if (compiledWorld != at.worldSize)
     fail("this trainer was compiled for " + std::to_string(compiledWorld) +
-         " ranks but runs on " + std::to_string(worldSize) +
-         " (recompile with loomc --world-size " + std::to_string(worldSize) +
+         " ranks but runs on " + std::to_string(at.worldSize) +
+         " (recompile with loomc --world-size " + std::to_string(at.worldSize) +
          ", or launch with mpirun -np " + std::to_string(compiledWorld) + ")");
 
   // Arguments and the results that replace them.
@@ -665,11 +675,11 @@ int main(int argc, char **argv) {
   std::optional<std::pair<std::vector<int64_t>, std::string>> shape;
   if (tokens)
     shape = {tokens->local, tokens->dtype};
-  else if (pipelineStages)
-    for (const loom::runtime::StepTensor &t : parseStepManifest(0).tensors)
+  else if (at.pipelineStages)
+    for (const loom::runtime::StepTensor &t : parseStepManifest(at, 0).tensors)
       if (t.isArgument && t.role == "input" && t.name == "tokens")
         shape = {t.localShape, t.dtype};
-  bool lastStage = !pipelineStages || stage == pipelineStages - 1;
+  bool lastStage = !at.pipelineStages || at.stage == at.pipelineStages - 1;
   if (!shape || (lastStage && !loss) || shape->first.size() != 2 ||
       shape->second != "i32")
     fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
@@ -692,32 +702,33 @@ int main(int argc, char **argv) {
   std::vector<uint8_t> corpus = readCorpus(o.data, seq);
   // What a killed trainer left half-written goes first (rank 0, before any
   // rank reads a checkpoint).
-  if (rank == 0 && !o.checkpoint.empty())
+  if (at.rank == 0 && !o.checkpoint.empty())
     if (std::string error = cleanCheckpointRoot(o.checkpoint); !error.empty())
       fail("--checkpoint: " + error);
   loomrt_barrier();
   int64_t first = 0;
   if (o.resume) {
-    first = loadCheckpoint(o, saved);
-    if (rank == 0 && !o.log.empty())
+    first = loadCheckpoint(at, o, saved);
+    if (at.rank == 0 && !o.log.empty())
       if (std::string error = trimMetricsLog(o.log, first); !error.empty())
         fail("--log: " + error);
   } else {
     for (Tensor *t : saved)
       if (t->role == "param")
-        fillLocal(*t, [&](int64_t i) { return initialValue(*t, o.seed, i); });
+        fillLocal(at, *t,
+                  [&](int64_t i) { return initialValue(*t, o.seed, i); });
       else
-        fillLocal(*t, [](int64_t) { return 0.0f; });
+        fillLocal(at, *t, [](int64_t) { return 0.0f; });
   }
 
   FILE *log = nullptr;
-  if (rank == 0 && !o.log.empty() &&
+  if (at.rank == 0 && !o.log.empty() &&
       !(log = std::fopen(o.log.c_str(), o.resume ? "a" : "w")))
     fail("cannot write --log " + o.log + ": " + std::strerror(errno));
   if (!o.trace.empty())
-    loomrt_trace_to(
-        (o.trace + (worldSize > 1 ? "." + std::to_string(rank) : std::string()))
-            .c_str());
+    loomrt_trace_to((o.trace + (at.worldSize > 1 ? "." + std::to_string(at.rank)
+                                                 : std::string()))
+                        .c_str());
 
   // The step's arguments and results: the memory the trainer owns beside
   // what the step allocates (its arena). Storage rounds each tensor up to 8
@@ -750,7 +761,7 @@ int main(int argc, char **argv) {
     }
     for (Tensor *t : saved)
       t->download();
-    saveCheckpoint(o, m, saved, done);
+    saveCheckpoint(at, o, m, saved, done);
   };
   // A named line beside the plan: the heap OpenBLAS takes in each
   // multi-threaded GEMM call (probed once, before anything is measured).
@@ -776,14 +787,14 @@ int main(int argc, char **argv) {
       const char *value = std::getenv(hook);
       if (!value ||
           std::sscanf(value, "%lld:%lld", &hookRank, &hookStep) != 2 ||
-          hookRank != rank || hookStep != step)
+          hookRank != at.rank || hookStep != step)
         continue;
       std::fprintf(stderr, "trainer: rank %lld: %s\n", hookRank, hook);
       if (std::strcmp(hook, "LOOM_TRAINER_DIE") == 0)
         std::_Exit(3);
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
-    fillBatch(corpus, step, tokens, labels, batch, seq);
+    fillBatch(at, corpus, step, tokens, labels, batch, seq);
     if (tokens)
       tokens->upload();
     if (labels)
@@ -840,9 +851,9 @@ int main(int argc, char **argv) {
     // high-water, its plan, its step time and the time it stalled at
     // waits (receives mostly). The last stage has the loss.
     std::vector<double> stageFigures;
-    if (pipelineStages) {
-      std::vector<double> mine(kStageFields * pipelineStages + 1, 0.0);
-      double *own = &mine[kStageFields * stage];
+    if (at.pipelineStages) {
+      std::vector<double> mine(kStageFields * at.pipelineStages + 1, 0.0);
+      double *own = &mine[kStageFields * at.stage];
       own[0] = double(peakBytes);
       own[1] = std::atof(property(m, "planned_peak_bytes"));
       own[2] = end - begin;
@@ -854,7 +865,7 @@ int main(int argc, char **argv) {
       mine.back() = lossValue;
       // A stage's figures are its first replica's; the loss, averaged over
       // the replicas already, is the last stage's.
-      if (dataRank != 0)
+      if (at.dataRank != 0)
         std::fill(mine.begin(), mine.end(), 0.0);
       stageFigures.assign(mine.size(), 0.0);
       loomrt_allreduce_f64(mine.data(), stageFigures.data(),
@@ -865,8 +876,8 @@ int main(int argc, char **argv) {
       fail("step " + std::to_string(step) + ": the loss is " +
            std::to_string(lossValue));
     double seconds = (end - begin) * 1e-6;
-    double tokensPerS = double(batch * seq * dataWorld) / seconds;
-    if (rank == 0) {
+    double tokensPerS = double(batch * seq * at.dataWorld) / seconds;
+    if (at.rank == 0) {
       std::printf("step %lld  loss %.6f  %.0f tok/s  comm %.1f ms (exposed "
                   "%.1f ms)\n",
                   (long long)step, lossValue, tokensPerS, worst[0] / 1e3,
@@ -901,9 +912,9 @@ int main(int argc, char **argv) {
             (long long)deviceLines.cublas_workspace,
             (long long)deviceLines.modules, (long long)deviceLines.nccl,
             worst[0], worst[1]);
-        if (pipelineStages) {
+        if (at.pipelineStages) {
           std::fprintf(log, ", \"stages\": [");
-          for (int64_t s = 0; s < pipelineStages; ++s) {
+          for (int64_t s = 0; s < at.pipelineStages; ++s) {
             const double *f = &stageFigures[kStageFields * s];
             std::fprintf(log,
                          "%s{\"peak_bytes\": %.0f, \"planned_peak_bytes\": "

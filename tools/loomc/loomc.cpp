@@ -146,12 +146,11 @@ int main(int argc, char **argv) {
     return 1;
   setTarget(*llvmModule, *machine);
   if (options.emit == EmitPoint::Llvm)
-    return writeText(outputFile, reporter, [&](raw_ostream &os) {
-      llvmModule->print(os, nullptr);
-    });
+    return writeText(outputFile, reporter,
+                     [&](raw_ostream &os) { llvmModule->print(os, nullptr); });
   if (options.emit == EmitPoint::Obj)
-    return failed(emitObject(*llvmModule, *machine, options, outputFile,
-                             reporter));
-  return failed(buildTrainer(*llvmModule, *machine, options, outputFile,
-                             reporter));
+    return failed(
+        emitObject(*llvmModule, *machine, options, outputFile, reporter));
+  return failed(
+      buildTrainer(*llvmModule, *machine, options, outputFile, reporter));
 }

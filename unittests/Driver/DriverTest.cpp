@@ -208,7 +208,8 @@ TEST_F(DriverTest, ReportsAnUnmetMemoryLimit) {
   options.memoryLimitMb = 0.001;
   options.emit = EmitPoint::MemoryPlan;
   // The scheduler's own refusal is a diagnostic; keep it out of the log.
-  ScopedDiagnosticHandler quiet(&context, [](Diagnostic &) { return success(); });
+  ScopedDiagnosticHandler quiet(&context,
+                                [](Diagnostic &) { return success(); });
   EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
   EXPECT_NE(messages.find("test: error: --memory-limit-mb 0.001 cannot be "
                           "met"),

@@ -48,8 +48,8 @@ void rowMajorGemm(Gemm gemm, const char *name, int32_t order, int32_t transA,
                std::to_string(k);
       },
       [&] {
-        return gemm(context().blas, operation(transB), operation(transA), n,
-                    m, k, &alpha, b, ldb, a, lda, &beta, c, ldc);
+        return gemm(context().blas, operation(transB), operation(transA), n, m,
+                    k, &alpha, b, ldb, a, lda, &beta, c, ldc);
       });
 }
 
@@ -69,9 +69,9 @@ void rowMajorBatchedGemm(Gemm gemm, const char *name, int32_t order,
                std::to_string(n) + "x" + std::to_string(k);
       },
       [&] {
-        return gemm(context().blas, operation(transB), operation(transA), n,
-                    m, k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c,
-                    ldc, strideC, count);
+        return gemm(context().blas, operation(transB), operation(transA), n, m,
+                    k, &alpha, b, ldb, strideB, a, lda, strideA, &beta, c, ldc,
+                    strideC, count);
       });
 }
 
@@ -81,8 +81,8 @@ void rowMajorBatchedGemm(Gemm gemm, const char *name, int32_t order,
 void bf16Gemm(const char *name, cudaDataType_t cType, int32_t order,
               int32_t transA, int32_t transB, int32_t m, int32_t n, int32_t k,
               float alpha, const void *a, int32_t lda, int64_t strideA,
-              const void *b, int32_t ldb, int64_t strideB, float beta,
-              void *c, int32_t ldc, int64_t strideC, int32_t count) {
+              const void *b, int32_t ldb, int64_t strideB, float beta, void *c,
+              int32_t ldc, int64_t strideC, int32_t count) {
   blasCall(
       name, order,
       [&] {
@@ -93,10 +93,10 @@ void bf16Gemm(const char *name, cudaDataType_t cType, int32_t order,
       [&] {
         cublasHandle_t blas = context().blas;
         if (count < 0)
-          return cublasGemmEx(blas, operation(transB), operation(transA), n,
-                              m, k, &alpha, b, CUDA_R_16BF, ldb, a,
-                              CUDA_R_16BF, lda, &beta, c, cType, ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+          return cublasGemmEx(blas, operation(transB), operation(transA), n, m,
+                              k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF,
+                              lda, &beta, c, cType, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT);
         return cublasGemmStridedBatchedEx(
             blas, operation(transB), operation(transA), n, m, k, &alpha, b,
             CUDA_R_16BF, ldb, strideB, a, CUDA_R_16BF, lda, strideA, &beta, c,
@@ -130,28 +130,26 @@ void loomrt_cublas_dgemm(int32_t order, int32_t transA, int32_t transB,
                alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void loomrt_cublas_sgemm_batched(int32_t order, int32_t transA,
-                                 int32_t transB, int32_t m, int32_t n,
-                                 int32_t k, float alpha, const float *a,
-                                 int32_t lda, int64_t strideA, const float *b,
-                                 int32_t ldb, int64_t strideB, float beta,
-                                 float *c, int32_t ldc, int64_t strideC,
-                                 int32_t count) {
+void loomrt_cublas_sgemm_batched(int32_t order, int32_t transA, int32_t transB,
+                                 int32_t m, int32_t n, int32_t k, float alpha,
+                                 const float *a, int32_t lda, int64_t strideA,
+                                 const float *b, int32_t ldb, int64_t strideB,
+                                 float beta, float *c, int32_t ldc,
+                                 int64_t strideC, int32_t count) {
   rowMajorBatchedGemm(cublasSgemmStridedBatched, "cublasSgemmStridedBatched",
-                      order, transA, transB, m, n, k, alpha, a, lda, strideA,
-                      b, ldb, strideB, beta, c, ldc, strideC, count);
+                      order, transA, transB, m, n, k, alpha, a, lda, strideA, b,
+                      ldb, strideB, beta, c, ldc, strideC, count);
 }
 
-void loomrt_cublas_dgemm_batched(int32_t order, int32_t transA,
-                                 int32_t transB, int32_t m, int32_t n,
-                                 int32_t k, double alpha, const double *a,
-                                 int32_t lda, int64_t strideA, const double *b,
-                                 int32_t ldb, int64_t strideB, double beta,
-                                 double *c, int32_t ldc, int64_t strideC,
-                                 int32_t count) {
+void loomrt_cublas_dgemm_batched(int32_t order, int32_t transA, int32_t transB,
+                                 int32_t m, int32_t n, int32_t k, double alpha,
+                                 const double *a, int32_t lda, int64_t strideA,
+                                 const double *b, int32_t ldb, int64_t strideB,
+                                 double beta, double *c, int32_t ldc,
+                                 int64_t strideC, int32_t count) {
   rowMajorBatchedGemm(cublasDgemmStridedBatched, "cublasDgemmStridedBatched",
-                      order, transA, transB, m, n, k, alpha, a, lda, strideA,
-                      b, ldb, strideB, beta, c, ldc, strideC, count);
+                      order, transA, transB, m, n, k, alpha, a, lda, strideA, b,
+                      ldb, strideB, beta, c, ldc, strideC, count);
 }
 
 void loomrt_cublas_bgemm(int32_t order, int32_t transA, int32_t transB,
@@ -166,29 +164,28 @@ void loomrt_cublas_sbgemm(int32_t order, int32_t transA, int32_t transB,
                           int32_t m, int32_t n, int32_t k, float alpha,
                           const uint16_t *a, int32_t lda, const uint16_t *b,
                           int32_t ldb, float beta, float *c, int32_t ldc) {
-  bf16Gemm("cublasGemmEx(bf16->f32)", CUDA_R_32F, order, transA, transB, m,
-           n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, -1);
+  bf16Gemm("cublasGemmEx(bf16->f32)", CUDA_R_32F, order, transA, transB, m, n,
+           k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, -1);
 }
 
-void loomrt_cublas_bgemm_batched(int32_t order, int32_t transA,
-                                 int32_t transB, int32_t m, int32_t n,
-                                 int32_t k, float alpha, const uint16_t *a,
-                                 int32_t lda, int64_t strideA,
-                                 const uint16_t *b, int32_t ldb,
-                                 int64_t strideB, float beta, uint16_t *c,
-                                 int32_t ldc, int64_t strideC, int32_t count) {
+void loomrt_cublas_bgemm_batched(int32_t order, int32_t transA, int32_t transB,
+                                 int32_t m, int32_t n, int32_t k, float alpha,
+                                 const uint16_t *a, int32_t lda,
+                                 int64_t strideA, const uint16_t *b,
+                                 int32_t ldb, int64_t strideB, float beta,
+                                 uint16_t *c, int32_t ldc, int64_t strideC,
+                                 int32_t count) {
   bf16Gemm("cublasGemmStridedBatchedEx(bf16)", CUDA_R_16BF, order, transA,
            transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,
            ldc, strideC, count);
 }
 
-void loomrt_cublas_sbgemm_batched(int32_t order, int32_t transA,
-                                  int32_t transB, int32_t m, int32_t n,
-                                  int32_t k, float alpha, const uint16_t *a,
-                                  int32_t lda, int64_t strideA,
-                                  const uint16_t *b, int32_t ldb,
-                                  int64_t strideB, float beta, float *c,
-                                  int32_t ldc, int64_t strideC,
+void loomrt_cublas_sbgemm_batched(int32_t order, int32_t transA, int32_t transB,
+                                  int32_t m, int32_t n, int32_t k, float alpha,
+                                  const uint16_t *a, int32_t lda,
+                                  int64_t strideA, const uint16_t *b,
+                                  int32_t ldb, int64_t strideB, float beta,
+                                  float *c, int32_t ldc, int64_t strideC,
                                   int32_t count) {
   bf16Gemm("cublasGemmStridedBatchedEx(bf16->f32)", CUDA_R_32F, order, transA,
            transB, m, n, k, alpha, a, lda, strideA, b, ldb, strideB, beta, c,

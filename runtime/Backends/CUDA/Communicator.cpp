@@ -51,8 +51,8 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
                                       : inCount == outCount;
   if (!counts)
     abort(what + ": " + std::to_string(inCount) + " elements in, " +
-          std::to_string(outCount) + " out do not fit " +
-          std::to_string(size) + " ranks");
+          std::to_string(outCount) + " out do not fit " + std::to_string(size) +
+          " ranks");
   ensureNccl();
   Collective c{kind, in, out, event(), event()};
   c.opId = request.opId;
@@ -84,8 +84,7 @@ int64_t Context::start(const loom::runtime::CollRequest &request) {
           what);
     break;
   case LOOMRT_BROADCAST:
-    check(ncclBroadcast(src, dst, size_t(outCount), type, int(arg), nccl,
-                        comm),
+    check(ncclBroadcast(src, dst, size_t(outCount), type, int(arg), nccl, comm),
           what);
     break;
   // Point-to-point, each in its own group on the communication stream.
@@ -139,8 +138,9 @@ void Context::stepSync() {
       break;
     if (status != cudaErrorNotReady) {
       std::string what = pending();
-      check(status, "the step's kernels" +
-                        (what.empty() ? std::string() : " (after " + what + ")"));
+      check(status,
+            "the step's kernels" +
+                (what.empty() ? std::string() : " (after " + what + ")"));
     }
     ncclResult_t async = ncclSuccess;
     if (nccl && ncclCommGetAsyncError(nccl, &async) == ncclSuccess &&

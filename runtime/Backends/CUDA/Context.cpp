@@ -31,8 +31,8 @@ int Context::init(int *argc, char ***argv) {
   cudaError_t status = cudaGetDeviceCount(&devices);
   // One process per GPU: the rank's index among the ranks on its node.
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank,
-                      MPI_INFO_NULL, &node);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL,
+                      &node);
   int localRank = 0, localRanks = 1;
   MPI_Comm_rank(node, &localRank);
   MPI_Comm_size(node, &localRanks);

@@ -76,9 +76,9 @@ void loomrt_attention_f32(const float *q, const float *k, const float *v,
                           int32_t causal, float scale) {
   fusedAttention("loomrt_attention_f32", "the fused attention forward", dim,
                  loom::flash::supports, [&](cudaStream_t stream) {
-                   return loom::flash::forward(stream, q, k, v, out, lse,
-                                               batch, seq, heads, kvHeads,
-                                               dim, causal, scale);
+                   return loom::flash::forward(stream, q, k, v, out, lse, batch,
+                                               seq, heads, kvHeads, dim, causal,
+                                               scale);
                  });
 }
 
@@ -207,14 +207,14 @@ void mgpuLaunchKernel(void *function, intptr_t gridX, intptr_t gridY,
   cudaError_t status = cudaSuccess;
   c.timed(
       [&] {
-        return c.kernelNames[function] + " <<<" + std::to_string(gridX) +
-               ", " + std::to_string(blockX) + ">>>";
+        return c.kernelNames[function] + " <<<" + std::to_string(gridX) + ", " +
+               std::to_string(blockX) + ">>>";
       },
       [&] {
         status = cudaLaunchKernel(
             function, dim3(unsigned(gridX), unsigned(gridY), unsigned(gridZ)),
-            dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)),
-            params, size_t(sharedBytes), static_cast<cudaStream_t>(stream));
+            dim3(unsigned(blockX), unsigned(blockY), unsigned(blockZ)), params,
+            size_t(sharedBytes), static_cast<cudaStream_t>(stream));
       });
   if (status != cudaSuccess)
     c.check(status, "launching kernel " + c.kernelNames[function]);
