@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Transforms/DialectConversion.h"
 
 namespace loom::coll {
 
@@ -31,12 +32,33 @@ mlir::func::FuncOp declarePrivateFunction(mlir::ModuleOp module,
                                           llvm::StringRef name,
                                           mlir::FunctionType type);
 
+/// The rank in `comm` (a coll.comm_group chain down from the world) from
+/// the world's `rank` (i64): floor(r / stride) mod size per group.
+mlir::Value getGroupRank(mlir::OpBuilder &builder, mlir::Location loc,
+                         mlir::Value rank, mlir::Value comm);
+
 /// After the starts and waits are lowered: replaces each comm_rank by a
 /// call to `rankFunction` (() -> i64, declared here) and erases comm_world,
 /// which must have no users left.
 mlir::LogicalResult lowerRanksAndWorlds(mlir::ModuleOp module,
                                         const CollOpsToLower &ops,
                                         llvm::StringRef rankFunction);
+
+/// coll's types in the runtime's terms: `!coll.comm<N>` is an i64 handle
+/// (LOOMRT_COMM_WORLD or loomrt_comm_group's), `!coll.future<tensor<S x T>>`
+/// the start's i64 handle and its output `memref<S x T>`.
+class CollToLoomrtTypeConverter : public mlir::TypeConverter {
+public:
+  explicit CollToLoomrtTypeConverter(mlir::MLIRContext *context);
+};
+
+/// convert-coll-to-loomrt's patterns: starts to loomrt_coll_start, waits to
+/// loomrt_coll_wait and a to_tensor of the output, comm_world to its
+/// handle, comm_group to loomrt_comm_group, comm_rank to loomrt_rank and
+/// arithmetic, release to nothing. The starts must be lowerable (f32, f64
+/// or bf16, axis 0, static shapes, waited).
+void populateCollToLoomrtPatterns(mlir::TypeConverter &converter,
+                                  mlir::RewritePatternSet &patterns);
 
 } // namespace loom::coll
 

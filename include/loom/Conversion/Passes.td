@@ -47,8 +47,16 @@ def ConvertCollToLoomrtPass : Pass<"convert-coll-to-loomrt", "::mlir::ModuleOp">
 
     Only flat-layout collectives lower: gather and scatter axis 0 (the
     rank-major layout `zero-partition` and `coll-bucket` emit), element
-    types f32 and f64, and a world communicator. Anything else is a
+    types f32, f64 and bf16, static shapes, a waited start, and the world
+    communicator or a `coll.comm_group` of it. Anything else is a
     diagnostic.
+
+    It is a dialect conversion, as upstream's `convert-async-to-llvm` is:
+    a type converter (`!coll.comm<N>` is the i64 handle,
+    `!coll.future<tensor<S x T>>` the start's i64 handle and its output
+    `memref<S x T>`) and one pattern per op,
+    `loom::coll::populateCollToLoomrtPatterns`, for other lowerings to
+    reuse.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::bufferization::BufferizationDialect",

@@ -24,8 +24,7 @@ CollOpsToLower loom::coll::collectCollOps(ModuleOp module) {
   return ops;
 }
 
-func::FuncOp loom::coll::declarePrivateFunction(ModuleOp module,
-                                                StringRef name,
+func::FuncOp loom::coll::declarePrivateFunction(ModuleOp module, StringRef name,
                                                 FunctionType type) {
   if (auto existing = module.lookupSymbol<func::FuncOp>(name))
     return existing;
@@ -33,6 +32,20 @@ func::FuncOp loom::coll::declarePrivateFunction(ModuleOp module,
   auto func = func::FuncOp::create(builder, module.getLoc(), name, type);
   func.setPrivate();
   return func;
+}
+
+Value loom::coll::getGroupRank(OpBuilder &builder, Location loc, Value rank,
+                               Value comm) {
+  Type i64 = builder.getI64Type();
+  // A group's rank from its parent's: floor(r / stride) mod size.
+  for (GroupStep step : getGroupSteps(comm)) {
+    auto constant = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(builder, loc, i64, v);
+    };
+    rank = arith::DivUIOp::create(builder, loc, rank, constant(step.stride));
+    rank = arith::RemUIOp::create(builder, loc, rank, constant(step.size));
+  }
+  return rank;
 }
 
 LogicalResult loom::coll::lowerRanksAndWorlds(ModuleOp module,
@@ -47,14 +60,7 @@ LogicalResult loom::coll::lowerRanksAndWorlds(ModuleOp module,
     Location loc = op->getLoc();
     Value rank =
         func::CallOp::create(builder, loc, callee, ValueRange{}).getResult(0);
-    // A group's rank from its parent's: floor(r / stride) mod size.
-    for (GroupStep step : getGroupSteps(cast<CommRankOp>(op).getComm())) {
-      auto constant = [&](int64_t v) -> Value {
-        return arith::ConstantIntOp::create(builder, loc, i64, v);
-      };
-      rank = arith::DivUIOp::create(builder, loc, rank, constant(step.stride));
-      rank = arith::RemUIOp::create(builder, loc, rank, constant(step.size));
-    }
+    rank = getGroupRank(builder, loc, rank, cast<CommRankOp>(op).getComm());
     op->getResult(0).replaceAllUsesWith(
         arith::IndexCastOp::create(builder, loc, builder.getIndexType(), rank));
     op->erase();
