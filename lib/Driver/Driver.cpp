@@ -66,41 +66,56 @@ LogicalResult runPasses(ModuleOp module, StringRef phase, Reporter &reporter,
   return success();
 }
 
+/// How a phase meets a pipeline's stages.
+enum class Stages {
+  /// No stages: the phase runs on the step's module.
+  None,
+  /// The phase runs on each stage's module, nested in the split step, with
+  /// a nested pass manager (`builtin.module(builtin.module(...))`), every
+  /// stage in one run: in parallel where the context has threads.
+  Nested,
+  /// The phase runs on one stage's module at a time (the memory limit's
+  /// search is per stage), printed as the nested pipeline once for all the
+  /// stages it is the same for.
+  EachStage,
+};
+
 /// Runs the registered pipeline `name` with `options` (built by `build`) on
 /// `module` as the phase `phase`; with -v, prints it as loom-opt's
 /// --pass-pipeline takes it first. On failure says which phase failed.
-///
-/// A stage's module (`printed` set) is printed as a pipeline on the nested
-/// modules of the split step, `builtin.module(builtin.module(...))`, once
-/// for all the stages it is the same for.
 template <typename Options>
 LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
                        const Options &options,
                        void (*build)(OpPassManager &, const Options &),
                        bool verbose, Reporter &reporter,
+                       Stages stages = Stages::None,
                        llvm::StringSet<> *printed = nullptr) {
+  bool nested = stages != Stages::None;
   if (verbose) {
     std::string line;
     raw_string_ostream os(line);
     os << reporter.getTool() << ": phase " << phase
        << ": --pass-pipeline='builtin.module("
-       << (printed ? "builtin.module(" : "") << name;
+       << (nested ? "builtin.module(" : "") << name;
     options.print(os);
-    os << (printed ? "))'" : ")'");
+    os << (nested ? "))'" : ")'");
     if (!printed || printed->insert(line).second)
       reporter.stream() << line << "\n";
   }
-  return runPasses(module, phase, reporter,
-                   [&](OpPassManager &pm) { build(pm, options); });
+  return runPasses(module, phase, reporter, [&](OpPassManager &pm) {
+    build(stages == Stages::Nested ? pm.nest<ModuleOp>() : pm, options);
+  });
 }
 
 /// Compiles one stage's step from the training step on.
 class StageCompiler {
 public:
-  /// `printed` is set for the stages of a pipeline.
+  /// With Stages::Nested `module` holds every stage; with EachStage it is
+  /// one stage's, and `printed` the phases printed for the stages so far.
   StageCompiler(const CompileOptions &options, Reporter &reporter,
-                llvm::StringSet<> *printed)
-      : options(options), reporter(reporter), printed(printed) {}
+                Stages stages, llvm::StringSet<> *printed = nullptr)
+      : options(options), reporter(reporter), stages(stages), printed(printed) {
+  }
 
   /// Runs the phases after the training step on `module` up to the emit
   /// point (through lowering past it); records its plan in `plans`.
@@ -113,7 +128,7 @@ private:
                       const Options &phaseOptions,
                       void (*build)(OpPassManager &, const Options &)) {
     return runPhase(module, phase, name, phaseOptions, build, options.verbose,
-                    reporter, printed);
+                    reporter, stages, printed);
   }
   LogicalResult sharding(ModuleOp module, const ShardingOptions &sharding) {
     return phase(module, "sharding", "loom-sharding-pipeline", sharding,
@@ -130,6 +145,7 @@ private:
 
   const CompileOptions &options;
   Reporter &reporter;
+  Stages stages;
   llvm::StringSet<> *printed;
 };
 
@@ -380,8 +396,13 @@ LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module, int64_t stage,
   if (failed(options.rematBudgetMb > 0 ? underRematBudget(module)
                                        : underMemoryLimit(module)))
     return failure();
-  if (plans && options.emit >= EmitPoint::MemoryPlan)
-    plans->push_back(readPlan(*module, stage));
+  if (plans && options.emit >= EmitPoint::MemoryPlan) {
+    if (stages == Stages::Nested)
+      for (auto [index, nested] : llvm::enumerate(module->getOps<ModuleOp>()))
+        plans->push_back(readPlan(nested, index));
+    else
+      plans->push_back(readPlan(*module, stage));
+  }
   if (options.emit <= EmitPoint::MemoryPlan)
     return success();
 
@@ -450,26 +471,33 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   if (options.emit == EmitPoint::TrainingStep)
     return success();
   if (options.pipelineStages <= 1)
-    return StageCompiler(options, reporter, nullptr).run(module, 0, plans);
+    return StageCompiler(options, reporter, Stages::None).run(module, 0, plans);
 
-  // A pipeline's stages are compiled one by one, each as a module of its
-  // own (one step, one memory plan): nested modules of the step, which
-  // loom-opt runs the phases on with nested pass managers.
+  // A pipeline's stages are compiled each as a module of its own (one
+  // step, one memory plan), nested in the step, the phases running on them
+  // with nested pass managers as loom-opt runs them.
   if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
                           options.verbose, reporter)))
     return failure();
-  SmallVector<OwningOpRef<ModuleOp>> stages;
-  for (auto stage : llvm::make_early_inc_range(module->getOps<ModuleOp>())) {
-    stage->remove();
-    stages.push_back(stage);
-  }
-  llvm::StringSet<> printed;
-  StageCompiler compiler(options, reporter, &printed);
-  for (auto [index, stage] : llvm::enumerate(stages))
-    if (failed(compiler.run(stage, index, plans)))
+  if (options.memoryLimitMb <= 0) {
+    if (failed(StageCompiler(options, reporter, Stages::Nested)
+                   .run(module, 0, plans)))
       return failure();
-  for (OwningOpRef<ModuleOp> &stage : stages)
-    module->getBody()->push_back(stage.release());
+  } else {
+    // The memory limit's search schedules each stage again on its own.
+    SmallVector<OwningOpRef<ModuleOp>> stages;
+    for (auto stage : llvm::make_early_inc_range(module->getOps<ModuleOp>())) {
+      stage->remove();
+      stages.push_back(stage);
+    }
+    llvm::StringSet<> printed;
+    StageCompiler compiler(options, reporter, Stages::EachStage, &printed);
+    for (auto [index, stage] : llvm::enumerate(stages))
+      if (failed(compiler.run(stage, index, plans)))
+        return failure();
+    for (OwningOpRef<ModuleOp> &stage : stages)
+      module->getBody()->push_back(stage.release());
+  }
   if (options.emit <= EmitPoint::Mlir)
     return success();
   // The lowered stages, linked into one module for one object.
