@@ -355,13 +355,13 @@ struct CompileCLOptions {
       "loss-kernels",
       cl::desc("run the fused loss's per-chunk log-sum-exp, loss and logits' "
                "gradient as the runtime's row kernels "
-               "(train-decompose{loss-kernels}; default: on for "
+               "(convert-train-to-kernels{loss-kernels}; default: on for "
                "--target=cuda)"),
       cl::init(toCL(defaults.lossKernels)), cl::cat(cat)};
   cl::opt<cl::boolOrDefault> embeddingKernel{
       "embedding-kernel",
       cl::desc("run the embedding gradient's scatter-add as the runtime's "
-               "kernel, summing in f32 (train-decompose{embedding-kernel}; "
+               "kernel, summing in f32 (convert-train-to-kernels{embedding-kernel}; "
                "default: on for --target=cuda)"),
       cl::init(toCL(defaults.embeddingKernel)), cl::cat(cat)};
   cl::opt<bool> widenCompute{

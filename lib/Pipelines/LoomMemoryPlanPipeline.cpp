@@ -3,9 +3,9 @@
 // The step as it will run, still on tensors, and its static memory plan:
 //
 //   train-fuse-attention         attention as the runtime's fused kernels
-//   train-decompose              the other train ops as linalg (the loss's
-//                                rows and the embedding gradient as kernels
-//                                on CUDA)
+//   convert-train-to-kernels     the loss's rows and the embedding gradient
+//                                as the runtime's kernels (default: on CUDA)
+//   train-decompose              the other train ops as linalg
 //   codegen-widen-compute        bf16/f16 arithmetic in f32
 //   codegen-fold-init-fills      elementwise ops read a fill's value
 //   codegen-share-index-generics equal index tables (RoPE's) once
@@ -23,6 +23,7 @@
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Codegen/GPU/Passes.h"
 #include "loom/Codegen/Utils/ReductionMatch.h"
+#include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -44,11 +45,13 @@ void loom::buildMemoryPlanPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         train::createTrainFuseAttentionPass(attention));
   }
-  train::TrainDecomposePassOptions decompose;
-  decompose.lossKernels = onForCuda(options.lossKernels);
-  decompose.embeddingKernel = onForCuda(options.embeddingKernel);
-  decompose.cuda = cuda;
-  pm.addPass(train::createTrainDecomposePass(decompose));
+  loom::ConvertTrainToKernelsPassOptions kernels;
+  kernels.lossKernels = onForCuda(options.lossKernels);
+  kernels.embeddingKernel = onForCuda(options.embeddingKernel);
+  kernels.cuda = cuda;
+  if (kernels.lossKernels || kernels.embeddingKernel)
+    pm.addPass(loom::createConvertTrainToKernelsPass(kernels));
+  pm.addPass(train::createTrainDecomposePass());
   if (options.widenCompute)
     pm.addNestedPass<func::FuncOp>(codegen::createCodegenWidenComputePass());
   pm.addNestedPass<func::FuncOp>(codegen::createCodegenFoldInitFillsPass());

@@ -80,7 +80,7 @@ const char *const kPipelines[] = {
     "train-autodiff,train-optimizer",
     "train-autodiff,train-optimizer{kind=sgd lr-input=true}",
     "train-decompose",
-    "train-decompose{loss-kernels=true embedding-kernel=true}",
+    "convert-train-to-kernels,train-decompose",
     "func.func(train-fuse-linear-cross-entropy{chunk-tokens=4 "
     "chunk-vocab=8 remarks=true})",
     "func.func(train-fuse-attention)",
@@ -171,7 +171,7 @@ const char *const kPasses[] = {
     "train-optimizer",
     "train-optimizer{kind=sgd lr-input=true}",
     "train-decompose",
-    "train-decompose{loss-kernels=true embedding-kernel=true}",
+    "convert-train-to-kernels",
     "train-drop-roles",
     "func.func(train-fuse-linear-cross-entropy{chunk-tokens=4})",
     "func.func(train-fuse-attention)",

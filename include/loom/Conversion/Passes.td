@@ -1,7 +1,8 @@
 //===- Passes.td - conversions to runtime calls ------------*- tablegen -*-===//
 //
 // Conversions of ops into calls: collectives to the loomrt runtime,
-// contractions to BLAS, train.call_kernel to its runtime kernel. Each lives
+// contractions to BLAS, train ops to runtime kernels (train.call_kernel),
+// train.call_kernel to its runtime call. Each lives
 // in lib/Conversion/XToY/ConvertXToY.cpp.
 //
 //===----------------------------------------------------------------------===//
@@ -153,6 +154,65 @@ def ConvertTrainKernelsToCallsPass
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect"];
+}
+
+def ConvertTrainToKernelsPass
+    : Pass<"convert-train-to-kernels", "::mlir::ModuleOp"> {
+  let summary = "Runs train ops as the runtime's kernels where they take them";
+  let description = [{
+    The train dialect's decompositions are target-free; this conversion is
+    where a train op becomes a call of a runtime kernel
+    (`train.call_kernel`), before `train-decompose` turns what is left into
+    linalg. An op a kernel does not take stays, with a remark that says
+    why, for `train-decompose`.
+
+    With `loss-kernels`, `train.linear_cross_entropy` and its gradient (in
+    f32, or f32-computed bf16/f16) keep their chunk loops and matmuls, but
+    each chunk's log-sum-exp and loss, and its logits' gradient, become
+    calls of the runtime's fused row kernels, which read each logit once per
+    direction and apply the soft-cap on the fly:
+
+    ```mlir
+    %lse, %loss = train.call_kernel @loomrt_cross_entropy_f32(%rows, %vocab,
+        %ignore, %smoothing, %z, %cap : i64, i64, i64, f64, f64, f64)
+        ins(%logits, %labels : tensor<256x32000xf32>, tensor<256xi32>)
+        outs(%e0, %e1 : tensor<256xf32>, tensor<256xf32>)
+        -> tensor<256xf32>, tensor<256xf32>
+    ```
+    and `loomrt_cross_entropy_grad_f32` overwrites the recomputed logits
+    with their gradient (`loomrt_cross_entropy_grad_bf16` writes it rounded
+    to bf16 for a bf16 model's GEMMs). A forward over vocabulary blocks
+    (`chunk_vocab`) keeps its linalg online log-sum-exp.
+
+    With `embedding-kernel`, `train.embedding_grad` on i32 ids and an f32 or
+    bf16 table becomes one call of the runtime's scatter-add, which sums in
+    f32 in a fixed order on every backend (its second result is an f32
+    scratch of one row a token) instead of a loop over the tokens:
+
+    ```mlir
+    %table, %scratch = train.call_kernel @loomrt_embedding_grad_bf16(
+        %tokens, %rows, %width : i64, i64, i64)
+        ins(%ids, %grad : tensor<8192xi32>, tensor<8192x768xbf16>)
+        outs(%e0, %e1 : tensor<32000x768xbf16>, tensor<8192x768xf32>)
+        -> tensor<32000x768xbf16>, tensor<8192x768xf32>
+    ```
+
+    With `cuda`, the calls are checked against the CUDA kernels' domain
+    (`loom/Runtime/KernelDomains.h`).
+  }];
+  let options = [
+    Option<"lossKernels", "loss-kernels", "bool", /*default=*/"true",
+           "the fused loss's per-chunk row work as runtime kernels">,
+    Option<"embeddingKernel", "embedding-kernel", "bool", /*default=*/"true",
+           "the embedding gradient's scatter-add as a runtime kernel">,
+    Option<"cuda", "cuda", "bool", /*default=*/"false",
+           "check the kernels' calls against the CUDA kernels' domain">
+  ];
+  let dependentDialects = [
+    "::loom::train::TrainDialect", "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::tensor::TensorDialect"
+  ];
 }
 
 #endif // LOOM_CONVERSION_PASSES_TD

@@ -278,12 +278,12 @@ struct MemoryPlanOptions : public mlir::PassPipelineOptions<MemoryPlanOptions> {
   Option<TargetDefault> lossKernels{
       *this, "loss-kernels",
       llvm::cl::desc("the fused loss's row work as runtime kernels "
-                     "(train-decompose{loss-kernels}; auto: on for cuda)"),
+                     "(convert-train-to-kernels{loss-kernels}; auto: on for cuda)"),
       llvm::cl::init(TargetDefault::Auto), targetDefaultValues()};
   Option<TargetDefault> embeddingKernel{
       *this, "embedding-kernel",
       llvm::cl::desc("the embedding gradient as the runtime's kernel "
-                     "(train-decompose{embedding-kernel}; auto: on for "
+                     "(convert-train-to-kernels{embedding-kernel}; auto: on for "
                      "cuda)"),
       llvm::cl::init(TargetDefault::Auto), targetDefaultValues()};
   Option<bool> widenCompute{*this, "widen-compute",

@@ -1,8 +1,7 @@
 //===- EmbeddingDecomposition.cpp - embedding and its gradient in linalg --===//
 
+#include "loom/Dialect/Train/Decompositions.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Runtime/KernelDomains.h"
-#include "loom/Runtime/Symbols.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -10,7 +9,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
-namespace symbols = loom::runtime::symbols;
 using namespace loom;
 using namespace loom::train;
 
@@ -35,32 +33,7 @@ FailureOr<SmallVector<Value>> EmbeddingOp::decompose(OpBuilder &builder) {
   return SmallVector<Value>{result};
 }
 
-namespace {
-
-/// The gradient's ids as [tokens] and rows as [tokens, width].
-struct FlatTokens {
-  Value ids, grad;
-  int64_t tokens;
-};
-
-FlatTokens flatten(EmbeddingGradOp op, LinalgBuilder &lb) {
-  RankedTensorType idsType = op.getIds().getType();
-  Value ids = op.getIds(), grad = op.getGrad();
-  if (idsType.getRank() != 1) {
-    SmallVector<int64_t, 2> all =
-        llvm::to_vector<2>(llvm::seq<int64_t>(0, idsType.getRank()));
-    ids = lb.collapse(ids, {all});
-    grad = lb.collapse(grad, {all, {idsType.getRank()}});
-  }
-  return {ids, grad, idsType.getNumElements()};
-}
-
-bool hasStaticShapes(EmbeddingGradOp op) {
-  return op.getIds().getType().hasStaticShape() &&
-         op.getResult().getType().hasStaticShape();
-}
-
-} // namespace
+namespace {} // namespace
 
 /// A scatter-add: a loop over the tokens that adds each gradient row into the
 /// table row its id names. It costs tokens x width, not tokens x rows x width
@@ -75,7 +48,7 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
   int64_t width = resultType.getDimSize(1);
   if (!getIds().getType().hasStaticShape() || ShapedType::isDynamic(width))
     return emitOpError("decomposition needs static shapes");
-  FlatTokens flat = flatten(*this, lb);
+  FlatTokens flat = flattenTokens(*this, lb);
   Value ids = flat.ids, grad = flat.grad;
   int64_t tokens = flat.tokens;
 
@@ -128,49 +101,14 @@ FailureOr<SmallVector<Value>> EmbeddingGradOp::decompose(OpBuilder &builder) {
   return SmallVector<Value>{table};
 }
 
-std::string loom::train::getEmbeddingKernelRefusal(EmbeddingGradOp op,
-                                                   bool cuda) {
-  RankedTensorType resultType = op.getResult().getType();
-  Type elementType = resultType.getElementType();
-  if (!hasStaticShapes(op))
-    return "the kernel takes static shapes";
-  if (!op.getIds().getType().getElementType().isInteger(32))
-    return "the kernel takes i32 ids";
-  if (!(elementType.isF32() || elementType.isBF16()))
-    return "the kernel takes an f32 or bf16 table";
-  int64_t tokens = op.getIds().getType().getNumElements();
-  if (cuda && !loom::runtime::cudaEmbeddingGradTakes(
-                  tokens, resultType.getDimSize(0), resultType.getDimSize(1)))
-    return std::to_string(tokens) +
-           " tokens or a table this shape is outside the CUDA kernel's "
-           "domain (at most 2^31 - 1 tokens, rows of at least 1 element)";
-  return "";
-}
-
-std::optional<SmallVector<Value>>
-loom::train::decomposeWithEmbeddingKernel(EmbeddingGradOp op,
-                                          OpBuilder &builder) {
-  RankedTensorType resultType = op.getResult().getType();
-  Type elementType = resultType.getElementType();
-  if (!getEmbeddingKernelRefusal(op, /*cuda=*/false).empty())
-    return std::nullopt;
-  Location loc = op.getLoc();
-  LinalgBuilder lb(builder, loc);
-  FlatTokens flat = flatten(op, lb);
-  int64_t tokens = flat.tokens;
-  int64_t rows = resultType.getDimSize(0), width = resultType.getDimSize(1);
-  Type f32 = builder.getF32Type();
-  auto scratchType = RankedTensorType::get({tokens, width}, f32);
-  auto call = CallKernelOp::create(
-      builder, loc, TypeRange{resultType, scratchType},
-      FlatSymbolRefAttr::get(builder.getContext(),
-                             elementType.isF32() ? symbols::kEmbeddingGradF32
-                                                 : symbols::kEmbeddingGradBf16),
-      ValueRange{flat.ids, flat.grad},
-      ValueRange{lb.empty(resultType.getShape(), elementType),
-                 lb.empty({tokens, width}, f32)},
-      ValueRange{lb.i64Constant(tokens), lb.i64Constant(rows),
-                 lb.i64Constant(width)},
-      /*read_outputs=*/nullptr);
-  return SmallVector<Value>{call.getResult(0)};
+FlatTokens loom::train::flattenTokens(EmbeddingGradOp op, LinalgBuilder &lb) {
+  RankedTensorType idsType = op.getIds().getType();
+  Value ids = op.getIds(), grad = op.getGrad();
+  if (idsType.getRank() != 1) {
+    SmallVector<int64_t, 2> all =
+        llvm::to_vector<2>(llvm::seq<int64_t>(0, idsType.getRank()));
+    ids = lb.collapse(ids, {all});
+    grad = lb.collapse(grad, {all, {idsType.getRank()}});
+  }
+  return {ids, grad, idsType.getNumElements()};
 }

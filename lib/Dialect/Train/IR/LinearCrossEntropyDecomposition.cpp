@@ -7,17 +7,15 @@
 // dhidden, dweight and dbias; no value of size `[tokens, vocab]` exists.
 // With `chunk_vocab`, each chunk also loops over vocabulary blocks: the
 // forward keeps an online log-sum-exp (a running maximum rescales the
-// running sum), the backward needs none (the saved LSE is exact). With loss
-// kernels (train-decompose{loss-kernels}), each chunk's log-sum-exp and loss,
-// and its logits' gradient, are runtime kernels (train.call_kernel of
-// loomrt_cross_entropy_*) instead of linalg ops. See
+// running sum), the backward needs none (the saved LSE is exact). A
+// conversion may give the rows' work to runtime kernels (LossRowKernels,
+// convert-train-to-kernels) instead of linalg ops. See
 // docs/FusedCrossEntropy.md.
 //
 //===----------------------------------------------------------------------===//
 
 #include "CrossEntropyParts.h"
-#include "loom/Runtime/KernelDomains.h"
-#include "loom/Runtime/Symbols.h"
+#include "loom/Dialect/Train/Decompositions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -25,7 +23,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 using namespace mlir;
-namespace symbols = loom::runtime::symbols;
 using namespace loom;
 using namespace loom::train;
 using namespace loom::train::detail;
@@ -92,9 +89,9 @@ Value insertRows(OpBuilder &b, Location l, Value chunk, Value into,
                                        strides);
 }
 
-/// One chunk's logits, `hidden_c @ weightᵀ (+ bias)`, soft-capped when `softcap > 0`.
-/// With `keepTanh` also returns `tanh(z / softcap)` for the backward (null
-/// without a cap). Each step writes in place into the block before it
+/// One chunk's logits, `hidden_c @ weightᵀ (+ bias)`, soft-capped when `softcap
+/// > 0`. With `keepTanh` also returns `tanh(z / softcap)` for the backward
+/// (null without a cap). Each step writes in place into the block before it
 /// (only the backward's tanh needs a second block).
 std::pair<Value, Value> chunkLogits(LinalgBuilder &lb, Value hidden,
                                     Value weight, Value bias, int64_t chunk,
@@ -115,17 +112,17 @@ std::pair<Value, Value> chunkLogits(LinalgBuilder &lb, Value hidden,
   Value inverse = lb.floatConstant(type, 1.0 / softcap);
   Value tanh = lb.generic(z, z, {lb.identity(2), lb.identity(2)},
                           [&](OpBuilder &b, Location l, ValueRange args) {
-                            Value s = arith::MulFOp::create(b, l, args[0],
-                                                            inverse);
+                            Value s =
+                                arith::MulFOp::create(b, l, args[0], inverse);
                             return math::TanhOp::create(b, l, s).getResult();
                           });
   Value cap = lb.floatConstant(type, softcap);
-  Value capped = lb.generic(keepTanh ? lb.empty({chunk, vocab}, type) : tanh,
-                            tanh, {lb.identity(2), lb.identity(2)},
-                            [&](OpBuilder &b, Location l, ValueRange args) {
-                              return arith::MulFOp::create(b, l, args[0], cap)
-                                  .getResult();
-                            });
+  Value capped =
+      lb.generic(keepTanh ? lb.empty({chunk, vocab}, type) : tanh, tanh,
+                 {lb.identity(2), lb.identity(2)},
+                 [&](OpBuilder &b, Location l, ValueRange args) {
+                   return arith::MulFOp::create(b, l, args[0], cap).getResult();
+                 });
   return {capped, keepTanh ? tanh : Value()};
 }
 
@@ -156,8 +153,8 @@ std::pair<Value, Value> forwardByBlocks(OpBuilder &b, Location l,
       [&](OpBuilder &vb, Location vl, Value v, ValueRange acc) {
         LinalgBuilder vlb(vb, vl);
         Value weight = rows(vb, vl, op.getWeight(), v, block);
-        Value bias = op.getBias() ? rows(vb, vl, op.getBias(), v, block)
-                                  : Value();
+        Value bias =
+            op.getBias() ? rows(vb, vl, op.getBias(), v, block) : Value();
         Value z = chunkLogits(vlb, hidden, weight, bias, chunk, block, type,
                               softcap, /*keepTanh=*/false)
                       .first;
@@ -190,8 +187,8 @@ std::pair<Value, Value> forwardByBlocks(OpBuilder &b, Location l,
         Value target = vlb.generic(
             acc[2], labels, {id, id},
             [&](OpBuilder &ob, Location ol, ValueRange args) -> Value {
-              Value label =
-                  arith::IndexCastOp::create(ob, ol, ob.getIndexType(), args[0]);
+              Value label = arith::IndexCastOp::create(
+                  ob, ol, ob.getIndexType(), args[0]);
               Value col = arith::SubIOp::create(ob, ol, label, v);
               Value zero = arith::ConstantIndexOp::create(ob, ol, 0);
               Value width = arith::ConstantIndexOp::create(ob, ol, block);
@@ -205,9 +202,10 @@ std::pair<Value, Value> forwardByBlocks(OpBuilder &b, Location l,
                                             col, width)));
               Value safe = arith::SelectOp::create(ob, ol, inBlock, col, zero);
               Value r = linalg::IndexOp::create(ob, ol, 0);
-              Value x = tensor::ExtractOp::create(ob, ol, z, ValueRange{r, safe});
-              Value fzero = arith::ConstantOp::create(
-                  ob, ol, ob.getFloatAttr(type, 0.0));
+              Value x =
+                  tensor::ExtractOp::create(ob, ol, z, ValueRange{r, safe});
+              Value fzero =
+                  arith::ConstantOp::create(ob, ol, ob.getFloatAttr(type, 0.0));
               Value add = arith::SelectOp::create(ob, ol, inBlock, x, fzero);
               return arith::AddFOp::create(ob, ol, args[1], add);
             });
@@ -228,9 +226,8 @@ std::pair<Value, Value> forwardByBlocks(OpBuilder &b, Location l,
         return arith::AddFOp::create(ob, ol, args[0], log);
       });
   Value loss = rowsOnly.perTokenLossFrom(
-      lb, lse, loop.getResult(2),
-      smoothing > 0.0 ? loop.getResult(3) : Value(), smoothing,
-      op.getZLoss().convertToDouble());
+      lb, lse, loop.getResult(2), smoothing > 0.0 ? loop.getResult(3) : Value(),
+      smoothing, op.getZLoss().convertToDouble());
   return {lse, loss};
 }
 
@@ -241,12 +238,7 @@ int64_t vocabBlockFor(int64_t vocab, int64_t requested) {
 }
 
 /// The sizes and settings both decompositions start from.
-struct FusedLoss {
-  int64_t tokens, dim, vocab, chunk, block;
-  Type type;
-  int64_t ignore;
-  double smoothing, zLoss, softcap;
-
+struct FusedLoss : FusedLossShape {
   template <typename OpTy> static FailureOr<FusedLoss> get(OpTy op) {
     auto hiddenType = op.getHidden().getType();
     auto weightType = op.getWeight().getType();
@@ -269,129 +261,10 @@ struct FusedLoss {
     return f;
   }
 
-  /// Whether the loss kernels take this loss (they compute in f32).
-  bool kernelsApply() const { return type.isF32(); }
-
-  /// The ignore_index the kernels compare i32 labels with. i32 labels keep
-  /// the decomposition's (truncated) one; wider or narrower labels are
-  /// mapped by kernelLabels, to this when ignored.
-  int64_t kernelIgnore(Value labels) const {
-    auto element = cast<RankedTensorType>(labels.getType()).getElementType();
-    if (element.isInteger(32) || (ignore >= INT32_MIN && ignore <= INT32_MAX))
-      return static_cast<int32_t>(ignore);
-    return INT32_MIN;
-  }
-
-  /// A chunk's labels as the kernels' i32: unchanged if i32; else compared
-  /// in their own type as the decomposition does, an ignored label becomes
-  /// kernelIgnore() and one outside [0, vocab) a negative value other than
-  /// it (so no label wraps into the vocabulary).
-  Value kernelLabels(LinalgBuilder &lb, Value labels) const {
-    auto type = cast<RankedTensorType>(labels.getType());
-    auto element = cast<IntegerType>(type.getElementType());
-    if (element.isInteger(32))
-      return labels;
-    Type i32 = IntegerType::get(labels.getContext(), 32);
-    unsigned width = element.getWidth();
-    int64_t ignored = kernelIgnore(labels);
-    int64_t outside = ignored == -1 ? -2 : -1;
-    // Whether `vocab` is representable in the label type (else every
-    // non-negative label is in range).
-    bool vocabFits = width >= 64 || vocab <= (int64_t(1) << (width - 1)) - 1;
-    return lb.generic(
-        lb.empty(type.getShape(), i32), labels,
-        {lb.identity(1), lb.identity(1)},
-        [&](OpBuilder &b, Location l, ValueRange args) -> Value {
-          Value label = args[0];
-          auto constant = [&](Type t, int64_t v) -> Value {
-            return arith::ConstantOp::create(b, l, b.getIntegerAttr(t, v));
-          };
-          Value isIgnored = arith::CmpIOp::create(
-              b, l, arith::CmpIPredicate::eq, label, constant(element, ignore));
-          Value inRange = arith::CmpIOp::create(
-              b, l, arith::CmpIPredicate::sge, label, constant(element, 0));
-          if (vocabFits)
-            inRange = arith::AndIOp::create(
-                b, l, inRange,
-                arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, label,
-                                      constant(element, vocab)));
-          Value narrowed =
-              width < 32 ? arith::ExtSIOp::create(b, l, i32, label).getResult()
-                         : arith::TruncIOp::create(b, l, i32, label).getResult();
-          Value kept = arith::SelectOp::create(b, l, inRange, narrowed,
-                                               constant(i32, outside));
-          return arith::SelectOp::create(b, l, isIgnored,
-                                         constant(i32, ignored), kept);
-        });
-  }
-
-  /// A kernel's scalars: `sizes`, then smoothing, z-loss and cap (f64, so
-  /// that the kernels round their constants from the attributes' doubles).
-  SmallVector<Value> withSettings(LinalgBuilder &lb,
-                                  SmallVector<Value> sizes) const {
-    Type f64 = Float64Type::get(type.getContext());
-    for (double setting : {smoothing, zLoss, softcap})
-      sizes.push_back(lb.floatConstant(f64, setting));
-    return sizes;
-  }
-
-  /// The forward kernel on one chunk's logits (not soft-capped: the kernel
-  /// caps them) and labels: the chunk's `[chunk]` log-sum-exp and loss.
-  std::pair<Value, Value> forwardKernel(OpBuilder &b, Location l, Value logits,
-                                        Value labels) const {
-    LinalgBuilder lb(b, l);
-    auto row = RankedTensorType::get({chunk}, type);
-    auto call = CallKernelOp::create(
-        b, l, TypeRange{row, row},
-        FlatSymbolRefAttr::get(b.getContext(), symbols::kCrossEntropyF32),
-        ValueRange{logits, kernelLabels(lb, labels)},
-        ValueRange{lb.empty({chunk}, type), lb.empty({chunk}, type)},
-        withSettings(lb, {lb.i64Constant(chunk), lb.i64Constant(vocab),
-                          lb.i64Constant(kernelIgnore(labels))}),
-        /*read_outputs=*/nullptr);
-    return {call.getResult(0), call.getResult(1)};
-  }
-
-  /// The backward kernel on one `[chunk, width]` tile of logits (not
-  /// soft-capped) at vocabulary column `offset` (null: 0), with the chunk's
-  /// kernelLabels: their gradient in `gemmType`, the GEMMs' operand type.
-  /// An f32 gradient overwrites the logits; a bf16 one is a new tensor (the
-  /// logits die).
-  Value backwardKernel(OpBuilder &b, Location l, Value logits, Value labels32,
-                       Value lse, Value weights, Value offset, int64_t width,
-                       Type gemmType) const {
-    LinalgBuilder lb(b, l);
-    Value column =
-        offset ? arith::IndexCastOp::create(b, l, b.getI64Type(), offset)
-                     .getResult()
-               : lb.i64Constant(0);
-    SmallVector<Value> scalars =
-        withSettings(lb, {lb.i64Constant(chunk), lb.i64Constant(width), column,
-                          lb.i64Constant(vocab)});
-    if (gemmType.isBF16()) {
-      auto grad = RankedTensorType::get({chunk, width}, gemmType);
-      return CallKernelOp::create(
-                 b, l, TypeRange{grad},
-                 FlatSymbolRefAttr::get(b.getContext(),
-                                        symbols::kCrossEntropyGradBf16),
-                 ValueRange{logits, labels32, lse, weights},
-                 ValueRange{lb.empty({chunk, width}, gemmType)}, scalars,
-                 /*read_outputs=*/nullptr)
-          .getResult(0);
-    }
-    return CallKernelOp::create(
-               b, l, TypeRange{logits.getType()},
-               FlatSymbolRefAttr::get(b.getContext(),
-                                      symbols::kCrossEntropyGradF32),
-               ValueRange{labels32, lse, weights}, ValueRange{logits}, scalars,
-               b.getDenseI64ArrayAttr({0}))
-        .getResult(0);
-  }
-
   /// The loop over chunks of tokens, carrying `inits`.
-  scf::ForOp loop(OpBuilder &b, Location loc, ValueRange inits,
-                  function_ref<void(OpBuilder &, Location, Value, ValueRange)>
-                      body) const {
+  scf::ForOp loop(
+      OpBuilder &b, Location loc, ValueRange inits,
+      function_ref<void(OpBuilder &, Location, Value, ValueRange)> body) const {
     Value lower = arith::ConstantIndexOp::create(b, loc, 0);
     Value upper = arith::ConstantIndexOp::create(b, loc, tokens);
     Value step = arith::ConstantIndexOp::create(b, loc, chunk);
@@ -405,13 +278,12 @@ namespace {
 
 FailureOr<SmallVector<Value>> decomposeForward(LinearCrossEntropyOp op,
                                                OpBuilder &builder,
-                                               bool lossKernels) {
+                                               const LossRowKernels *kernels) {
   Location loc = op.getLoc();
   LinalgBuilder lb(builder, loc);
   FailureOr<FusedLoss> f = FusedLoss::get(op);
   if (failed(f))
     return failure();
-  bool kernels = lossKernels && f->kernelsApply();
   int64_t tokens = f->tokens, vocab = f->vocab, chunk = f->chunk,
           block = f->block, ignore = f->ignore;
   Type type = f->type;
@@ -432,7 +304,7 @@ FailureOr<SmallVector<Value>> decomposeForward(LinearCrossEntropyOp op,
                                      chunk, vocab, type, /*softcap=*/0.0,
                                      /*keepTanh=*/false)
                              .first;
-          std::tie(lse, loss) = f->forwardKernel(b, l, logits, labels);
+          std::tie(lse, loss) = kernels->forward(b, l, *f, logits, labels);
         } else {
           Value logits =
               chunkLogits(clb, hidden, op.getWeight(), op.getBias(), chunk,
@@ -453,15 +325,14 @@ FailureOr<SmallVector<Value>> decomposeForward(LinearCrossEntropyOp op,
 
 FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
                                             OpBuilder &builder,
-                                            bool lossKernels) {
+                                            const LossRowKernels *kernels) {
   Location loc = op.getLoc();
   LinalgBuilder lb(builder, loc);
   FailureOr<FusedLoss> f = FusedLoss::get(op);
   if (failed(f))
     return failure();
-  bool kernels = lossKernels && f->kernelsApply();
-  int64_t tokens = f->tokens, dim = f->dim, vocab = f->vocab,
-          chunk = f->chunk, block = f->block, ignore = f->ignore;
+  int64_t tokens = f->tokens, dim = f->dim, vocab = f->vocab, chunk = f->chunk,
+          block = f->block, ignore = f->ignore;
   Type type = f->type;
   double smoothing = f->smoothing, zLoss = f->zLoss, softcap = f->softcap;
   auto hiddenType = op.getHidden().getType();
@@ -471,7 +342,7 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
   CrossEntropyParts all{Value(), op.getLabels(), tokens, vocab, type, ignore};
   Value weights = all.tokenWeights(lb, op.getLossGrad(), op.getReduction());
   SmallVector<Value> inits = {lb.empty({tokens, dim}, type),
-                             lb.filled({vocab, dim}, type, 0.0)};
+                              lb.filled({vocab, dim}, type, 0.0)};
   if (op.getBias())
     inits.push_back(lb.filled({vocab}, type, 0.0));
   // One [chunk, width] tile of the gradient at vocabulary column `offset`
@@ -479,8 +350,8 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
   // gradient in place and accumulate it into dhidden, dweight and dbias.
   // With kernels, `labels` are the chunk's kernelLabels.
   auto tile = [&](OpBuilder &b, Location l, Value hidden, Value labels,
-                  Value lse, Value w, Value offset, int64_t width,
-                  Value weight, Value bias, Value dHidden, Value dWeight,
+                  Value lse, Value w, Value offset, int64_t width, Value weight,
+                  Value bias, Value dHidden, Value dWeight,
                   Value dBias) -> SmallVector<Value> {
     LinalgBuilder tlb(b, l);
     Value grad, gemmGrad;
@@ -491,7 +362,7 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
       // The bf16 kernel rounds the gradient for the GEMMs, unless dbias
       // needs it in f32 too.
       Type kernelType = gemmType.isBF16() && !dBias ? gemmType : type;
-      grad = f->backwardKernel(b, l, logits, labels, lse, w, offset, width,
+      grad = kernels->backward(b, l, *f, logits, labels, lse, w, offset, width,
                                kernelType);
       if (kernelType != type)
         gemmGrad = grad;
@@ -529,11 +400,11 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
         contract(tlb, dWeight, gemmGrad, hidden,
                  {tlb.map(3, {2, 0}), tlb.map(3, {2, 1}), tlb.map(3, {0, 1})})};
     if (dBias) // dbias(n) += sum_m grad(m, n)
-      out.push_back(tlb.generic(
-          dBias, grad, {tlb.map(2, {0, 1}), tlb.map(2, {1})},
-          [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
-            return arith::AddFOp::create(ob, ol, args[1], args[0]);
-          }));
+      out.push_back(
+          tlb.generic(dBias, grad, {tlb.map(2, {0, 1}), tlb.map(2, {1})},
+                      [](OpBuilder &ob, Location ol, ValueRange args) -> Value {
+                        return arith::AddFOp::create(ob, ol, args[1], args[0]);
+                      }));
     return out;
   };
   auto loop = f->loop(
@@ -543,7 +414,7 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
         Value hidden = rows(b, l, op.getHidden(), i, chunk);
         Value labels = rows(b, l, op.getLabels(), i, chunk);
         if (kernels) // once a chunk, not once a vocabulary block
-          labels = f->kernelLabels(clb, labels);
+          labels = kernels->labels(b, l, *f, labels);
         Value lse = rows(b, l, op.getLse(), i, chunk);
         Value w = rows(b, l, weights, i, chunk);
         Value dBias = op.getBias() ? acc[2] : Value();
@@ -598,57 +469,35 @@ FailureOr<SmallVector<Value>> decomposeGrad(LinearCrossEntropyGradOp op,
 
 FailureOr<SmallVector<Value>>
 LinearCrossEntropyOp::decompose(OpBuilder &builder) {
-  return decomposeForward(*this, builder, /*lossKernels=*/false);
+  return decomposeForward(*this, builder, /*kernels=*/nullptr);
 }
 
 FailureOr<SmallVector<Value>>
 LinearCrossEntropyGradOp::decompose(OpBuilder &builder) {
-  return decomposeGrad(*this, builder, /*lossKernels=*/false);
+  return decomposeGrad(*this, builder, /*kernels=*/nullptr);
 }
+
+LossRowKernels::~LossRowKernels() = default;
 
 FailureOr<SmallVector<Value>>
-loom::train::decomposeWithLossKernels(Operation *op, OpBuilder &builder) {
+loom::train::decomposeFusedLoss(Operation *op, OpBuilder &builder,
+                                const LossRowKernels *kernels) {
   if (auto forward = dyn_cast<LinearCrossEntropyOp>(op))
-    return decomposeForward(forward, builder, /*lossKernels=*/true);
+    return decomposeForward(forward, builder, kernels);
   if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
-    return decomposeGrad(grad, builder, /*lossKernels=*/true);
-  return cast<DecomposableOpInterface>(op).decompose(builder);
+    return decomposeGrad(grad, builder, kernels);
+  return op->emitOpError("is not a fused loss");
 }
 
-namespace {
-
-template <typename OpTy> std::string lossKernelsRefusal(OpTy op, bool cuda) {
-  // What the decomposition itself rejects, it reports.
-  auto hiddenType = op.getHidden().getType();
-  auto weightType = op.getWeight().getType();
-  if (!hiddenType.hasStaticShape() || !weightType.hasStaticShape() ||
-      hiddenType.getDimSize(0) == 0 || weightType.getDimSize(0) == 0)
-    return "";
-  FailureOr<FusedLoss> f = FusedLoss::get(op);
+FailureOr<FusedLossShape> FusedLossShape::get(Operation *op) {
+  FailureOr<FusedLoss> f = failure();
+  if (auto forward = dyn_cast<LinearCrossEntropyOp>(op))
+    f = FusedLoss::get(forward);
+  else if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
+    f = FusedLoss::get(grad);
+  else
+    return op->emitOpError("is not a fused loss");
   if (failed(f))
-    return "";
-  if (!f->kernelsApply()) {
-    std::string type;
-    llvm::raw_string_ostream os(type);
-    os << f->type;
-    return "the loss computes in " + type + ", the kernels in f32";
-  }
-  if (std::is_same_v<OpTy, LinearCrossEntropyOp> && f->block < f->vocab)
-    return "the forward runs in vocabulary blocks of " +
-           std::to_string(f->block) + ", which the kernels do not take";
-  if (cuda && !loom::runtime::cudaCrossEntropyTakes(f->chunk, f->vocab))
-    return "chunks of " + std::to_string(f->chunk) + " rows by " +
-           std::to_string(f->vocab) +
-           " columns are outside the CUDA kernels' domain";
-  return "";
-}
-
-} // namespace
-
-std::string loom::train::getLossKernelsRefusal(Operation *op, bool cuda) {
-  if (auto forward = dyn_cast<LinearCrossEntropyOp>(op))
-    return lossKernelsRefusal(forward, cuda);
-  if (auto grad = dyn_cast<LinearCrossEntropyGradOp>(op))
-    return lossKernelsRefusal(grad, cuda);
-  return "";
+    return failure();
+  return FusedLossShape(*f);
 }

@@ -50,30 +50,7 @@ struct TrainDecomposePass
     OpBuilder builder(&getContext());
     for (DecomposableOpInterface op : ops) {
       builder.setInsertionPoint(op);
-      FailureOr<SmallVector<Value>> replacements = failure();
-      // A kernel that does not take the op is a remark, and the op is
-      // decomposed to linalg instead.
-      auto embeddingGrad = dyn_cast<EmbeddingGradOp>(op.getOperation());
-      std::optional<SmallVector<Value>> kernel;
-      if (embeddingKernel && embeddingGrad) {
-        std::string why = getEmbeddingKernelRefusal(embeddingGrad, cuda);
-        if (why.empty())
-          kernel = decomposeWithEmbeddingKernel(embeddingGrad, builder);
-        else
-          op->emitRemark() << "train-decompose: embedding-kernel: " << why
-                           << "; decomposed to linalg";
-      }
-      std::string lossRefusal =
-          lossKernels ? getLossKernelsRefusal(op, cuda) : "";
-      if (!lossRefusal.empty())
-        op->emitRemark() << "train-decompose: loss-kernels: " << lossRefusal
-                         << "; decomposed to linalg";
-      if (kernel)
-        replacements = std::move(*kernel);
-      else if (lossKernels && lossRefusal.empty())
-        replacements = decomposeWithLossKernels(op, builder);
-      else
-        replacements = op.decompose(builder);
+      FailureOr<SmallVector<Value>> replacements = op.decompose(builder);
       if (failed(replacements))
         return signalPassFailure();
       op->replaceAllUsesWith(*replacements);

@@ -1,10 +1,10 @@
-// RUN: loom-opt %s -train-decompose="embedding-kernel" | FileCheck %s
+// RUN: loom-opt %s -convert-train-to-kernels=loss-kernels=false -train-decompose | FileCheck %s
 // RUN: loom-opt %s -train-decompose | FileCheck %s --check-prefix=LOOP
 
 // The gradient of a [2, 4] batch of ids into a 16 x 6 f32 table: the ids and
 // rows are flattened to 8 tokens and handed to the runtime's scatter-add with
-// an f32 scratch of one row a token. Without the option, the loop over the
-// tokens stays.
+// an f32 scratch of one row a token. Without the conversion, train-decompose
+// keeps the loop over the tokens.
 // CHECK-LABEL: func.func @f32_table
 // CHECK-SAME: (%[[G:.+]]: tensor<2x4x6xf32>, %[[IDS:.+]]: tensor<2x4xi32>)
 // CHECK-DAG: %[[FLAT_IDS:.+]] = tensor.collapse_shape %[[IDS]] {{\[\[}}0, 1]] : tensor<2x4xi32> into tensor<8xi32>

@@ -1,14 +1,14 @@
-// train-decompose{loss-kernels, embedding-kernel}: an op the kernel does not
-// take is decomposed to linalg, with a remark; with `cuda`, so is one outside
+// convert-train-to-kernels: an op the kernel does not take is left to
+// train-decompose's linalg, with a remark; with `cuda`, so is one outside
 // the CUDA kernel's domain. verify-diagnostics counts the remarks.
-// RUN: loom-opt %s -split-input-file -verify-diagnostics -train-decompose="loss-kernels embedding-kernel cuda" | FileCheck %s
+// RUN: loom-opt %s -split-input-file -verify-diagnostics -convert-train-to-kernels=cuda -train-decompose | FileCheck %s
 
 // i64 ids: the scatter-add takes i32.
 // CHECK-LABEL: func.func @i64_ids
 // CHECK-NOT: train.call_kernel
 // CHECK: scf.for
 func.func @i64_ids(%g: tensor<8x6xf32>, %ids: tensor<8xi64>) -> tensor<16x6xf32> {
-  // expected-remark @+1 {{train-decompose: embedding-kernel: the kernel takes i32 ids; decomposed to linalg}}
+  // expected-remark @+1 {{convert-train-to-kernels: embedding-kernel: the kernel takes i32 ids; left to train-decompose}}
   %t = train.embedding_grad %g[%ids] : tensor<8x6xf32>, tensor<8xi64> -> tensor<16x6xf32>
   return %t : tensor<16x6xf32>
 }
@@ -33,7 +33,7 @@ func.func @f16_table(%g: tensor<8x6xf16>, %ids: tensor<8xi32>) -> tensor<16x6xf1
 // CHECK: train.call_kernel @loomrt_cross_entropy_grad_f32
 func.func @vocab_blocks(%h: tensor<64x16xf32>, %w: tensor<32x16xf32>, %labels: tensor<64xi32>, %dl: tensor<f32>)
     -> (tensor<f32>, tensor<64x16xf32>, tensor<32x16xf32>) {
-  // expected-remark @+1 {{train-decompose: loss-kernels: the forward runs in vocabulary blocks of 16, which the kernels do not take; decomposed to linalg}}
+  // expected-remark @+1 {{convert-train-to-kernels: loss-kernels: the forward runs in vocabulary blocks of 16, which the kernels do not take; left to train-decompose}}
   %loss, %lse = train.linear_cross_entropy %h, %w, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 16 chunk_vocab = 16 : tensor<64x16xf32>, tensor<32x16xf32>, tensor<64xi32> -> tensor<f32>, tensor<64xf32>
   %dh, %dw = train.linear_cross_entropy_grad %h, %w, %labels, %lse, %dl ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 softcap = 0.0 chunk_tokens = 16 chunk_vocab = 16 : tensor<64x16xf32>, tensor<32x16xf32>, tensor<64xi32>, tensor<64xf32>, tensor<f32>
   return %loss, %dh, %dw : tensor<f32>, tensor<64x16xf32>, tensor<32x16xf32>

@@ -1,7 +1,7 @@
-// train-decompose{loss-kernels}: the fused loss keeps its chunk loops and
+// convert-train-to-kernels{loss-kernels}: the fused loss keeps its chunk loops and
 // matmuls, but each chunk's log-sum-exp and loss, and its logits' gradient,
 // are the runtime's row kernels (train.call_kernel).
-// RUN: loom-opt %s -split-input-file -train-decompose=loss-kernels=true | FileCheck %s
+// RUN: loom-opt %s -split-input-file -convert-train-to-kernels=embedding-kernel=false -train-decompose | FileCheck %s
 
 // f32 with a soft-cap: the kernels cap the logits themselves (no tanh in
 // the IR), and the gradient kernel overwrites the recomputed logits.
