@@ -455,6 +455,10 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
                                           const CompileOptions &options,
                                           Reporter &reporter,
                                           SmallVectorImpl<StagePlan> *plans) {
+  if (std::string problem = options.verify(); !problem.empty()) {
+    reporter.error(problem);
+    return failure();
+  }
   if (!trainer::findStep(*module)) {
     reporter.error((options.sourceName.empty() ? std::string("the module")
                                                : options.sourceName) +

@@ -199,6 +199,20 @@ TEST_F(DriverTest, ReportsWithTheClientsName) {
             "test: error: f.mlir has no function with a train.loss result\n");
 }
 
+TEST_F(DriverTest, VerifiesTheOptionsItIsGiven) {
+  OwningOpRef<ModuleOp> module = parse(kForward);
+  ASSERT_TRUE(module);
+  CompileOptions options;
+  options.worldSize = 2;
+  options.pipelineStages = 2;
+  options.zeroStage = ZeroStage::Parameters;
+  options.worldSize = 4;
+  EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
+  EXPECT_NE(messages.find("test: error: --zero-stage 3 with --pipeline-stages"),
+            std::string::npos)
+      << messages;
+}
+
 TEST_F(DriverTest, ReportsAnUnmetMemoryLimit) {
   OwningOpRef<ModuleOp> module = parse(kForward);
   ASSERT_TRUE(module);

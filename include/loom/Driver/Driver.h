@@ -53,7 +53,8 @@ struct StagePlan {
 };
 
 /// Runs the phases on `module`, a forward with a train.loss result, in
-/// place, up to `options.emit` (through lowering for the points past it).
+/// place (options that do not hold, CompileOptions::verify, are reported
+/// first), up to `options.emit` (through lowering for the points past it).
 /// A pipeline's stages become nested modules @stage<s> (pp-split-stages),
 /// each compiled on its own, and after lowering are linked into the module
 /// again (pp-link-stages). With -v prints each phase's pipeline as loom-opt
