@@ -122,7 +122,8 @@ CompileOptions compileOptionsFromCL();
 /// the defaults, for a client without a command line (the Python API):
 /// the flags stay declared once. Resets every registered option first, so
 /// it can be called again. False, with `error` set, for an unknown flag or
-/// a bad value.
+/// a bad value (a bad enum value is printed to stderr by LLVM's parser).
+/// Not thread-safe: the flags are the process's.
 bool parseCompileFlags(llvm::ArrayRef<std::string> flags,
                        CompileOptions &options, std::string &error);
 
