@@ -1,8 +1,11 @@
-"""Run Loom's command-line tools from Python.
+"""Run Loom's passes and tools from Python.
 
-``run_opt`` pipes IR through ``loom-opt`` with the given pass arguments and
-returns the printed result; diagnostics become a :class:`LoomOptError` that
-carries them, so callers never mistake broken IR for output.
+``run_opt`` runs ``loom-opt``'s passes on IR in-process (through the compiler
+driver's extension, ``loom._loom``), with the pass arguments ``loom-opt``
+takes, and returns the printed result; diagnostics become a
+:class:`LoomOptError` that carries them, so callers never mistake broken IR
+for output. ``run_tool`` runs one of Loom's other programs (``loom-run``)
+as a process.
 
 Example::
 
@@ -76,5 +79,14 @@ def run_tool(name: str, args: Sequence[str], stdin: str | None = None, timeout_s
 
 
 def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 1800.0) -> str:
-    """Runs ``loom-opt`` with ``args`` on ``source`` and returns its output."""
-    return run_tool("loom-opt", [*args, "-"], stdin=source, timeout_s=timeout_s)
+    """Runs ``loom-opt``'s passes ``args`` (``--name[=options]``,
+    ``--pass-pipeline=...``, ``--mlir-print-debuginfo``) on ``source``
+    in-process and returns the printed module, as ``loom-opt`` prints it.
+    ``timeout_s`` is kept for callers of the former subprocess version and
+    unused: a pass runs to its end."""
+    del timeout_s
+    from loom.compiler import _extension
+    ok, result = _extension().opt(source, list(args))
+    if not ok:
+        raise LoomOptError("loom-opt", 1, result)
+    return result

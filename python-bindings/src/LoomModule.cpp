@@ -15,6 +15,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -292,9 +293,74 @@ py::tuple report(const std::string &source, const std::string &name,
                         py::make_tuple((*text)->getBuffer().str(), printed));
 }
 
+/// Runs loom-opt's passes on `source` in-process: each of `args` is a pass
+/// flag as loom-opt takes it (`--canonicalize`, `--zero-partition=stage=3
+/// world-size=4`), `--pass-pipeline=...`, or `--mlir-print-debuginfo`.
+/// Returns (True, the printed module) or (False, diagnostics).
+py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  auto fail = [&] { return py::make_tuple(false, diagnostics); };
+  static bool registered = [] {
+    loom::registerAllPasses();
+    mlir::registerAllPasses();
+    return true;
+  }();
+  (void)registered;
+  std::unique_ptr<MLIRContext> context = makeContext();
+  PassManager pm(context.get(), ModuleOp::getOperationName(),
+                 OpPassManager::Nesting::Implicit);
+  pm.enableVerifier(true);
+  OpPrintingFlags printing;
+  for (const std::string &arg : args) {
+    llvm::StringRef flag = llvm::StringRef(arg).ltrim('-');
+    if (flag == "mlir-print-debuginfo") {
+      printing.enableDebugInfo();
+      continue;
+    }
+    std::string pipeline;
+    if (flag.consume_front("pass-pipeline=")) {
+      // The anchored form loom-opt takes: the passes inside it go on pm.
+      flag = flag.trim().trim('\'').trim('"');
+      if (!flag.consume_front("builtin.module(") || !flag.consume_back(")")) {
+        os << "loom: error: --pass-pipeline: expected "
+              "'builtin.module(...)', got '"
+           << flag << "'\n";
+        return fail();
+      }
+      pipeline = flag.str();
+    } else {
+      auto [name, options] = flag.split('=');
+      if (!PassInfo::lookup(name) && !PassPipelineInfo::lookup(name)) {
+        os << "loom: error: unknown pass or option '" << arg << "'\n";
+        return fail();
+      }
+      pipeline = (name + (options.empty() ? "" : "{" + options + "}")).str();
+    }
+    if (failed(parsePassPipeline(pipeline, pm, os)))
+      return fail();
+  }
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
+  OwningOpRef<ModuleOp> module = parse(source, "<stdin>", *context, sourceMgr);
+  if (!module)
+    return fail();
+  {
+    py::gil_scoped_release release;
+    if (failed(pm.run(*module)))
+      return py::gil_scoped_acquire(), fail();
+  }
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  module->print(out, printing);
+  out << "\n";
+  return py::make_tuple(true, text);
+}
+
 } // namespace
 
 PYBIND11_MODULE(_loom, m) {
+  m.def("opt", &opt, py::arg("source"), py::arg("args"));
   m.doc() = "Loom's compiler driver (lib/Driver), in-process";
   m.def("compile", &compile, py::arg("source"), py::arg("flags"),
         py::arg("output"), py::arg("name"));

@@ -113,3 +113,24 @@ def test_compiles_and_runs_a_trainer(forward, tmp_path):
                    check=True, capture_output=True, timeout=600)
     lines = log.read_text().splitlines()
     assert len(lines) >= 3 and all('"loss"' in line for line in lines[-3:])
+
+
+def test_run_opt_in_process(forward, no_subprocess):
+    step = loom.run_opt(forward, ["--train-autodiff", "--train-optimizer=kind=sgd lr=0.1"])
+    assert "train.loss" in step and "train.param" in step
+    # The same passes as loom-opt's textual pipeline.
+    again = loom.run_opt(forward, ["--pass-pipeline=builtin.module(train-autodiff,"
+                                   "train-optimizer{kind=sgd lr=0.1})"])
+    assert again == step
+    with pytest.raises(loom.LoomOptError, match="unknown pass or option '--no-such-pass'"):
+        loom.run_opt(forward, ["--no-such-pass"])
+    with pytest.raises(loom.LoomOptError, match="expected"):
+        loom.run_opt("func.func @f( {", [])
+
+
+def test_run_opt_prints_as_loom_opt(forward):
+    args = ["--train-autodiff", "--zero-partition=stage=3 world-size=2", "--canonicalize",
+            "--mlir-print-debuginfo"]
+    tool = subprocess.run([loom.find_tool("loom-opt"), *args, "-"], input=forward,
+                          capture_output=True, text=True, check=True).stdout
+    assert loom.run_opt(forward, args) == tool
