@@ -318,7 +318,6 @@ py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
       printing.enableDebugInfo();
       continue;
     }
-    std::string pipeline;
     if (flag.consume_front("pass-pipeline=")) {
       // The anchored form loom-opt takes: the passes inside it go on pm.
       flag = flag.trim().trim('\'').trim('"');
@@ -328,16 +327,24 @@ py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
            << flag << "'\n";
         return fail();
       }
-      pipeline = flag.str();
-    } else {
-      auto [name, options] = flag.split('=');
-      if (!PassInfo::lookup(name) && !PassPipelineInfo::lookup(name)) {
-        os << "loom: error: unknown pass or option '" << arg << "'\n";
+      if (failed(parsePassPipeline(flag, pm, os)))
         return fail();
-      }
-      pipeline = (name + (options.empty() ? "" : "{" + options + "}")).str();
+      continue;
     }
-    if (failed(parsePassPipeline(pipeline, pm, os)))
+    // A pass flag, added as loom-opt adds it: nested where the pass is
+    // anchored on an op inside the module (func.func).
+    auto [name, options] = flag.split('=');
+    const PassRegistryEntry *entry = PassInfo::lookup(name);
+    if (!entry)
+      entry = PassPipelineInfo::lookup(name);
+    if (!entry) {
+      os << "loom: error: unknown pass or option '" << arg << "'\n";
+      return fail();
+    }
+    if (failed(entry->addToPipeline(pm, options, [&](const llvm::Twine &msg) {
+          os << "loom: error: " << msg << "\n";
+          return failure();
+        })))
       return fail();
   }
   llvm::SourceMgr sourceMgr;

@@ -134,3 +134,9 @@ def test_run_opt_prints_as_loom_opt(forward):
     tool = subprocess.run([loom.find_tool("loom-opt"), *args, "-"], input=forward,
                           capture_output=True, text=True, check=True).stdout
     assert loom.run_opt(forward, args) == tool
+
+
+def test_run_opt_nests_function_passes(forward, no_subprocess):
+    # train-fuse-linear-cross-entropy runs on func.func: nested, as loom-opt does.
+    fused = loom.run_opt(forward, ["--train-fuse-linear-cross-entropy=chunk-tokens=8"])
+    assert "train.linear_cross_entropy" in fused
