@@ -17,14 +17,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
+#include "loom/InitAllDialects.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
@@ -80,6 +84,14 @@ enum class Stages {
   EachStage,
 };
 
+/// -v's line for the phase `phase` running `pipeline` on the module: the
+/// --pass-pipeline loom-opt takes.
+std::string phaseLine(Reporter &reporter, StringRef phase, StringRef pipeline) {
+  return (reporter.getTool() + ": phase " + phase +
+          ": --pass-pipeline='builtin.module(" + pipeline + ")'")
+      .str();
+}
+
 /// Runs the registered pipeline `name` with `options` (built by `build`) on
 /// `module` as the phase `phase`; with -v, prints it as loom-opt's
 /// --pass-pipeline takes it first. On failure says which phase failed.
@@ -90,15 +102,14 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
                        bool verbose, Reporter &reporter,
                        Stages stages = Stages::None,
                        llvm::StringSet<> *printed = nullptr) {
-  bool nested = stages != Stages::None;
   if (verbose) {
-    std::string line;
-    raw_string_ostream os(line);
-    os << reporter.getTool() << ": phase " << phase
-       << ": --pass-pipeline='builtin.module("
-       << (nested ? "builtin.module(" : "") << name;
+    std::string pipeline;
+    raw_string_ostream os(pipeline);
+    os << name;
     options.print(os);
-    os << (nested ? "))'" : ")'");
+    if (stages != Stages::None)
+      pipeline = "builtin.module(" + pipeline + ")";
+    std::string line = phaseLine(reporter, phase, pipeline);
     if (!printed || printed->insert(line).second)
       reporter.stream() << line << "\n";
   }
@@ -430,6 +441,13 @@ LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module, int64_t stage,
 
 } // namespace
 
+void loom::driver::registerCompileDialects(DialectRegistry &registry) {
+  mlir::registerAllDialects(registry);
+  registerAllExtensions(registry);
+  loom::registerAllDialects(registry);
+  registerAllToLLVMIRTranslations(registry);
+}
+
 void Reporter::error(const Twine &message) {
   os << tool << ": error: " << message << "\n";
 }
@@ -444,9 +462,8 @@ static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                                   std::unique_ptr<Pass> pass, bool verbose,
                                   Reporter &reporter) {
   if (verbose)
-    reporter.stream() << reporter.getTool() << ": phase " << phase
-                      << ": --pass-pipeline='builtin.module("
-                      << pass->getArgument() << ")'\n";
+    reporter.stream() << phaseLine(reporter, phase, pass->getArgument())
+                      << "\n";
   return runPasses(module, phase, reporter,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }

@@ -8,18 +8,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
-#include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
 #include "loom/Runtime/StepManifest.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/FileSystem.h"
@@ -78,16 +74,23 @@ private:
   llvm::SmallString<128> path;
 };
 
-/// A context with every dialect and translation loomc has.
+/// A context with every dialect and translation the phases use.
 std::unique_ptr<MLIRContext> makeContext() {
   DialectRegistry registry;
-  mlir::registerAllDialects(registry);
-  registerAllExtensions(registry);
-  loom::registerAllDialects(registry);
-  registerAllToLLVMIRTranslations(registry);
+  registerCompileDialects(registry);
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   return context;
+}
+
+/// Registers MLIR's and Loom's passes for textual pipelines, once.
+void registerPassesOnce() {
+  static bool registered = [] {
+    mlir::registerAllPasses();
+    loom::registerAllPasses();
+    return true;
+  }();
+  (void)registered;
 }
 
 /// Parses `source` (named `name` in diagnostics), reporting to `handler`'s
@@ -253,11 +256,7 @@ py::tuple report(const std::string &source, const std::string &name,
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   auto fail = [&] { return py::make_tuple(false, diagnostics); };
-  static bool registered = [] {
-    loom::registerAllPasses();
-    return true;
-  }();
-  (void)registered;
+  registerPassesOnce();
   std::unique_ptr<MLIRContext> context = makeContext();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
@@ -301,12 +300,7 @@ py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   auto fail = [&] { return py::make_tuple(false, diagnostics); };
-  static bool registered = [] {
-    loom::registerAllPasses();
-    mlir::registerAllPasses();
-    return true;
-  }();
-  (void)registered;
+  registerPassesOnce();
   std::unique_ptr<MLIRContext> context = makeContext();
   PassManager pm(context.get(), ModuleOp::getOperationName(),
                  OpPassManager::Nesting::Implicit);

@@ -13,18 +13,14 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
-#include "loom/InitAllDialects.h"
 #include "loom/Runtime/DurableFile.h"
 #include "loom/Support/CrashGuard.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Support/Timing.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Support/CommandLine.h"
@@ -95,10 +91,7 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  loom::registerAllDialects(registry);
-  registerAllToLLVMIRTranslations(registry);
+  registerCompileDialects(registry);
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 

@@ -6,15 +6,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
-#include "loom/InitAllDialects.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -60,10 +56,7 @@ class DriverTest : public ::testing::Test {
 protected:
   DriverTest() {
     DialectRegistry registry;
-    mlir::registerAllDialects(registry);
-    registerAllExtensions(registry);
-    loom::registerAllDialects(registry);
-    registerAllToLLVMIRTranslations(registry);
+    registerCompileDialects(registry);
     context.appendDialectRegistry(registry);
     context.loadAllAvailableDialects();
   }

@@ -42,6 +42,11 @@ private:
   llvm::raw_ostream &os;
 };
 
+/// Adds to `registry` every dialect, extension and LLVM IR translation the
+/// phases use: what a client's context needs for compileToMlir and
+/// translateToLlvm.
+void registerCompileDialects(mlir::DialectRegistry &registry);
+
 /// What the memory-plan phase planned for one stage (the whole step
 /// without pipeline stages).
 struct StagePlan {
