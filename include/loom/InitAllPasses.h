@@ -14,6 +14,7 @@
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Remat/Passes.h"
 #include "loom/Sharding/Passes.h"
+#include "loom/Target/Passes.h"
 #include "loom/Trainer/Passes.h"
 
 namespace loom {
@@ -21,6 +22,7 @@ namespace loom {
 /// Registers every pass and pipeline Loom defines with the global registry,
 /// in the order the data flows through them.
 inline void registerAllPasses() {
+  target::registerTargetPasses();
   train::registerTrainPasses();
   autodiff::registerAutodiffPasses();
   pp::registerPipelineParallelPasses();

@@ -319,6 +319,97 @@ llvm::Expected<Profile> Profile::load(llvm::StringRef path) {
   return parse((*buffer)->getBuffer(), path);
 }
 
+train::TargetAttr DeviceDescription::toAttr(MLIRContext *context,
+                                            train::ProfileAttr profile) const {
+  Builder builder(context);
+  SmallVector<NamedAttribute> flops;
+  for (const auto &entry : peakFlops)
+    flops.push_back(builder.getNamedAttr(
+        entry.getKey(), builder.getF64FloatAttr(entry.getValue())));
+  SmallVector<Attribute> linkAttrs;
+  for (const LinkDescription &link : links)
+    linkAttrs.push_back(
+        train::LinkAttr::get(context, link.scope, link.maxRanks,
+                             builder.getF64FloatAttr(link.bandwidth),
+                             builder.getF64FloatAttr(link.latency)));
+  return train::TargetAttr::get(context, name, builder.getDictionaryAttr(flops),
+                                builder.getF64FloatAttr(memoryBandwidth),
+                                builder.getF64FloatAttr(memoryBytes),
+                                builder.getF64FloatAttr(computeEfficiency),
+                                builder.getF64FloatAttr(memoryEfficiency),
+                                builder.getF64FloatAttr(computeSlowdown),
+                                builder.getArrayAttr(linkAttrs), profile);
+}
+
+DeviceDescription DeviceDescription::fromAttr(train::TargetAttr target) {
+  DeviceDescription device;
+  device.name = target.getDevice().str();
+  for (NamedAttribute entry : target.getPeakFlops())
+    device.peakFlops[entry.getName().getValue()] =
+        cast<FloatAttr>(entry.getValue()).getValueAsDouble();
+  device.memoryBandwidth = target.getMemoryBandwidth().getValueAsDouble();
+  device.memoryBytes = target.getMemoryBytes().getValueAsDouble();
+  device.computeEfficiency = target.getComputeEfficiency().getValueAsDouble();
+  device.memoryEfficiency = target.getMemoryEfficiency().getValueAsDouble();
+  device.computeSlowdown = target.getComputeSlowdown().getValueAsDouble();
+  for (auto link : target.getLinks().getAsRange<train::LinkAttr>())
+    device.links.push_back({link.getScope().str(), link.getMaxRanks(),
+                            link.getBandwidth().getValueAsDouble(),
+                            link.getLatency().getValueAsDouble()});
+  return device;
+}
+
+/// The map's keys in increasing order, and their values.
+template <typename Value>
+static std::pair<SmallVector<int64_t>, SmallVector<Value>>
+sortedEntries(const llvm::DenseMap<int64_t, Value> &map) {
+  SmallVector<int64_t> keys;
+  for (const auto &entry : map)
+    keys.push_back(entry.first);
+  llvm::sort(keys);
+  SmallVector<Value> values;
+  for (int64_t key : keys)
+    values.push_back(map.lookup(key));
+  return {keys, values};
+}
+
+train::ProfileAttr Profile::toAttr(MLIRContext *context) const {
+  auto [ops, opSeconds] = sortedEntries(runSeconds);
+  auto [fused, into] = sortedEntries(fusedInto);
+  auto [collectives, seconds] = sortedEntries(collectiveSeconds);
+  Builder builder(context);
+  return train::ProfileAttr::get(context, source, target, worldSize, steps,
+                                 builder.getF64FloatAttr(stepSeconds),
+                                 builder.getF64FloatAttr(waitSeconds),
+                                 DenseI64ArrayAttr::get(context, ops),
+                                 DenseF64ArrayAttr::get(context, opSeconds),
+                                 DenseI64ArrayAttr::get(context, fused),
+                                 DenseI64ArrayAttr::get(context, into),
+                                 DenseI64ArrayAttr::get(context, collectives),
+                                 DenseF64ArrayAttr::get(context, seconds));
+}
+
+Profile Profile::fromAttr(train::ProfileAttr attr) {
+  Profile profile;
+  profile.source = attr.getSource().str();
+  profile.target = attr.getTarget().str();
+  profile.worldSize = attr.getWorldSize();
+  profile.steps = attr.getSteps();
+  profile.stepSeconds = attr.getStepSeconds().getValueAsDouble();
+  profile.waitSeconds = attr.getWaitSeconds().getValueAsDouble();
+  for (auto [id, seconds] : llvm::zip_equal(attr.getOps().asArrayRef(),
+                                            attr.getOpSeconds().asArrayRef()))
+    profile.runSeconds[id] = seconds;
+  for (auto [id, into] : llvm::zip_equal(attr.getFused().asArrayRef(),
+                                         attr.getFusedInto().asArrayRef()))
+    profile.fusedInto[id] = into;
+  for (auto [id, seconds] :
+       llvm::zip_equal(attr.getCollectives().asArrayRef(),
+                       attr.getCollectiveSeconds().asArrayRef()))
+    profile.collectiveSeconds[id] = seconds;
+  return profile;
+}
+
 llvm::Error CostModel::loadProfile(llvm::StringRef path, Operation *root) {
   llvm::Expected<Profile> loaded = Profile::load(path);
   if (!loaded)
@@ -467,18 +558,17 @@ double CostModel::getCollectiveTime(const coll::CollectiveTraffic &traffic,
   return double(traffic.steps) * link.latency + bytes / link.bandwidth;
 }
 
-std::optional<CostModel> loom::loadCostModel(Operation *anchor,
-                                             llvm::StringRef pass,
-                                             llvm::StringRef device,
-                                             llvm::StringRef profile) {
-  llvm::Expected<DeviceDescription> description =
-      DeviceDescription::load(device);
-  if (!description) {
-    anchor->emitError() << pass << ": " << toString(description.takeError());
+std::optional<CostModel>
+loom::getCostModel(Operation *anchor, llvm::StringRef pass, bool bindProfile) {
+  train::TargetAttr target = train::getTarget(anchor);
+  if (!target) {
+    anchor->emitError() << pass
+                        << ": the module has no target (train.target); run "
+                           "loom-set-target{device=<name>} first";
     return std::nullopt;
   }
-  CostModel model(std::move(*description));
-  if (profile.empty())
+  CostModel model(DeviceDescription::fromAttr(target));
+  if (!bindProfile || !target.getProfile())
     return model;
   // A function without collectives has nothing a profile could change (and
   // may be a helper with no ids).
@@ -488,7 +578,8 @@ std::optional<CostModel> loom::loadCostModel(Operation *anchor,
                                      })
                                      .wasInterrupted())
     return model;
-  if (llvm::Error error = model.loadProfile(profile, anchor)) {
+  if (llvm::Error error =
+          model.bindProfile(Profile::fromAttr(target.getProfile()), anchor)) {
     anchor->emitError() << pass << ": " << toString(std::move(error));
     return std::nullopt;
   }

@@ -44,7 +44,7 @@ void optimize(llvm::Module &module, TargetMachine *machine,
   LoopAnalysisManager loops;
   FunctionAnalysisManager functions;
   CGSCCAnalysisManager sccs;
-  ModuleAnalysisManager modules;
+  llvm::ModuleAnalysisManager modules;
   PipelineTuningOptions tuning;
   tuning.LoopUnrolling = tuning.LoopInterleaving = tuning.LoopVectorization =
       true;

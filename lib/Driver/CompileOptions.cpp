@@ -81,6 +81,10 @@ std::string CompileOptions::verify() const {
   if (memoryLimitMb > 0 && schedule != Schedule::Loom)
     return "--memory-limit-mb bounds Loom's schedule; a baseline --schedule "
            "keeps its own order";
+  if (Expected<DeviceDescription> described =
+          DeviceDescription::load(targetDevice());
+      !described)
+    return "--device " + toString(described.takeError());
   if (!profile.empty()) {
     if (schedule != Schedule::Loom ||
         (zeroStage == ZeroStage::None && !remat()))
@@ -109,6 +113,17 @@ std::string CompileOptions::verify() const {
   return "";
 }
 
+std::string CompileOptions::targetDevice() const {
+  if (!device.empty())
+    return device;
+  return target == Target::Cuda ? "h100-nvlink" : "cpu";
+}
+
+void CompileOptions::fill(target::LoomSetTargetPassOptions &setTarget) const {
+  setTarget.device = targetDevice();
+  setTarget.profile = profile;
+}
+
 void CompileOptions::fill(TrainingStepOptions &step) const {
   step.fuseCrossEntropy = fuseCrossEntropy;
   step.fuseCrossEntropyVocab = fuseCrossEntropyVocab;
@@ -120,7 +135,6 @@ void CompileOptions::fill(TrainingStepOptions &step) const {
   step.pipelineReplicas = pipelineStages > 1 ? replicas() : 1;
   step.pipelineSchedule = pipelineSchedule;
   step.pipelineLayout = pipelineLayout;
-  step.pipelineDevice = device.empty() ? std::string("cpu") : device;
 }
 
 void CompileOptions::fill(ShardingOptions &sharding) const {
@@ -128,10 +142,6 @@ void CompileOptions::fill(ShardingOptions &sharding) const {
   // A pipeline stage is sharded over its replicas.
   sharding.worldSize = replicas();
   sharding.schedule = schedule;
-  sharding.device = !device.empty()          ? device
-                    : target == Target::Cuda ? std::string("h100-nvlink")
-                                             : std::string("cpu");
-  sharding.profile = profile;
   sharding.rematSolver = rematSolver;
   sharding.rematActivations = rematActivations;
   sharding.rematBudgetMb = rematBudgetMb;
@@ -360,9 +370,10 @@ struct CompileCLOptions {
       cl::init(toCL(defaults.lossKernels)), cl::cat(cat)};
   cl::opt<cl::boolOrDefault> embeddingKernel{
       "embedding-kernel",
-      cl::desc("run the embedding gradient's scatter-add as the runtime's "
-               "kernel, summing in f32 (convert-train-to-kernels{embedding-kernel}; "
-               "default: on for --target=cuda)"),
+      cl::desc(
+          "run the embedding gradient's scatter-add as the runtime's "
+          "kernel, summing in f32 (convert-train-to-kernels{embedding-kernel}; "
+          "default: on for --target=cuda)"),
       cl::init(toCL(defaults.embeddingKernel)), cl::cat(cat)};
   cl::opt<bool> widenCompute{
       "widen-compute",

@@ -461,9 +461,12 @@ void Reporter::remark(const Twine &message) {
 static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                                   std::unique_ptr<Pass> pass, bool verbose,
                                   Reporter &reporter) {
-  if (verbose)
-    reporter.stream() << phaseLine(reporter, phase, pass->getArgument())
-                      << "\n";
+  if (verbose) {
+    std::string pipeline;
+    raw_string_ostream os(pipeline);
+    pass->printAsTextualPipeline(os);
+    reporter.stream() << phaseLine(reporter, phase, pipeline) << "\n";
+  }
   return runPasses(module, phase, reporter,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
@@ -482,6 +485,13 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
                    " has no function with a train.loss result");
     return failure();
   }
+  // 0. The target every phase estimates time on, in the IR.
+  target::LoomSetTargetPassOptions setTarget;
+  options.fill(setTarget);
+  if (failed(runPassPhase(*module, "target",
+                          target::createLoomSetTargetPass(setTarget),
+                          options.verbose, reporter)))
+    return failure();
   // 1. The training step.
   TrainingStepOptions step;
   options.fill(step);

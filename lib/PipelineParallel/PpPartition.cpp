@@ -88,12 +88,11 @@ struct OpInfo {
 class Partitioner {
 public:
   Partitioner(func::FuncOp step, int64_t stages, int64_t replicas,
-              ScheduleKind kind, StringRef scheduleName, StringRef layout,
-              StringRef device)
+              ScheduleKind kind, StringRef scheduleName, StringRef layout)
       : step(step), body(step.getBody().front()),
         ret(cast<func::ReturnOp>(body.getTerminator())), numStages(stages),
         numReplicas(replicas), kind(kind), scheduleName(scheduleName),
-        layout(layout), device(device), loc(step.getLoc()) {}
+        layout(layout), loc(step.getLoc()) {}
 
   LogicalResult run();
 
@@ -132,7 +131,7 @@ private:
   /// numReplicas ranks.
   int64_t numReplicas;
   ScheduleKind kind;
-  StringRef scheduleName, layout, device;
+  StringRef scheduleName, layout;
   Location loc;
   int64_t microbatches = 1;
 
@@ -399,7 +398,8 @@ LogicalResult Partitioner::assignStages() {
              << flat << "\", the step has \"" << expected << "\"";
   } else {
     std::optional<CostModel> model =
-        loadCostModel(step->getParentOp(), "pp-partition", device);
+        getCostModel(step->getParentOp(), "pp-partition",
+                     /*bindProfile=*/false);
     if (!model)
       return failure();
     SmallVector<double> cost(unitKinds.size(), 0);
@@ -875,8 +875,7 @@ void PPPartitionPass::runOnOperation() {
                       "pp-partition runs before zero-partition";
     return signalPassFailure();
   }
-  Partitioner partitioner(step, stages, replicas, *kind, schedule, layout,
-                          device);
+  Partitioner partitioner(step, stages, replicas, *kind, schedule, layout);
   if (failed(partitioner.run()))
     signalPassFailure();
 }

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -69,6 +70,10 @@ struct PPSplitStagesPass
       auto stage = ModuleOp::create(builder, module.getLoc(),
                                     ("stage" + Twine(index)).str());
       stage->setAttr(attrs::kPipelineStage, builder.getI64IntegerAttr(index));
+      // A stage compiles on its own (even detached), for the same target.
+      if (Attribute target =
+              module->getAttr(train::TrainDialect::kTargetAttrName))
+        stage->setAttr(train::TrainDialect::kTargetAttrName, target);
       Block *body = stage.getBody();
       for (func::FuncOp func : shared)
         body->push_back(func->clone());

@@ -17,7 +17,8 @@
 //                           order within the memory limit and keeps the
 //                           fastest order the simulation finds.
 //
-// The device, memory limit and prefetch distance are shared options.
+// The memory limit and prefetch distance are shared options; every pass
+// estimates time on the module's target (loom-set-target).
 //
 //===----------------------------------------------------------------------===//
 
@@ -33,27 +34,20 @@ void loom::buildSchedulePipeline(OpPassManager &pm,
   if (options.rematBudgetMb > 0 || options.rematActivations < 1) {
     pipelines::addTrainRemat(pm, options.rematBudgetMb,
                              options.rematActivations, options.rematSolver,
-                             options.device, options.profile,
                              options.leanestBelowFloor);
   }
   if (options.gatherBudgetMb > 0) {
     sharding::ZeroSelectiveGatherPassOptions gather;
     gather.budgetMb = options.gatherBudgetMb;
-    gather.device = options.device;
-    gather.profile = options.profile;
     pm.addPass(sharding::createZeroSelectiveGatherPass(gather));
   }
   if (options.bucketMb > 0) {
     coll::CollBucketPassOptions bucket;
     bucket.bucketMb = options.bucketMb;
     bucket.firstBucketMb = options.firstBucketMb;
-    bucket.device = options.device;
-    bucket.profile = options.profile;
     pm.addNestedPass<func::FuncOp>(coll::createCollBucketPass(bucket));
   }
   coll::CollOverlapSchedulePassOptions schedule;
-  schedule.device = options.device;
-  schedule.profile = options.profile;
   schedule.memoryLimitMb =
       options.memoryLimitMb > 0 ? options.memoryLimitMb : options.rematBudgetMb;
   schedule.memoryHeadroom = options.memoryHeadroom;

@@ -29,8 +29,6 @@ void loom::buildShardingPipeline(OpPassManager &pm,
   if (options.zeroStage != ZeroStage::None) {
     if (options.schedule == Schedule::Loom) {
       SchedulePipelineOptions schedule;
-      schedule.device = options.device;
-      schedule.profile = options.profile;
       schedule.memoryLimitMb = options.memoryLimitMb;
       schedule.rematBudgetMb = options.rematBudgetMb;
       schedule.rematSolver = options.rematSolver;
@@ -50,7 +48,6 @@ void loom::buildShardingPipeline(OpPassManager &pm,
     // Unsharded: no collectives to schedule, activations to recompute.
     pipelines::addTrainRemat(pm, options.rematBudgetMb,
                              options.rematActivations, options.rematSolver,
-                             options.device, options.profile,
                              options.leanestBelowFloor);
   }
   pm.addPass(trainer::createTrainerRecordScheduledPeakPass());

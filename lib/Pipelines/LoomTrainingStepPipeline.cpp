@@ -44,7 +44,6 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
     partition.replicas = options.pipelineReplicas;
     partition.schedule = options.pipelineSchedule;
     partition.layout = options.pipelineLayout;
-    partition.device = options.pipelineDevice;
     pm.addPass(pp::createPPPartitionPass(partition));
   }
 }

@@ -13,12 +13,12 @@
 namespace loom::pipelines {
 
 /// train-remat under `budgetMb` (and `activationBudget`) with `solver`, op
-/// times from `device` (and `profile`), a budget below its floor an error
-/// or (`leanestBelowFloor`) its leanest step: the sharded step's, and the
+/// times from the module's target, a budget below its floor an error or
+/// (`leanestBelowFloor`) its leanest step: the sharded step's, and the
 /// unsharded one's.
 void addTrainRemat(mlir::OpPassManager &pm, double budgetMb,
-                   double activationBudget, const std::string &solver, const std::string &device,
-                   const std::string &profile, bool leanestBelowFloor);
+                   double activationBudget, const std::string &solver,
+                   bool leanestBelowFloor);
 
 /// One-shot bufferisation of the whole module, results with identity
 /// layouts at function boundaries, then the deallocations.

@@ -33,16 +33,12 @@ llvm::StringRef loom::stringifyOptimizer(Optimizer optimizer) {
 void loom::pipelines::addTrainRemat(OpPassManager &pm, double budgetMb,
                                     double activationBudget,
                                     const std::string &solver,
-                                    const std::string &device,
-                                    const std::string &profile,
                                     bool leanestBelowFloor) {
   remat::TrainRematPassOptions remat;
   remat.budgetMb = budgetMb;
   remat.activationBudget = activationBudget;
   remat.leanestBelowFloor = leanestBelowFloor;
   remat.solver = solver;
-  remat.device = device;
-  remat.profile = profile;
   pm.addPass(remat::createTrainRematPass(remat));
 }
 

@@ -292,7 +292,8 @@ std::vector<KeepSet> solveLadder(const StepGraph &graph,
     unsigned solvesLeft = kLadder + 1 - step;
     int64_t modelBudget =
         bottom + int64_t(double(top - bottom) * step / kLadder);
-    std::optional<std::vector<unsigned>> choice = solveChain(chain, modelBudget);
+    std::optional<std::vector<unsigned>> choice =
+        solveChain(chain, modelBudget);
     if (!choice)
       continue;
     if (policy == Policy::Ilp) {
@@ -387,7 +388,7 @@ struct TrainRematPass
       return signalPassFailure();
     }
     std::optional<CostModel> model =
-        loadCostModel(getOperation(), "train-remat", device, profile);
+        getCostModel(getOperation(), "train-remat");
     if (!model)
       return signalPassFailure();
     unsigned steps = 0;
@@ -508,9 +509,9 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         runs = std::move(*built);
       }
       double share = remainingSeconds() / double(segments.size() - i);
-      for (KeepSet &keep :
-           solveLadder(runs ? *runs : graph, keptAllTimeline, keptAll.peakBytes, policy,
-                       share, gap, maxNodes, stats, stepStats, fallbacks))
+      for (KeepSet &keep : solveLadder(runs ? *runs : graph, keptAllTimeline,
+                                       keptAll.peakBytes, policy, share, gap,
+                                       maxNodes, stats, stepStats, fallbacks))
         if (!llvm::any_of(solutions,
                           [&](const auto &seen) { return seen.first == keep; }))
           solutions.emplace_back(std::move(keep), segment);
@@ -525,8 +526,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                                       measured, keep);
     }
     // The fastest within `limit`, the smaller peak on a tie.
-    auto pick = [&](int64_t limit) -> const std::tuple<double, Measured,
-                                                       KeepSet> * {
+    auto pick =
+        [&](int64_t limit) -> const std::tuple<double, Measured, KeepSet> * {
       const std::tuple<double, Measured, KeepSet> *best = nullptr;
       for (const auto &candidate : measuredCandidates) {
         const auto &[seconds, measured, keep] = candidate;
@@ -544,8 +545,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
     // those within activation-budget.
     int64_t leastActivations = keptAll.activationBytes;
     for (const auto &candidate : measuredCandidates)
-      leastActivations = std::min(leastActivations,
-                                  std::get<1>(candidate).activationBytes);
+      leastActivations =
+          std::min(leastActivations, std::get<1>(candidate).activationBytes);
     if (leastActivations > activationLimit)
       return emitError(func.getLoc())
              << "train-remat: activation-budget="

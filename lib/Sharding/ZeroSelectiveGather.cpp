@@ -71,7 +71,7 @@ struct ZeroSelectiveGatherPass
       return signalPassFailure();
     }
     std::optional<CostModel> loaded =
-        loadCostModel(getOperation(), "zero-selective-gather", device, profile);
+        getCostModel(getOperation(), "zero-selective-gather");
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;

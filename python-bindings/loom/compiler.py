@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 
 class CompileError(RuntimeError):
@@ -97,16 +97,22 @@ def compile(module: str | os.PathLike, output: str | os.PathLike | None = None, 
                     manifests=list(result["manifests"]))
 
 
-def report(step: str, device: str = "cpu", *, name: str = "step.mlir", **options: Any) -> Any:
+def report(step: str, device: Optional[str] = None, *, profile: Optional[str] = None,
+           name: str = "step.mlir", **options: Any) -> Any:
     """Runs ``coll-report`` on ``step`` (a sharded step, e.g.
-    ``compile(..., emit="step").text``) for ``device`` in-process and returns
-    its JSON report as Python objects: the schedule's simulated time, the
-    memory timeline's peak, compute, communication and stalls (see
-    docs/Passes.md, coll-report), and under ``table`` the table coll-report
-    prints. Further ``options`` are coll-report's
-    (``profile="p.json"``, ``function="..."``)."""
+    ``compile(..., emit="step").text``) in-process and returns its JSON
+    report as Python objects: the schedule's simulated time, the memory
+    timeline's peak, compute, communication and stalls (see docs/Passes.md,
+    coll-report), the target it used under ``target``, and under ``table``
+    the table coll-report prints. The step is simulated on the target it
+    carries (``train.target``, set when it was compiled) unless ``device``
+    (and ``profile``, a trainer's --profile) names another: then
+    ``loom-set-target`` runs first. Further ``options`` are coll-report's
+    (``function="..."``)."""
+    if profile and not device:
+        raise ValueError("loom.report: a profile needs the device it was measured on (device=...)")
     extra = " ".join(f"{key.replace('_', '-')}={value}" for key, value in options.items())
-    ok, result = _extension().report(step, name, device, extra)
+    ok, result = _extension().report(step, name, device or "", profile or "", extra)
     if not ok:
         raise CompileError(result)
     text, table = result

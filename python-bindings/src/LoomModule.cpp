@@ -249,10 +249,13 @@ py::tuple compile(const std::string &source,
   return py::make_tuple(true, result);
 }
 
-/// Runs coll-report{device=... <options>} on `source` (a step) in-process and
-/// returns (True, (its JSON text, its table)) or (False, diagnostics).
+/// Runs coll-report{<options>} on `source` (a step) in-process, on the
+/// step's own target or, when `device` is given, after
+/// loom-set-target{device profile}, and returns (True, (its JSON text, its
+/// table)) or (False, diagnostics).
 py::tuple report(const std::string &source, const std::string &name,
-                 const std::string &device, const std::string &extra) {
+                 const std::string &device, const std::string &profile,
+                 const std::string &extra) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   auto fail = [&] { return py::make_tuple(false, diagnostics); };
@@ -272,9 +275,13 @@ py::tuple report(const std::string &source, const std::string &name,
   }
   PassManager pm(context.get());
   // The passes of the module's pipeline (pm is anchored on builtin.module).
-  std::string pipeline = "coll-report{device=" + device +
-                         " json=" + json.str().str() +
-                         (extra.empty() ? "" : " " + extra) + "}";
+  std::string pipeline =
+      (device.empty()
+           ? std::string()
+           : "loom-set-target{device=" + device +
+                 (profile.empty() ? "" : " profile=" + profile) + "},") +
+      "coll-report{json=" + json.str().str() +
+      (extra.empty() ? "" : " " + extra) + "}";
   StderrCapture table;
   if (failed(parsePassPipeline(pipeline, pm, os)) || failed(pm.run(*module))) {
     os << table.finish();
@@ -366,5 +373,5 @@ PYBIND11_MODULE(_loom, m) {
   m.def("compile", &compile, py::arg("source"), py::arg("flags"),
         py::arg("output"), py::arg("name"));
   m.def("report", &report, py::arg("source"), py::arg("name"),
-        py::arg("device"), py::arg("extra"));
+        py::arg("device"), py::arg("profile"), py::arg("extra"));
 }

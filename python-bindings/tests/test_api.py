@@ -92,8 +92,12 @@ def test_errors_carry_the_diagnostics(forward):
 
 def test_report_in_process(forward, no_subprocess):
     step = loom.compile(forward, emit="step", world_size=2, zero_stage=3).text
+    # The step carries the target it was compiled for (the CPU's by default).
+    own = loom.report(step)
+    assert own["target"] == {"device": "cpu", "compute_slowdown": 0, "profile": None}
     report = loom.report(step, device="h100-nvlink")
     assert report["device"] == "h100-nvlink"
+    assert report["table"].startswith("coll-report: @forward on h100-nvlink")
     assert report["peak_bytes"] > 0
     assert report["makespan_us"] >= report["lower_bound_us"] > 0
     assert report["table"].startswith("coll-report: @")

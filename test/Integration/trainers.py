@@ -448,15 +448,15 @@ def profile(work: str) -> None:
     proc = subprocess.run([loomc, forward, *flags, "--profile", prof, "-v", "-o", again],
                           capture_output=True, text=True)
     check(proc.returncode == 0 and f"profile={prof}" in proc.stderr,
-          "loomc --profile: the sharding phase schedules with the profile")
+          "loomc --profile: the target the phases schedule on carries the profile")
     log2 = os.path.join(work, "profile-again.jsonl")
     remove(log2)
     run(work, "r2-z3-profiled", ranks, "--steps", "4", "--log", log2)
     check(losses(log2) == losses(log), "loomc --profile: the same 4 losses, bit for bit")
 
     report = os.path.join(work, "profile-report.json")
-    proc = subprocess.run([find_tool("loom-opt"), step,
-                           f"--coll-report=device=cpu profile={prof} json={report}",
+    proc = subprocess.run([find_tool("loom-opt"), step, f"--loom-set-target=device=cpu profile={prof}",
+                           f"--coll-report=json={report}",
                            "-o", os.devnull], capture_output=True, text=True)
     check(proc.returncode == 0 and "predicted against measured" in proc.stderr,
           "coll-report: predicted against measured")

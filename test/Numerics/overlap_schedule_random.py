@@ -85,8 +85,8 @@ def random_dag(rng):
 def report(path, passes, tmp, fails=False):
     """coll-report's figures after `passes`, and the remarks they printed."""
     out = os.path.join(tmp, "r.json")
-    proc = subprocess.run([find_tool("loom-opt"), path, *passes,
-                           f"--coll-report=device=cpu json={out} check-tracker=true", "-o", os.devnull],
+    proc = subprocess.run([find_tool("loom-opt"), path, "--loom-set-target=device=cpu", *passes,
+                           f"--coll-report=json={out} check-tracker=true", "-o", os.devnull],
                           capture_output=True, text=True)
     if fails:
         if proc.returncode == 0 or "below the smallest peak" not in proc.stderr:
@@ -110,7 +110,7 @@ with tempfile.TemporaryDirectory() as tmp:
             base, _ = report(path, [], tmp)
             sync, _ = report(path, ["--coll-reorder-baseline=policy=synchronous"], tmp)
             limit = int(sync["peak_bytes"] * 1.05)
-            got, remarks = report(path, ["--coll-overlap-schedule=device=cpu"], tmp)
+            got, remarks = report(path, ["--coll-overlap-schedule"], tmp)
             fallbacks += "dropped the order" in remarks
             if got["peak_bytes"] > limit:
                 raise RuntimeError(f"peak {got['peak_bytes']} > limit {limit}")
@@ -119,11 +119,11 @@ with tempfile.TemporaryDirectory() as tmp:
             if base["peak_bytes"] <= limit and got["makespan_us"] > base["makespan_us"] * (1 + 1e-9) + 1e-6:
                 raise RuntimeError(f"makespan {got['makespan_us']} > input {base['makespan_us']}")
             exact = sync["peak_bytes"] / 2**20
-            tight, _ = report(path, [f"--coll-overlap-schedule=device=cpu memory-limit-mb={exact!r}"], tmp)
+            tight, _ = report(path, [f"--coll-overlap-schedule=memory-limit-mb={exact!r}"], tmp)
             if tight["peak_bytes"] > sync["peak_bytes"]:
                 raise RuntimeError(f"limit {exact} MiB: peak {tight['peak_bytes']}")
-            report(path, [f"--coll-overlap-schedule=device=cpu memory-limit-mb={exact * 0.99!r}"], tmp, fails=True)
-            for passes in (["--coll-prefetch=device=cpu"], ["--coll-prefetch=overtake=false"]):
+            report(path, [f"--coll-overlap-schedule=memory-limit-mb={exact * 0.99!r}"], tmp, fails=True)
+            for passes in (["--coll-prefetch"], ["--coll-prefetch=overtake=false"]):
                 got, _ = report(path, passes, tmp)
                 if got["peak_bytes"] > base["peak_bytes"]:
                     raise RuntimeError(f"{passes[0]}: peak {got['peak_bytes']} > {base['peak_bytes']}")

@@ -88,7 +88,7 @@ for zero, micro, schedule in [(1, 2, "1f1b"), (2, 4, "zb-h1")]:
                         ranks=REPLICAS)
     want = [dict(zip([k for k, _ in ref_results], out)) for out in want]
 
-    staged = run_opt(forward, [microbatch, "--train-autodiff", optimizer,
+    staged = run_opt(forward, [microbatch, "--train-autodiff", optimizer, "--loom-set-target=device=cpu",
                                f"--pp-partition=stages={STAGES} replicas={REPLICAS} "
                                f"schedule={schedule}", partition])
     # loom-run names each rank's entry by its rank: rank s * D + d's is a
@@ -98,7 +98,8 @@ for zero, micro, schedule in [(1, 2, "1f1b"), (2, 4, "zb-h1")]:
                      .replace(f"@forward_stage{r // REPLICAS}(", f"@rank{r}(", 1)
                      for r in range(STAGES * REPLICAS))
     # The attribute aliases (#map...) go with the functions.
-    grid = staged[:staged.index("module {")] + "module {\n" + copies + "}\n"
+    # (The module's own line, with its target, is replaced.)
+    grid = staged[:re.search(r"^module\b", staged, re.M).start()] + "module {\n" + copies + "}\n"
     outputs = run_stages(grid, "rank{rank}",
                          [arguments(sigs[r // REPLICAS][0], r % REPLICAS)
                           for r in range(STAGES * REPLICAS)])

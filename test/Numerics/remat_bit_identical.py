@@ -62,12 +62,12 @@ for ranks in (1, 4):
     for policy in ("none", "every-layer", "sqrt", "knapsack", "chain", "ilp"):
         if ranks == 4 and policy not in ("none", "every-layer", "ilp"):
             continue
-        options = f"solver={policy} device=cpu"
+        options = f"solver={policy}"
         if policy in ("knapsack", "chain", "ilp"):
             # Half way from every-layer's peak to keeping everything.
             budget = (peaks["none"] + peaks["every-layer"]) / 2 / 2**20
             options += f" budget-mb={budget}"
-        remat = run_opt(sharded, [f"--train-remat={options}"])
+        remat = run_opt(sharded, ["--loom-set-target=device=cpu", f"--train-remat={options}"])
         peaks[policy] = int(re.search(r"(?<![a-z_])peak_bytes = (\d+)", remat).group(1))
         cloned = int(re.search(r"cloned_ops = (\d+)", remat).group(1))
         got = run_function(remat, "forward", args, ranks=ranks)

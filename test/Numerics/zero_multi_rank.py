@@ -98,9 +98,11 @@ def check(ranks, stage, extra, label):
 
 check(3, 3, [], "stage 3")
 check(4, 1, [], "stage 1")
-check(4, 2, ["--coll-bucket=device=cpu"], "stage 2 + bucketing")
-check(4, 3, ["--zero-selective-gather=budget-mb=1", "--coll-bucket=device=cpu", "--coll-prefetch"],
+check(4, 2, ["--loom-set-target=device=cpu", "--coll-bucket"], "stage 2 + bucketing")
+check(4, 3, ["--loom-set-target=device=h100-nvlink", "--zero-selective-gather=budget-mb=1",
+             "--loom-set-target=device=cpu", "--coll-bucket", "--coll-prefetch"],
       "stage 3 + selective gather + bucketing + prefetch")
-check(3, 2, ["--loom-schedule-pipeline=device=h100-ib"], "stage 2 + schedule pipeline")
-check(4, 3, ["--loom-schedule-pipeline=device=cpu gather-budget-mb=1"], "stage 3 + schedule pipeline")
+check(3, 2, ["--loom-set-target=device=h100-ib", "--loom-schedule-pipeline"], "stage 2 + schedule pipeline")
+check(4, 3, ["--loom-set-target=device=cpu", "--loom-schedule-pipeline=gather-budget-mb=1"],
+      "stage 3 + schedule pipeline")
 sys.exit(1 if failures else 0)

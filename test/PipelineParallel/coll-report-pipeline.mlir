@@ -3,13 +3,13 @@
 // peak memory, compute, stalls and finish, the makespan and the bubble
 // beside the schedule's textbook (P-1)/(M+P-1); json, trace and plot cover
 // the pipeline.
-// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b" --coll-report="device=cpu json=%t.json trace=%t.trace.json plot=%t.svg" -o /dev/null 2>&1 | FileCheck %s
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3 schedule=1f1b" --coll-report="json=%t.json trace=%t.trace.json plot=%t.svg" -o /dev/null 2>&1 | FileCheck %s
 // RUN: FileCheck %s --check-prefix=JSON < %t.json
 // RUN: FileCheck %s --check-prefix=TRACE < %t.trace.json
 // RUN: FileCheck %s --check-prefix=PLOT < %t.svg
-// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b" --coll-report="device=cpu function=mlp_stage1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
-// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report="device=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRID
-// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report="device=cpu function=mlp_stage0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRIDONE
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3 schedule=1f1b" --coll-report="function=mlp_stage1" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ONE
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRID
+// RUN: loom-opt %S/Inputs/mlp.mlir --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3 schedule=1f1b replicas=2" --zero-partition="stage=2 world-size=2" --coll-report="function=mlp_stage0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=GRIDONE
 
 // CHECK: coll-report: pipeline of 3 stages, 4 microbatches, 1f1b, on cpu
 // CHECK-NEXT: makespan {{[0-9.]+}} us

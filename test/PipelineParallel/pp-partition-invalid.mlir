@@ -1,17 +1,17 @@
 // Tests pp-partition's diagnostics: each names what is wrong and the pass
 // fails without changing the module.
-// RUN: not loom-opt %s --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=FORWARD
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=4" 2>&1 | FileCheck %s --check-prefix=UNITS
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t|t" 2>&1 | FileCheck %s --check-prefix=LAYOUT
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3 layout=t|tL" 2>&1 | FileCheck %s --check-prefix=COUNT
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t|tX" 2>&1 | FileCheck %s --check-prefix=TOKEN
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=t*0|tL" 2>&1 | FileCheck %s --check-prefix=REPEAT
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=STAGES
-// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/loom.microbatch = 1 : i64/loom.microbatch = 7 : i64/' | not loom-opt --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
-// RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
-// RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
+// RUN: not loom-opt %s --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=FORWARD
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=4" 2>&1 | FileCheck %s --check-prefix=UNITS
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|t" 2>&1 | FileCheck %s --check-prefix=LAYOUT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3 layout=t|tL" 2>&1 | FileCheck %s --check-prefix=COUNT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|tX" 2>&1 | FileCheck %s --check-prefix=TOKEN
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=t*0|tL" 2>&1 | FileCheck %s --check-prefix=REPEAT
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=STAGES
+// RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --loom-set-target=device=cpu --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/loom.microbatch = 1 : i64/loom.microbatch = 7 : i64/' | not loom-opt --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
+// RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
+// RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
 
 // UNKNOWN: error: 'foo.mm' op pp-partition: cannot place an op with side effects
 // TERMINATOR: error: pp-partition: expected the step to end in func.return, found 'foo.return'

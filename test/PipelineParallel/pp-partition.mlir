@@ -2,12 +2,12 @@
 // two microbatches: one function per stage, each running its schedule's
 // actions (loom.action) with the sends and receives between them; the last
 // stage computes and returns the loss, each stage updates its parameters.
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --pp-partition="stages=2 replicas=2 layout=t|tL" | FileCheck %s --check-prefix=GRID
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --pp-partition="stages=2 replicas=2 layout=t|tL" --zero-partition="stage=2 world-size=2" | FileCheck %s --check-prefix=ZERO
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 replicas=2 layout=t|tL" | FileCheck %s --check-prefix=GRID
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 replicas=2 layout=t|tL" --zero-partition="stage=2 world-size=2" | FileCheck %s --check-prefix=ZERO
 
 // 1F1B on two stages. Stage 0 warms up with one forward, sends each
 // microbatch's activation as it is made, and waits each send once the

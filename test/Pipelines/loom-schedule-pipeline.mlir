@@ -2,19 +2,21 @@
 // options forwarded; the passes it leaves out when their option turns them
 // off; and a run on a step where every stage has work.
 // Bucketing is off by default (bucket-mb=0).
-// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu gather-budget-mb=1 bucket-mb=25 memory-headroom=0.1 distance=50" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
-// RUN: loom-opt %s --loom-schedule-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEAN
-// RUN: loom-opt %s --loom-schedule-pipeline="device=cpu bucket-mb=25" | FileCheck %s
+// RUN: loom-opt %s --loom-set-target=device=cpu --loom-schedule-pipeline="gather-budget-mb=1 bucket-mb=25 memory-headroom=0.1 distance=50" --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=PIPE
+// RUN: loom-opt %s --loom-set-target=device=h100-nvlink --loom-schedule-pipeline --dump-pass-pipeline -o /dev/null 2>&1 | FileCheck %s --check-prefix=LEAN
+// RUN: loom-opt %s --loom-set-target=device=cpu --loom-schedule-pipeline="bucket-mb=25" | FileCheck %s
 
-// PIPE: zero-selective-gather{budget-mb=1.000000e+00 device=cpu profile=}
-// PIPE: coll-bucket{bucket-mb=2.500000e+01 device=cpu first-bucket-mb=1.000000e+00 profile=}
+// The passes take their device from the module's target, not an option.
+// PIPE: loom-set-target{device=cpu profile=}
+// PIPE: zero-selective-gather{budget-mb=1.000000e+00}
+// PIPE: coll-bucket{bucket-mb=2.500000e+01 first-bucket-mb=1.000000e+00}
 // PIPE-NOT: coll-prefetch
-// PIPE: coll-overlap-schedule{device=cpu distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00 profile= synchronous-below-floor=false}
+// PIPE: coll-overlap-schedule{distance=50 memory-headroom=1.000000e-01 memory-limit-mb=0.000000e+00 synchronous-below-floor=false}
 
 // LEAN-NOT: zero-selective-gather
 // LEAN-NOT: coll-bucket
 // LEAN: func.func(
-// LEAN-NEXT: coll-overlap-schedule{device=h100-nvlink distance=200 memory-headroom=5.000000e-02
+// LEAN-NEXT: coll-overlap-schedule{distance=200 memory-headroom=5.000000e-02
 
 // Two small gradients bucket into one reduce-scatter that starts after the
 // second; the gather overtakes it and starts at the top, and the bucket runs

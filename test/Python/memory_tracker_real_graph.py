@@ -18,15 +18,15 @@ cases = {
     "stage 3": ["--zero-partition=stage=3 world-size=4"],
     "stage 3 + selective gather + bucketing": [
         "--zero-partition=stage=3 world-size=4", "--zero-selective-gather=budget-mb=1",
-        "--coll-bucket=device=cpu"],
+        "--coll-bucket"],
     "stage 2 + eager prefetch": [
         "--zero-partition=stage=2 world-size=4", "--coll-reorder-baseline=policy=eager-prefetch"],
     "stage 3 + coll-prefetch": ["--zero-partition=stage=3 world-size=4", "--coll-prefetch"],
 }
 forward = build_forward(CONFIGS["tiny"])
 for name, passes in cases.items():
-    proc = subprocess.run([find_tool("loom-opt"), "-", *step, *passes,
-                           "--coll-report=device=cpu check-tracker=true", "-o", "/dev/null"],
+    proc = subprocess.run([find_tool("loom-opt"), "-", "--loom-set-target=device=cpu", *step, *passes,
+                           "--coll-report=check-tracker=true", "-o", "/dev/null"],
                           input=forward, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     peak = re.search(r"peak memory ([0-9.]+ [KMG]iB)", proc.stderr).group(1)

@@ -31,7 +31,8 @@ FIELD = re.compile(r"(\w+) = (-?[0-9.e+]+) : (?:i64|f64)")
 def remat(step, options):
     """loom.remat's fields, or the error line."""
     with tempfile.NamedTemporaryFile(suffix=".mlir") as out:
-        proc = subprocess.run([OPT, step, f"--train-remat={options}", "-o", out.name],
+        proc = subprocess.run([OPT, step, "--loom-set-target=device=h100-nvlink", f"--train-remat={options}",
+                               "-o", out.name],
                               capture_output=True, text=True)
         if proc.returncode:
             lines = [line for line in proc.stderr.splitlines() if "error:" in line]

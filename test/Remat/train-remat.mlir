@@ -3,15 +3,15 @@
 // (for the weight's gradient) and output (for the square's). The layers.N.*
 // parameter groups are the layers; "embed" is the prologue.
 // RUN: loom-opt %s -train-autodiff -zero-partition="stage=3 world-size=2" -o %t.step.mlir
-// RUN: loom-opt %t.step.mlir -train-remat="solver=none" 2>&1 | FileCheck %s --check-prefix=NONE
-// RUN: loom-opt %t.step.mlir -train-remat="solver=every-layer" 2>&1 | FileCheck %s --check-prefix=EVERY
-// RUN: loom-opt %t.step.mlir -train-remat="solver=sqrt" 2>&1 | FileCheck %s --check-prefix=SQRT
-// RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=ILP
-// RUN: loom-opt %t.step.mlir -train-remat="solver=chain budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=CHAIN
-// RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=0.31" 2>&1 | FileCheck %s --check-prefix=LOOSER
-// RUN: loom-opt %t.step.mlir -train-remat="solver=ilp budget-mb=1000" 2>&1 | FileCheck %s --check-prefix=ROOMY
-// RUN: loom-opt %t.step.mlir -train-remat="solver=knapsack budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=KNAPSACK
-// RUN: loom-opt %t.step.mlir -train-remat="solver=chain budget-mb=0.2 leanest-below-floor" 2>&1 | FileCheck %s --check-prefix=LEANEST
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=none" 2>&1 | FileCheck %s --check-prefix=NONE
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=every-layer" 2>&1 | FileCheck %s --check-prefix=EVERY
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=sqrt" 2>&1 | FileCheck %s --check-prefix=SQRT
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=ilp budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=ILP
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=chain budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=CHAIN
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=ilp budget-mb=0.31" 2>&1 | FileCheck %s --check-prefix=LOOSER
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=ilp budget-mb=1000" 2>&1 | FileCheck %s --check-prefix=ROOMY
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=knapsack budget-mb=0.3" 2>&1 | FileCheck %s --check-prefix=KNAPSACK
+// RUN: loom-opt %t.step.mlir --loom-set-target=device=h100-nvlink -train-remat="solver=chain budget-mb=0.2 leanest-below-floor" 2>&1 | FileCheck %s --check-prefix=LEANEST
 
 // Keeping everything: nothing cloned, the peak as it was (351,240 bytes in
 // the synchronous order, the order train-remat leaves).

@@ -2,13 +2,13 @@
 // in the backward keep their forward copy when it fits the budget, most
 // gather time per byte first (small, latency-bound parameters).
 // RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" | grep -c all_gather_start | FileCheck %s --check-prefix=NONE
-// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" -zero-selective-gather="budget-mb=0.02" | grep -c all_gather_start | FileCheck %s --check-prefix=SMALLCOUNT
-// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" -zero-selective-gather="budget-mb=1" | grep -c all_gather_start | FileCheck %s --check-prefix=ALLCOUNT
-// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" -zero-selective-gather="budget-mb=0.02" | FileCheck %s --check-prefix=SMALL
-// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" -zero-selective-gather="budget-mb=1" | FileCheck %s --check-prefix=ALL
-// RUN: not loom-opt %s -zero-selective-gather="device=no-such-device budget-mb=1" 2>&1 | FileCheck %s --check-prefix=DEVICE
+// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" --loom-set-target=device=h100-nvlink -zero-selective-gather="budget-mb=0.02" | grep -c all_gather_start | FileCheck %s --check-prefix=SMALLCOUNT
+// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" --loom-set-target=device=h100-nvlink -zero-selective-gather="budget-mb=1" | grep -c all_gather_start | FileCheck %s --check-prefix=ALLCOUNT
+// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" --loom-set-target=device=h100-nvlink -zero-selective-gather="budget-mb=0.02" | FileCheck %s --check-prefix=SMALL
+// RUN: loom-opt %s -train-autodiff -train-optimizer="kind=sgd lr=0.1" -zero-partition="stage=3 world-size=4" --loom-set-target=device=h100-nvlink -zero-selective-gather="budget-mb=1" | FileCheck %s --check-prefix=ALL
+// RUN: not loom-opt %s -zero-selective-gather="budget-mb=1" 2>&1 | FileCheck %s --check-prefix=NOTARGET
 
-// DEVICE: error: zero-selective-gather: no-such-device: no device description found
+// NOTARGET: error: zero-selective-gather: the module has no target (train.target); run loom-set-target{device=<name>} first
 
 // loss = sum(a^2) + sum(b^2) + sum(c^2). Gathered sizes over 4 ranks:
 // a 16 B, b 16 KiB, c 256 KiB; a budget of 0.02 MiB (20,971 B) holds a and b.

@@ -9,7 +9,9 @@
 // passes are added, --print-pipeline-of says what it runs). A choice
 // `[a;b;c]` in a pipeline or a pass is an option value the input draws: it
 // takes the next byte (after the selector for a fixed pipeline, after the
-// pass's byte in a random one), modulo its count. The text is parsed
+// pass's byte in a random one), modulo its count. Every pipeline starts
+// with loom-set-target{device=cpu}, the target the cost-model passes read
+// (not part of the encoding). The text is parsed
 // (unknown dialects allowed: passes must cope with ops they do not know)
 // and the pipeline runs with every pass checked as it ends:
 //
@@ -65,12 +67,12 @@ namespace {
 #define PP_OPTIONS                                                             \
   "stages=[2;2;3;4;1;0] replicas=[1;2;1;3] "                                   \
   "schedule=[1f1b;gpipe;zb-h1;interleaved] "                                   \
-  "[device=cpu;device=h100-nvlink;;layout=Et|tL;layout=t|tL;layout=E|t*2L;"    \
+  "[;;;layout=Et|tL;layout=t|tL;layout=E|t*2L;"                                \
   "layout=Et*2|L;layout=Et|t|tL;layout=E*0|L]"
 #define REMAT_OPTIONS                                                          \
   "solver=[chain;ilp;every-layer;sqrt;knapsack;none;greedy] "                  \
   "budget-mb=[0.3;1;4;16;0.01;0;-1] time-limit-s=[0.2;0.5;1;0] "               \
-  "gap=[0.01;0.5] device=[cpu;h100-nvlink] "                                   \
+  "gap=[0.01;0.5] leanest-below-floor=[false;true] "                           \
   "activation-budget=[1;0.3;1;0;-0.5;2] max-segment=[1;2;1;4;0;64]"
 
 /// The pipelines an input's first byte chooses from (modulo their count).
@@ -89,14 +91,14 @@ const char *const kPipelines[] = {
     "train-autodiff,train-optimizer,zero-partition{stage=3 world-size=4}",
     "zero-partition{stage=3 world-size=3}",
     "zero-partition{stage=2 world-size=2 reduction=sum}",
-    "zero-selective-gather{budget-mb=1 device=cpu}",
-    "func.func(coll-bucket{device=cpu bucket-mb=1 first-bucket-mb=0.01})",
-    "func.func(coll-prefetch{device=cpu})",
-    "func.func(coll-overlap-schedule{device=cpu})",
+    "zero-selective-gather{budget-mb=1}",
+    "func.func(coll-bucket{bucket-mb=1 first-bucket-mb=0.01})",
+    "func.func(coll-prefetch)",
+    "func.func(coll-overlap-schedule)",
     "func.func(coll-reorder-baseline{policy=eager-prefetch})",
     "func.func(coll-reorder-baseline{policy=sink-waits})",
-    "coll-report{device=cpu}",
-    "loom-schedule-pipeline{device=cpu gather-budget-mb=1}",
+    "coll-report",
+    "loom-schedule-pipeline{gather-budget-mb=1}",
     "convert-coll-to-loomrt",
     "canonicalize,cse",
     "func.func(codegen-widen-compute)",
@@ -145,7 +147,7 @@ const char *const kPipelines[] = {
     "train-remat{" REMAT_OPTIONS "}",
     "train-autodiff,train-optimizer,zero-partition{stage=[3;1;2] "
     "world-size=[2;4]},trainer-stamp-op-ids,train-remat{" REMAT_OPTIONS "},"
-    "func.func(coll-overlap-schedule{device=cpu})",
+    "func.func(coll-overlap-schedule)",
     "func.func(coll-reorder-baseline{policy=[synchronous;fsdp;original;"
     "sink-waits;eager-prefetch;bogus]})",
     "train-autodiff,train-optimizer,zero-partition{stage=[3;1;2] "
@@ -178,12 +180,12 @@ const char *const kPasses[] = {
     "zero-partition{stage=1 world-size=4}",
     "zero-partition{stage=2 world-size=3}",
     "zero-partition{stage=3 world-size=4}",
-    "zero-selective-gather{budget-mb=1 device=cpu}",
-    "func.func(coll-bucket{device=cpu bucket-mb=1})",
-    "func.func(coll-prefetch{device=cpu})",
-    "func.func(coll-overlap-schedule{device=cpu})",
+    "zero-selective-gather{budget-mb=1}",
+    "func.func(coll-bucket{bucket-mb=1})",
+    "func.func(coll-prefetch)",
+    "func.func(coll-overlap-schedule)",
     "func.func(coll-reorder-baseline{policy=eager-prefetch})",
-    "coll-report{device=cpu}",
+    "coll-report",
     "convert-coll-to-loomrt",
     "func.func(codegen-widen-compute)",
     "func.func(codegen-fold-init-fills)",
@@ -231,17 +233,22 @@ std::string drawOptions(StringRef pattern, const uint8_t *data, size_t size,
   return text + pattern.str();
 }
 
+/// Every pipeline starts by setting the target the cost-model passes read
+/// (their device is no longer an option of theirs).
+constexpr const char *kSetTarget = "loom-set-target{device=cpu},";
+
 /// The pipeline `data` selects; `used` is how many of its bytes that took.
 std::string selectPipeline(const uint8_t *data, size_t size, size_t &used) {
   used = 1;
   if (data[0] < 128)
-    return drawOptions(kPipelines[data[0] % kNumPipelines], data, size, used);
+    return kSetTarget +
+           drawOptions(kPipelines[data[0] % kNumPipelines], data, size, used);
   size_t count = 1 + data[0] % 3;
-  std::string pipeline;
+  std::string pipeline = kSetTarget;
   for (size_t i = 0; i < count && used < size; ++i) {
     const char *pass = kPasses[data[used++] % kNumPasses];
-    pipeline +=
-        (pipeline.empty() ? "" : ",") + drawOptions(pass, data, size, used);
+    pipeline += (pipeline.back() == ',' ? "" : ",") +
+                drawOptions(pass, data, size, used);
   }
   return pipeline;
 }

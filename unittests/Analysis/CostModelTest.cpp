@@ -70,6 +70,75 @@ TEST_F(CostModelTest, LoadsEveryShippedDevice) {
   }
 }
 
+TEST_F(CostModelTest, TargetAttributeHoldsTheDescriptionExactly) {
+  // Every shipped device survives the trip through #train.target, and the
+  // cost model read from the module's attribute gives the file's times.
+  for (StringRef name : {"h100-nvlink", "h100-ib", "h200-nvlink", "cpu"}) {
+    llvm::Expected<DeviceDescription> device = DeviceDescription::load(name);
+    ASSERT_TRUE(bool(device)) << toString(device.takeError());
+    DeviceDescription back =
+        DeviceDescription::fromAttr(device->toAttr(&context));
+    EXPECT_EQ(back.name, device->name);
+    EXPECT_EQ(back.memoryBandwidth, device->memoryBandwidth);
+    EXPECT_EQ(back.memoryBytes, device->memoryBytes);
+    EXPECT_EQ(back.computeEfficiency, device->computeEfficiency);
+    EXPECT_EQ(back.memoryEfficiency, device->memoryEfficiency);
+    EXPECT_EQ(back.computeSlowdown, device->computeSlowdown);
+    ASSERT_EQ(back.peakFlops.size(), device->peakFlops.size());
+    for (const auto &entry : device->peakFlops)
+      EXPECT_EQ(back.peakFlops.lookup(entry.getKey()), entry.getValue());
+    ASSERT_EQ(back.links.size(), device->links.size());
+    for (auto [got, want] : llvm::zip(back.links, device->links)) {
+      EXPECT_EQ(got.scope, want.scope);
+      EXPECT_EQ(got.maxRanks, want.maxRanks);
+      EXPECT_EQ(got.bandwidth, want.bandwidth);
+      EXPECT_EQ(got.latency, want.latency);
+    }
+  }
+  SmallVector<Operation *> ops =
+      parse("%a: tensor<64xf32>",
+            "%e = tensor.empty() : tensor<64xf32>\n"
+            "%s = linalg.exp ins(%a : tensor<64xf32>) outs(%e : "
+            "tensor<64xf32>) -> tensor<64xf32>");
+  ops[1]->setLoc(withOpId(ops[1]->getLoc(), 3));
+  func::FuncOp func = cast<func::FuncOp>(module->front());
+  // No target: the passes' model is an error that names loom-set-target.
+  std::string message;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diagnostic) {
+    message = diagnostic.str();
+    return success();
+  });
+  EXPECT_FALSE(getCostModel(func, "test-pass").has_value());
+  EXPECT_NE(message.find("test-pass: the module has no target"),
+            std::string::npos)
+      << message;
+  Profile profile;
+  profile.source = "p.json";
+  profile.runSeconds[3] = 250e-6;
+  profile.runSeconds[1] = 1e-6;
+  profile.fusedInto[4] = 3;
+  profile.collectiveSeconds[9] = 5e-5;
+  profile.stepSeconds = 1e-3;
+  (*module)->setAttr(
+      train::TrainDialect::kTargetAttrName,
+      load("cpu").getDevice().toAttr(&context, profile.toAttr(&context)));
+  Profile back = Profile::fromAttr(train::getTarget(func).getProfile());
+  EXPECT_EQ(back.source, "p.json");
+  EXPECT_EQ(back.runSeconds, profile.runSeconds);
+  EXPECT_EQ(back.fusedInto, profile.fusedInto);
+  EXPECT_EQ(back.collectiveSeconds, profile.collectiveSeconds);
+  EXPECT_EQ(back.stepSeconds, 1e-3);
+  // Module anchors bind the profile; functions without collectives do not.
+  std::optional<CostModel> model = getCostModel(*module, "test-pass");
+  ASSERT_TRUE(model.has_value()) << message;
+  EXPECT_EQ(model->getDevice().name, "cpu");
+  EXPECT_DOUBLE_EQ(model->getComputeTime(ops[1]), 250e-6);
+  std::optional<CostModel> unbound =
+      getCostModel(*module, "test-pass", /*bindProfile=*/false);
+  ASSERT_TRUE(unbound.has_value());
+  EXPECT_EQ(unbound->getProfile(), nullptr);
+}
+
 TEST_F(CostModelTest, MatmulIsComputeBound) {
   SmallVector<Operation *> ops =
       parse("%a: tensor<4096x4096xbf16>, %b: tensor<4096x4096xbf16>, "

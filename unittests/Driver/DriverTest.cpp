@@ -118,21 +118,25 @@ TEST(CompileOptions, FillsThePhasesOptions) {
   options.fill(step);
   EXPECT_EQ(step.pipelineReplicas, 4);
   EXPECT_EQ(step.microbatches, 4);
-  EXPECT_EQ(step.pipelineDevice, "cpu");
-  // A stage is sharded over its replicas; the scheduler's device follows
-  // the target unless named.
+  // A stage is sharded over its replicas; the device loom-set-target reads
+  // follows the target unless named.
   ShardingOptions sharding;
   options.fill(sharding);
   EXPECT_EQ(sharding.worldSize, 4);
-  EXPECT_EQ(sharding.device, "cpu");
+  target::LoomSetTargetPassOptions cpu;
+  options.fill(cpu);
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_EQ(cpu.profile, "");
   options.target = Target::Cuda;
-  ShardingOptions cuda;
+  target::LoomSetTargetPassOptions cuda;
   options.fill(cuda);
   EXPECT_EQ(cuda.device, "h100-nvlink");
   options.device = "a100-pcie";
-  ShardingOptions named;
+  options.profile = "p.json";
+  target::LoomSetTargetPassOptions named;
   options.fill(named);
   EXPECT_EQ(named.device, "a100-pcie");
+  EXPECT_EQ(named.profile, "p.json");
   // --emit=ptx asks the CUDA lowering for PTX whatever the format.
   options.emit = EmitPoint::Ptx;
   LowerToCudaOptions lowering;

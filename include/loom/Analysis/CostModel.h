@@ -11,6 +11,7 @@
 #define LOOM_ANALYSIS_COSTMODEL_H
 
 #include "loom/Dialect/Coll/CollInterfaces.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -53,6 +54,10 @@ struct DeviceDescription {
   /// Loads `nameOrPath`: a path to a .json file, or a name looked up in
   /// $LOOM_DEVICE_DIR and then the source tree's devices/.
   static llvm::Expected<DeviceDescription> load(llvm::StringRef nameOrPath);
+  /// The same figures as a #train.target (without a profile), and back.
+  train::TargetAttr toAttr(mlir::MLIRContext *context,
+                           train::ProfileAttr profile = {}) const;
+  static DeviceDescription fromAttr(train::TargetAttr target);
 
   /// The link a communicator of `ranks` ranks uses.
   const LinkDescription &getLink(int64_t ranks) const;
@@ -94,6 +99,10 @@ struct Profile {
   static llvm::Expected<Profile> parse(llvm::StringRef json,
                                        llvm::StringRef source);
   static llvm::Expected<Profile> load(llvm::StringRef path);
+  /// The same figures as a #train.profile (ids in increasing order), and
+  /// back.
+  train::ProfileAttr toAttr(mlir::MLIRContext *context) const;
+  static Profile fromAttr(train::ProfileAttr attr);
 };
 
 /// Time estimates for ops on one device, in seconds.
@@ -151,13 +160,14 @@ private:
   llvm::DenseMap<int64_t, double> issue;
 };
 
-/// Loads `device` for the pass `pass` and, unless `profile` is empty, the
-/// profile, bound to the ops under `anchor`; on failure emits
-/// "<pass>: <reason>" on `anchor` and returns nullopt.
-std::optional<CostModel> loadCostModel(mlir::Operation *anchor,
-                                       llvm::StringRef pass,
-                                       llvm::StringRef device,
-                                       llvm::StringRef profile = "");
+/// The cost model of the target of the module at or above `anchor`
+/// (train.target, set by loom-set-target), its profile (unless
+/// `bindProfile` is false: passes that run before op ids are stamped) bound
+/// to the ops under `anchor`; on failure (no target, a profile that matches
+/// no op) emits "<pass>: <reason>" on `anchor` and returns nullopt.
+std::optional<CostModel> getCostModel(mlir::Operation *anchor,
+                                      llvm::StringRef pass,
+                                      bool bindProfile = true);
 
 } // namespace loom
 

@@ -11,6 +11,7 @@
 #define LOOM_DRIVER_COMPILEOPTIONS_H
 
 #include "loom/Pipelines/Pipelines.h"
+#include "loom/Target/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include <string>
 
@@ -54,8 +55,10 @@ struct CompileOptions {
   double rematActivations = 1;
   std::string rematSolver = "chain";
   Schedule schedule = Schedule::Loom;
-  /// The scheduler's device; empty: cpu, or h100-nvlink for CUDA.
+  /// The device every cost estimate is made for (loom-set-target's
+  /// device); empty: cpu, or h100-nvlink for CUDA (targetDevice()).
   std::string device;
+  /// A trainer's --profile: measured times replacing the estimates.
   std::string profile;
 
   // Pipeline parallelism.
@@ -104,7 +107,11 @@ struct CompileOptions {
   /// hold, else what is wrong, one line.
   std::string verify() const;
 
+  /// The device loom-set-target reads: --device, else the target's default.
+  std::string targetDevice() const;
+
   /// The phase pipelines' options, set from these.
+  void fill(target::LoomSetTargetPassOptions &setTarget) const;
   void fill(TrainingStepOptions &step) const;
   void fill(ShardingOptions &sharding) const;
   void fill(MemoryPlanOptions &plan) const;

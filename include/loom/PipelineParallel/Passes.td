@@ -25,7 +25,7 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     projection, whose stage also computes the loss). `layout` assigns units
     to stages in Megatron's syntax (`"Et*3|t*4|t*4|t*3L"`); without it the
     units are cut into the contiguous stages that minimise the busiest
-    stage's time on the cost model of `device` (forward, backward and
+    stage's time on the module's target (forward, backward and
     optimizer ops counted). A forward op belongs to the latest unit among
     its operands', a backward op to its forward op's (train-autodiff gives
     adjoint ops the forward op's location). Ops reading only constants,
@@ -93,9 +93,6 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     Option<"layout", "layout", "std::string", /*default=*/"\"\"",
            "Units per stage in Megatron's syntax (E, t, L, *N, |); empty: "
            "balance on the cost model">,
-    Option<"device", "device", "std::string", /*default=*/"\"cpu\"",
-           "Device description (a name under devices/ or a .json path) the "
-           "balancing times ops with">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect"];
 }
@@ -109,8 +106,10 @@ def PPSplitStagesPass : Pass<"pp-split-stages", "::mlir::ModuleOp"> {
     `builtin.module @stage<s>` tagged `loom.pipeline_stage = s`, holding the
     functions tagged with that stage and a copy of every function tagged
     with none, so that the later phases run on each stage's module with a
-    nested pass manager (`builtin.module(builtin.module(...))`). The stages
-    are linked again after lowering by `pp-link-stages`.
+    nested pass manager (`builtin.module(builtin.module(...))`). Each stage
+    module carries a copy of the module's `train.target`, so a stage
+    compiles for the same target on its own. The stages are linked again
+    after lowering by `pp-link-stages`.
 
     ```mlir
     func.func @step_stage0(...) attributes {loom.pipeline_stage = 0 : i64}

@@ -107,10 +107,6 @@ struct TrainingStepOptions
       llvm::cl::desc("units per stage in Megatron's syntax (empty: "
                      "balanced on the cost model)"),
       llvm::cl::init("")};
-  Option<std::string> pipelineDevice{
-      *this, "pipeline-device",
-      llvm::cl::desc("device description the stages are balanced on"),
-      llvm::cl::init("cpu")};
 };
 
 struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
@@ -124,15 +120,6 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
           clEnumValN(ZeroStage::Parameters, "3", "and parameters"))};
   Option<int64_t> worldSize{*this, "world-size", llvm::cl::desc("ranks"),
                             llvm::cl::init(1)};
-  Option<std::string> device{
-      *this, "device",
-      llvm::cl::desc("device description for the scheduler's cost model"),
-      llvm::cl::init("cpu")};
-  Option<std::string> profile{
-      *this, "profile",
-      llvm::cl::desc("a trainer's --profile: measured op and collective "
-                     "times that replace the cost model's estimates"),
-      llvm::cl::init("")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
       llvm::cl::desc("scheduler memory limit, MiB (0: 5% above the "
@@ -178,14 +165,6 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
 
 struct SchedulePipelineOptions
     : public mlir::PassPipelineOptions<SchedulePipelineOptions> {
-  Option<std::string> device{*this, "device",
-                             llvm::cl::desc("device description"),
-                             llvm::cl::init("h100-nvlink")};
-  Option<std::string> profile{
-      *this, "profile",
-      llvm::cl::desc("a trainer's --profile: measured op and collective "
-                     "times that replace the cost model's estimates"),
-      llvm::cl::init("")};
   Option<double> memoryLimitMb{
       *this, "memory-limit-mb",
       llvm::cl::desc("the step's peak may not exceed this, MiB (0: the "
@@ -277,14 +256,16 @@ struct MemoryPlanOptions : public mlir::PassPipelineOptions<MemoryPlanOptions> {
       llvm::cl::init(true)};
   Option<TargetDefault> lossKernels{
       *this, "loss-kernels",
-      llvm::cl::desc("the fused loss's row work as runtime kernels "
-                     "(convert-train-to-kernels{loss-kernels}; auto: on for cuda)"),
+      llvm::cl::desc(
+          "the fused loss's row work as runtime kernels "
+          "(convert-train-to-kernels{loss-kernels}; auto: on for cuda)"),
       llvm::cl::init(TargetDefault::Auto), targetDefaultValues()};
   Option<TargetDefault> embeddingKernel{
       *this, "embedding-kernel",
-      llvm::cl::desc("the embedding gradient as the runtime's kernel "
-                     "(convert-train-to-kernels{embedding-kernel}; auto: on for "
-                     "cuda)"),
+      llvm::cl::desc(
+          "the embedding gradient as the runtime's kernel "
+          "(convert-train-to-kernels{embedding-kernel}; auto: on for "
+          "cuda)"),
       llvm::cl::init(TargetDefault::Auto), targetDefaultValues()};
   Option<bool> widenCompute{*this, "widen-compute",
                             llvm::cl::desc("compute bf16/f16 linalg ops in f32 "

@@ -113,11 +113,6 @@ def TrainRematPass : Pass<"train-remat", "::mlir::ModuleOp"> {
     Option<"maxNodes", "max-nodes", "int64_t", /*default=*/"-1",
            "Branch-and-bound nodes each CBC solve may explore (-1: no limit); "
            "a solve stopped by it keeps its best solution, as at time-limit-s">,
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "Device description (name or JSON path) the op times come from">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "A trainer's --profile JSON: measured op times replace the "
-           "device's estimates">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect"];
 }

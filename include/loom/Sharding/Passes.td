@@ -76,9 +76,9 @@ def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> 
     both gather is gathered twice. Keeping the forward's gathered copy alive
     until the backward's last use saves the second gather, at the cost of
     holding its bytes in between. The pass ranks such parameters by gather
-    time per byte (the cost model's estimate for `device`; small parameters
-    are latency-bound and win) and keeps them while the kept bytes fit in
-    `budget-mb`. Ties go to the earlier parameter, so every rank makes the
+    time per byte (the cost model's estimate on the module's target; small
+    parameters are latency-bound and win) and keeps them while the kept
+    bytes fit in `budget-mb`. Ties go to the earlier parameter, so every rank makes the
     same choice.
 
     ```mlir
@@ -93,10 +93,6 @@ def ZeroSelectiveGatherPass : Pass<"zero-selective-gather", "::mlir::ModuleOp"> 
   let options = [
     Option<"budgetMb", "budget-mb", "double", /*default=*/"0",
            "memory for parameters kept gathered, in MiB">,
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description (a name in devices/ or a .json path)">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "a trainer's --profile: measured times replacing estimates">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect"];
 }

@@ -1,8 +1,8 @@
 // Tests coll-bucket on the cpu device (devices/cpu.json: a 4096-element f32
 // reduce-scatter over 4 ranks takes about 8 us, an exp over 1M elements
 // about 0.9 ms).
-// RUN: loom-opt %s -split-input-file -coll-bucket="device=cpu" | FileCheck %s
-// RUN: loom-opt %s -split-input-file -coll-bucket="device=cpu first-bucket-mb=0.015 bucket-mb=0.015" | FileCheck %s --check-prefix=SMALL
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=cpu -coll-bucket | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=cpu -coll-bucket="first-bucket-mb=0.015 bucket-mb=0.015" | FileCheck %s --check-prefix=SMALL
 
 // Two gradients ready one after the other, waited after plenty of compute:
 // one bucket, launched after the second gradient (the last producer in the

@@ -3,13 +3,13 @@
 // reduce-scatter's 1 MiB result); hiding the reduce-scatter under the exp
 // holds the gradient beside the exp's output: 17 MiB. The report after the
 // pass gives the peak the limit bounds.
-// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=16" | FileCheck %s --check-prefix=TIGHT
-// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=16" -coll-report="device=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIGHT-REPORT
-// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=17" | FileCheck %s --check-prefix=ROOM
-// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=17" -coll-report="device=cpu" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ROOM-REPORT
-// RUN: not loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=12.5" 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
-// RUN: not loom-opt %s -coll-overlap-schedule="device=cpu memory-headroom=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
-// RUN: loom-opt %s -coll-overlap-schedule="device=cpu memory-limit-mb=12.5 synchronous-below-floor" 2>&1 | FileCheck %s --check-prefix=FLOOR
+// RUN: loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=16" | FileCheck %s --check-prefix=TIGHT
+// RUN: loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=16" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=TIGHT-REPORT
+// RUN: loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=17" | FileCheck %s --check-prefix=ROOM
+// RUN: loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=17" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=ROOM-REPORT
+// RUN: not loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=12.5" 2>&1 | FileCheck %s --check-prefix=UNREACHABLE
+// RUN: not loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-headroom=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
+// RUN: loom-opt %s --loom-set-target=device=cpu -coll-overlap-schedule="memory-limit-mb=12.5 synchronous-below-floor" 2>&1 | FileCheck %s --check-prefix=FLOOR
 
 // Under 16 MiB the wait stays at its start: the input order (deferred) is
 // over the limit, so it is not kept either.

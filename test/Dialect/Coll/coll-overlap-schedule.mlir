@@ -2,10 +2,10 @@
 // megabyte collectives take hundreds of microseconds). Each case pins one
 // rule; compute order never changes. The limit's own tests are in
 // coll-overlap-schedule-limit.mlir.
-// RUN: loom-opt %s -split-input-file -coll-overlap-schedule="device=cpu" | FileCheck %s
-// RUN: loom-opt %s -split-input-file -coll-overlap-schedule="device=cpu memory-headroom=0" | FileCheck %s --check-prefix=SYNC
-// RUN: not loom-opt %s -split-input-file -coll-overlap-schedule="device=none" 2>&1 | FileCheck %s --check-prefix=DEVICE
-// DEVICE: error: coll-overlap-schedule: none: no device description found
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=cpu -coll-overlap-schedule | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=cpu -coll-overlap-schedule="memory-headroom=0" | FileCheck %s --check-prefix=SYNC
+// RUN: not loom-opt %s -split-input-file -coll-overlap-schedule 2>&1 | FileCheck %s --check-prefix=NOTARGET
+// NOTARGET: error: coll-overlap-schedule: the module has no target (train.target); run loom-set-target{device=<name>} first
 
 // A reduce-scatter's wait moves to where the collective is done, and a
 // gather starts under the preceding compute. Without headroom the gather

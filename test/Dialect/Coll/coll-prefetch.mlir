@@ -2,10 +2,10 @@
 // never past the memory limit (the original peak plus budget-mb), their
 // operands, or the previous gather on their communicator; past a
 // reduce-scatter only where that is faster.
-// RUN: loom-opt %s -split-input-file -coll-prefetch | FileCheck %s
-// RUN: loom-opt %s -split-input-file -coll-prefetch="device=cpu overtake=false" | FileCheck %s --check-prefix=INORDER
-// RUN: loom-opt %s -split-input-file -coll-prefetch="budget-mb=1" | FileCheck %s --check-prefix=BUDGET
-// RUN: loom-opt %s -split-input-file -coll-prefetch="distance=1" | FileCheck %s --check-prefix=NEAR
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=h100-nvlink -coll-prefetch | FileCheck %s
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=cpu -coll-prefetch="overtake=false" | FileCheck %s --check-prefix=INORDER
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=h100-nvlink -coll-prefetch="budget-mb=1" | FileCheck %s --check-prefix=BUDGET
+// RUN: loom-opt %s -split-input-file --loom-set-target=device=h100-nvlink -coll-prefetch="distance=1" | FileCheck %s --check-prefix=NEAR
 
 // The peak is a 4 MiB temporary after the wait, so the gather may move above
 // both exps, to just after the communicator.

@@ -3,20 +3,20 @@
 // pinned by a profile, keyed by the ids trainer-stamp-op-ids gives), and the
 // profile's figures against the device model's.
 // RUN: rm -rf %t && mkdir -p %t
-// RUN: loom-opt %s -trainer-stamp-op-ids -coll-report="device=cpu profile=%S/Inputs/report-profile.json json=%t/r.json trace=%t/t.json plot=%t/m.svg" -o %t/out.mlir 2>&1 | FileCheck %s --check-prefix=TABLE
+// RUN: loom-opt %s -trainer-stamp-op-ids --loom-set-target="device=cpu profile=%S/Inputs/report-profile.json" -coll-report="json=%t/r.json trace=%t/t.json plot=%t/m.svg" -o %t/out.mlir 2>&1 | FileCheck %s --check-prefix=TABLE
 // RUN: FileCheck %s --check-prefix=JSON --input-file %t/r.json
 // RUN: FileCheck %s --check-prefix=TRACE --input-file %t/t.json
 // RUN: FileCheck %s --check-prefix=SVG --input-file %t/m.svg
 // RUN: FileCheck %s --check-prefix=IR --input-file %t/out.mlir
-// RUN: not loom-opt %s -coll-report="device=nowhere" -o /dev/null 2>&1 | FileCheck %s --check-prefix=DEVICE
-// RUN: not loom-opt %s -coll-report="function=g" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FUNCTION
+// RUN: not loom-opt %s -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOTARGET
+// RUN: not loom-opt %s --loom-set-target=device=h100-nvlink -coll-report="function=g" -o /dev/null 2>&1 | FileCheck %s --check-prefix=FUNCTION
 // A profile of other ops, IR without ids, a profile of another world size.
-// RUN: not loom-opt %s -trainer-stamp-op-ids -coll-report="device=cpu profile=%S/Inputs/report-profile-other.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=OTHER
-// RUN: not loom-opt %s -coll-report="device=cpu profile=%S/Inputs/report-profile.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOIDS
-// RUN: not loom-opt %s -trainer-stamp-op-ids -coll-report="device=cpu profile=%S/Inputs/report-profile-8-ranks.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
-// RUN: not loom-opt %s -trainer-stamp-op-ids -coll-report="device=cpu profile=%t/missing.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not loom-opt %s -trainer-stamp-op-ids --loom-set-target="device=cpu profile=%S/Inputs/report-profile-other.json" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=OTHER
+// RUN: not loom-opt %s --loom-set-target="device=cpu profile=%S/Inputs/report-profile.json" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOIDS
+// RUN: not loom-opt %s -trainer-stamp-op-ids --loom-set-target="device=cpu profile=%S/Inputs/report-profile-8-ranks.json" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=RANKS
+// RUN: not loom-opt %s -trainer-stamp-op-ids --loom-set-target="device=cpu profile=%t/missing.json" -coll-report -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
 
-// TABLE: coll-report: @f on cpu (7 ops)
+// TABLE: coll-report: @f on cpu with the profile {{.*}}report-profile.json (7 ops)
 // TABLE: makespan 120.0 us
 // TABLE: compute 120.0 us
 // TABLE: communication 100.0 us
@@ -45,9 +45,13 @@
 // OTHER: error: coll-report: {{.*}}report-profile-other.json: matches none of the 7 op ids here
 // NOIDS: error: coll-report: {{.*}}report-profile.json: the IR has no op ids to match the profile against
 // RANKS: error: coll-report: {{.*}}report-profile-8-ranks.json: measured on 8 ranks; this step's collectives run on 4
-// MISSING: error: coll-report: {{.*}}missing.json: cannot open: No such file or directory
+// MISSING: error: loom-set-target: {{.*}}missing.json: cannot open: No such file or directory
 
 // JSON: "function": "f"
+// JSON: "target": {
+// JSON-NEXT: "device": "cpu",
+// JSON-NEXT: "compute_slowdown": 0,
+// JSON-NEXT: "profile": "{{.*}}report-profile.json"
 // JSON: "num_ops": 7
 // JSON: "peak_bytes": 3200
 // JSON: "makespan_us": 120
@@ -75,7 +79,7 @@
 // The IR is unchanged.
 // IR: coll.all_gather_start
 
-// DEVICE: error: coll-report: nowhere: no device description found
+// NOTARGET: error: coll-report: the module has no target (train.target); run loom-set-target{device=<name>} first
 // FUNCTION: error: coll-report: no function named 'g'
 
 func.func @f(%s: tensor<100xf32> {train.param = "w"}, %c: !coll.comm<4>, %a: tensor<100xf32>) -> tensor<400xf32> {

@@ -15,7 +15,7 @@ def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
     A bucket launches right after its *last* member's input is produced in
     the current order, not when the last parameter in declaration order is.
     A member joins the open bucket only if, in the simulated timeline
-    (`device`), the merged collective launched there still finishes before
+    (the module's target, `loom-set-target`), the merged collective launched there still finishes before
     the earliest member's wait is reached. So merging never exposes a
     collective that was hiding under compute. The merged buffer is laid out
     rank-major (`[N, sum of S_i]`), so each rank's block is the
@@ -42,10 +42,6 @@ def CollBucketPass : Pass<"coll-bucket", "::mlir::func::FuncOp"> {
            "largest bucket, MiB">,
     Option<"firstBucketMb", "first-bucket-mb", "double", /*default=*/"1",
            "largest first bucket, MiB">,
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description for the overlap check">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "a trainer's --profile: measured times replacing estimates">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect",
                            "::mlir::tensor::TensorDialect"];
@@ -68,7 +64,7 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
 
     Every op the move spans gets the buffer's bytes added exactly, so the
     result never exceeds the limit. Overtaking delays the collectives it
-    passes, so with `overtake` both orders are simulated on `device` and
+    passes, so with `overtake` both orders are simulated on the target and
     the overtaking one is kept only if it is faster. Without `overtake` no
     collective is issued later than before. Every rank derives the same
     order.
@@ -87,10 +83,6 @@ def CollPrefetchPass : Pass<"coll-prefetch", "::mlir::func::FuncOp"> {
            "memory above the original peak prefetching may use, MiB">,
     Option<"overtake", "overtake", "bool", /*default=*/"true",
            "let gathers pass reduce-scatters and all-reduces where faster">,
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description for the overtaking check">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "a trainer's --profile: measured times replacing estimates">,
   ];
 }
 
@@ -103,7 +95,8 @@ def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncO
     least memory retiming collectives reaches) and spends at most the limit
     on overlap: `memory-limit-mb` when given, else the synchronous peak
     times `1 + memory-headroom`. A limit below the synchronous peak is an
-    error that names that peak. Two orders are built, simulated on `device`:
+    error that names that peak. Two orders are built, simulated on the
+    module's target (`loom-set-target`):
 
     * gathers first: all-gather starts move up (`coll-prefetch` with
       overtaking, where faster) while every op they pass stays within the
@@ -134,10 +127,6 @@ def CollOverlapSchedulePass : Pass<"coll-overlap-schedule", "::mlir::func::FuncO
     ```
   }];
   let options = [
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description for the simulation">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "a trainer's --profile: measured times replacing estimates">,
     Option<"memoryLimitMb", "memory-limit-mb", "double", /*default=*/"0",
            "the step's peak may not exceed this, MiB (0: the synchronous "
            "peak plus the headroom)">,
@@ -157,8 +146,10 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
   let summary = "Reports simulated time, overlap and memory of a step";
   let description = [{
     For each function (or the one named by `function`), runs the memory
-    timeline and the stream simulator on `device` and prints a table to
-    stderr. Optionally it writes:
+    timeline and the stream simulator on the module's target
+    (`train.target`, set by `loom-set-target`; with its profile, a table of
+    predicted against measured times) and prints a table to stderr, headed
+    by the target it used. Optionally it writes:
     * `json`: the figures, including `peak_bytes`, `makespan_us`,
       `compute_us`, `comm_us`, `exposed_comm_us`, `lower_bound_us`,
       `num_collectives` per kind and `num_ops`;
@@ -179,15 +170,11 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
     The IR is not changed.
 
     ```sh
-    loom-opt step.mlir --coll-report="device=h100-ib json=r.json trace=t.json plot=m.svg" -o /dev/null
+    loom-opt step.mlir --loom-set-target=device=h100-ib \
+        --coll-report="json=r.json trace=t.json plot=m.svg" -o /dev/null
     ```
   }];
   let options = [
-    Option<"device", "device", "std::string", /*default=*/"\"h100-nvlink\"",
-           "device description (a name in devices/ or a .json path)">,
-    Option<"profile", "profile", "std::string", /*default=*/"\"\"",
-           "a trainer's --profile: measured times replacing estimates, "
-           "and a table of predicted against measured">,
     Option<"function", "function", "std::string", /*default=*/"\"\"",
            "report only this function">,
     Option<"jsonPath", "json", "std::string", /*default=*/"\"\"",

@@ -4,9 +4,12 @@
 #define LOOM_DIALECT_TRAIN_TRAINDIALECT_H
 
 #include "mlir/IR/Dialect.h"
+#include "mlir/Support/LLVM.h"
 
 #include "loom/Dialect/Train/TrainOpsDialect.h.inc"
 
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include <optional>
 #include <string>
@@ -33,6 +36,11 @@ std::string getParamGroup(llvm::StringRef name);
 /// Makes train.call_kernel bufferizable (one-shot bufferisation): called
 /// when the dialect loads.
 void attachCallKernelBufferization(mlir::MLIRContext &context);
+
+/// An f64 parameter of the target attributes, read and written as a float
+/// literal without its type, so it reads back to the same bits.
+mlir::FailureOr<mlir::FloatAttr> parseF64Parameter(mlir::AsmParser &parser);
+void printF64Parameter(mlir::AsmPrinter &printer, mlir::FloatAttr value);
 
 } // namespace loom::train
 

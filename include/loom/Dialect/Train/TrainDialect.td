@@ -38,8 +38,9 @@ def Train_Dialect : Dialect {
     `tensor<f32>`). After bufferisation the same roles tag the memrefs. A result named after an argument has that argument's
     type. The ops `train-optimizer` creates carry the unit attribute
     `train.update`, so later passes (ZeRO) can tell the update from the
-    backward. Any other `train.*` attribute, or one of these in the wrong
-    place, is an error.
+    backward. A module carries the target it is compiled for as
+    `train.target = #train.target<...>` (`loom-set-target`). Any other
+    `train.*` attribute, or one of these in the wrong place, is an error.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
@@ -62,6 +63,8 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kStateAttrName = "train.state";
     /// Marks the ops of the optimizer update (a unit attribute on the op).
     static constexpr ::llvm::StringLiteral kUpdateAttrName = "train.update";
+    /// The module's target (#train.target), set by loom-set-target.
+    static constexpr ::llvm::StringLiteral kTargetAttrName = "train.target";
   }];
 }
 

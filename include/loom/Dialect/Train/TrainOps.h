@@ -24,4 +24,10 @@
 #define GET_OP_CLASSES
 #include "loom/Dialect/Train/TrainOps.h.inc"
 
+namespace loom::train {
+/// The target of the nearest module at or above `op` that has one
+/// (`train.target`, set by loom-set-target), or null.
+TargetAttr getTarget(mlir::Operation *op);
+} // namespace loom::train
+
 #endif // LOOM_DIALECT_TRAIN_TRAINOPS_H

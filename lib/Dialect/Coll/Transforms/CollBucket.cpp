@@ -50,8 +50,7 @@ struct CollBucketPass
                           "first-bucket-mb";
       return signalPassFailure();
     }
-    std::optional<CostModel> loaded =
-        loadCostModel(func, "coll-bucket", device, profile);
+    std::optional<CostModel> loaded = getCostModel(func, "coll-bucket");
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;
@@ -62,7 +61,8 @@ struct CollBucketPass
   /// Reduce-scatters in ready order, merged while the overlap survives.
   void bucketReduceScatters(func::FuncOp func, const CostModel &model) {
     Block &block = func.getBody().front();
-    SimulationResult sim = simulate(block, model, {/*events=*/false, /*memory=*/false});
+    SimulationResult sim =
+        simulate(block, model, {/*events=*/false, /*memory=*/false});
     SmallVector<Member> candidates;
     for (auto start : block.getOps<ReduceScatterStartOp>()) {
       auto collective = cast<CollectiveOpInterface>(start.getOperation());

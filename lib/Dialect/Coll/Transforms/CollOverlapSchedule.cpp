@@ -119,7 +119,7 @@ struct CollOverlapSchedulePass
       return signalPassFailure();
     }
     std::optional<CostModel> loaded =
-        loadCostModel(func, "coll-overlap-schedule", device, profile);
+        getCostModel(func, "coll-overlap-schedule");
     if (!loaded)
       return signalPassFailure();
     const CostModel &model = *loaded;

@@ -31,8 +31,7 @@ struct CollPrefetchPass
       return signalPassFailure();
     }
     std::optional<CostModel> model;
-    if (overtake &&
-        !(model = loadCostModel(func, "coll-prefetch", device, profile)))
+    if (overtake && !(model = getCostModel(func, "coll-prefetch")))
       return signalPassFailure();
     for (Block &block : func.getBody()) {
       int64_t limit = MemoryTimeline(block).getPeakBytes() +

@@ -63,10 +63,32 @@ LogicalResult writeFile(Operation *anchor, StringRef path,
   return success();
 }
 
+/// The target the figures are for, as the module's train.target names it:
+/// the device, and the profile that replaced its estimates.
+std::string describeTarget(const CostModel &model) {
+  std::string text = model.getDevice().name;
+  if (const Profile *profile = model.getProfile())
+    text += " with the profile " + profile->source;
+  return text;
+}
+
+/// The same in a report's JSON.
+void writeTargetJson(llvm::json::OStream &json, const CostModel &model) {
+  json.attribute("device", model.getDevice().name);
+  json.attributeObject("target", [&] {
+    json.attribute("device", model.getDevice().name);
+    json.attribute("compute_slowdown", model.getDevice().computeSlowdown);
+    if (const Profile *profile = model.getProfile())
+      json.attribute("profile", profile->source);
+    else
+      json.attribute("profile", nullptr);
+  });
+}
+
 void printTable(func::FuncOp func, const CostModel &model,
                 const SimulationResult &sim, const MemoryTimeline &timeline) {
   llvm::raw_ostream &os = llvm::errs();
-  os << "coll-report: @" << func.getName() << " on " << model.getDevice().name
+  os << "coll-report: @" << func.getName() << " on " << describeTarget(model)
      << " (" << sim.numOps << " ops)\n";
   os << llvm::format("  %-26s %12.1f us\n", "makespan", toMicros(sim.makespan));
   os << llvm::format("  %-26s %12.1f us\n", "compute",
@@ -217,7 +239,7 @@ void writeJson(llvm::raw_ostream &out, func::FuncOp func,
   llvm::json::OStream json(out, 2);
   json.object([&] {
     json.attribute("function", func.getName());
-    json.attribute("device", model.getDevice().name);
+    writeTargetJson(json, model);
     json.attribute("num_ops", int64_t(sim.numOps));
     json.attribute("peak_bytes", timeline.getPeakBytes());
     json.attribute("peak_op_index", int64_t(timeline.getPeakPosition()));
@@ -391,7 +413,7 @@ void printPipeline(ArrayRef<func::FuncOp> stages, const CostModel &model,
   double textbook = bubble.second;
   os << "coll-report: pipeline of " << stages.size() << " stages, "
      << microbatches << " microbatches, " << getSchedule(stages.front())
-     << ", on " << model.getDevice().name << "\n";
+     << ", on " << describeTarget(model) << "\n";
   os << llvm::format("  %-26s %12.1f us\n", "makespan", toMicros(sim.makespan));
   os << llvm::format("  %-26s %12.4f  ((P-1)/(M+P-1) = %.4f)\n", "bubble",
                      sim.bubble, textbook);
@@ -411,7 +433,7 @@ void writePipelineJson(llvm::raw_ostream &out, ArrayRef<func::FuncOp> stages,
   double textbook = bubble.second;
   llvm::json::OStream json(out, 2);
   json.object([&] {
-    json.attribute("device", model.getDevice().name);
+    writeTargetJson(json, model);
     json.attribute("stages", int64_t(stages.size()));
     json.attribute("microbatches", microbatches);
     json.attribute("schedule", getSchedule(stages.front()));
@@ -528,8 +550,7 @@ struct CollReportPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    std::optional<CostModel> loaded =
-        loadCostModel(module, "coll-report", device, profile);
+    std::optional<CostModel> loaded = getCostModel(module, "coll-report");
     if (!loaded)
       return signalPassFailure();
     CostModel &model = *loaded;

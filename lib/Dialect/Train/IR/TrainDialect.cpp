@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -148,8 +149,8 @@ getFirstArgRole(FunctionOpInterface func) {
 
 /// Returns the attribute's value if it is a non-empty name.
 static StringAttr getName(DictionaryAttr dict, StringRef attrName) {
-  auto name = dict ? dyn_cast_or_null<StringAttr>(dict.get(attrName))
-                   : StringAttr();
+  auto name =
+      dict ? dyn_cast_or_null<StringAttr>(dict.get(attrName)) : StringAttr();
   return name && !name.getValue().empty() ? name : StringAttr();
 }
 
@@ -254,8 +255,8 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
     return op->emitOpError()
            << "'" << attrName << "' tags a result, found it on " << where;
   } else {
-    return op->emitOpError() << "unknown train attribute '" << attrName
-                             << "' on " << where;
+    return op->emitOpError()
+           << "unknown train attribute '" << attrName << "' on " << where;
   }
   // The first role attribute of the function runs the whole-function sweep.
   std::optional<std::pair<unsigned, StringAttr>> first = getFirstArgRole(func);
@@ -326,6 +327,16 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
 
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kTargetAttrName) {
+    if (!isa<ModuleOp>(op))
+      return op->emitOpError()
+             << "'" << kTargetAttrName << "' is only valid on a module";
+    if (isa<TargetAttr>(attr.getValue()))
+      return success();
+    return op->emitOpError()
+           << "expected '" << kTargetAttrName << "' to be a #train.target, got "
+           << attr.getValue();
+  }
   if (attr.getName() == kUpdateAttrName) {
     if (isa<UnitAttr>(attr.getValue()))
       return success();
