@@ -3,6 +3,7 @@
 #include "loom/Analysis/PipelineSimulator.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Support/AttrNames.h"
 #include <map>
 
@@ -12,7 +13,8 @@ using namespace loom;
 FailureOr<SmallVector<func::FuncOp>> loom::getPipelineStages(ModuleOp module) {
   std::map<int64_t, func::FuncOp> byStage;
   for (auto func : module.getOps<func::FuncOp>()) {
-    auto stage = func->getAttrOfType<IntegerAttr>(attrs::kPipelineStage);
+    auto stage = func->getAttrOfType<IntegerAttr>(
+        loom::train::TrainDialect::kPipelineStageAttrName);
     if (!stage)
       continue;
     if (!byStage.emplace(stage.getInt(), func).second)
@@ -84,7 +86,7 @@ loom::simulatePipeline(ArrayRef<func::FuncOp> stages, const CostModel &model) {
       StageSimulation &out = result.stages[s];
       while (st.next < st.ops.size()) {
         Operation *op = st.ops[st.next];
-        auto action = op->getAttrOfType<StringAttr>("loom.action");
+        auto action = op->getAttrOfType<StringAttr>("train.action");
         StringRef label = action ? action.getValue() : StringRef("-");
         if (auto start = dyn_cast<coll::CollectiveOpInterface>(op)) {
           double issue = model.getIssueTime(op);

@@ -1,6 +1,7 @@
 //===- ReverseMode.cpp - reverse-mode differentiation engine --------------===//
 
 #include "ReverseMode.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -157,12 +158,13 @@ LogicalResult ReverseMode::differentiate(ArrayRef<Operation *> ops) {
       return failure();
     // The adjoint's ops are the forward op's: its location (diagnostics,
     // and what pp-partition places them by) and its microbatch.
-    auto microbatch = op->getAttr(attrs::kMicrobatch);
+    auto microbatch =
+        op->getAttr(loom::train::TrainDialect::kMicrobatchAttrName);
     for (auto it = before ? std::next(before->getIterator()) : block->begin();
          it != builder.getInsertionPoint(); ++it) {
       it->setLoc(op->getLoc());
       if (microbatch)
-        it->setAttr(attrs::kMicrobatch, microbatch);
+        it->setAttr(loom::train::TrainDialect::kMicrobatchAttrName, microbatch);
     }
   }
   return success();

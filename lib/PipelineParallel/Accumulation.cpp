@@ -2,6 +2,7 @@
 //---------------===//
 
 #include "Accumulation.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -38,7 +39,8 @@ std::optional<std::pair<Value, Value>> getAccumulation(Operation *op) {
 
 int64_t getMicrobatch(Value v) {
   if (Operation *def = v.getDefiningOp())
-    if (auto mb = def->getAttrOfType<IntegerAttr>(attrs::kMicrobatch))
+    if (auto mb = def->getAttrOfType<IntegerAttr>(
+            loom::train::TrainDialect::kMicrobatchAttrName))
       return mb.getInt();
   return INT64_MAX;
 }
@@ -106,9 +108,11 @@ void loom::pp::accumulateInMicrobatchOrder(
                        return arith::AddFOp::create(b, l, args[0], x);
                      });
       if (auto mb = leaf.getDefiningOp()
-                        ? leaf.getDefiningOp()->getAttr(attrs::kMicrobatch)
+                        ? leaf.getDefiningOp()->getAttr(
+                              loom::train::TrainDialect::kMicrobatchAttrName)
                         : Attribute())
-        acc.getDefiningOp()->setAttr(attrs::kMicrobatch, mb);
+        acc.getDefiningOp()->setAttr(
+            loom::train::TrainDialect::kMicrobatchAttrName, mb);
     }
     acc = lb.convert(acc, element);
     root->getResult(0).replaceAllUsesWith(acc);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -53,8 +54,8 @@ struct PPLinkStagesPass
     ModuleOp module = getOperation();
     SmallVector<ModuleOp> stages;
     for (auto nested : module.getOps<ModuleOp>())
-      if (auto index =
-              nested->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
+      if (auto index = nested->getAttrOfType<IntegerAttr>(
+              loom::train::TrainDialect::kPipelineStageAttrName)) {
         if (index.getInt() != int64_t(stages.size())) {
           nested.emitError()
               << "pp-link-stages: stage " << index.getInt() << " where stage "

@@ -16,7 +16,7 @@
 //    the costliest stage's time on the cost model (exact, by dynamic
 //    programming over the cuts).
 // 3. Actions. A forward op of microbatch m (train-microbatch's
-//    loom.microbatch) is in F(m); a backward op in B(m), or for zero bubble
+//    train.microbatch) is in F(m); a backward op in B(m), or for zero bubble
 //    in I(m) when a value another stage receives depends on it and W(m)
 //    otherwise. Ops of no one microbatch (gradient accumulation, the loss's
 //    sum, the optimizer) run as soon as their operands exist on their stage.
@@ -42,6 +42,7 @@
 #include "loom/Analysis/OpIds.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/PipelineParallel/Layout.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/PipelineParallel/Schedules.h"
@@ -68,7 +69,8 @@ namespace {
 constexpr int64_t kFree = -1;
 constexpr int64_t kNoMicrobatch = -1;
 constexpr int64_t kManyMicrobatches = -2;
-constexpr llvm::StringLiteral kActionAttr = loom::attrs::kAction;
+constexpr llvm::StringLiteral kActionAttr =
+    loom::train::TrainDialect::kActionAttrName;
 
 /// What pp-partition decides about one top-level op of the step.
 struct OpInfo {
@@ -186,17 +188,21 @@ Operation *Partitioner::topLevel(Operation *user) const {
 }
 
 LogicalResult Partitioner::run() {
-  if (auto attr = step->getAttrOfType<IntegerAttr>(attrs::kMicrobatches))
+  if (auto attr = step->getAttrOfType<IntegerAttr>(
+          loom::train::TrainDialect::kMicrobatchesAttrName))
     microbatches = attr.getInt();
   if (microbatches < 1)
-    return emitError(loc) << "pp-partition: " << attrs::kMicrobatches
+    return emitError(loc) << "pp-partition: "
+                          << loom::train::TrainDialect::kMicrobatchesAttrName
                           << " must be at least 1, got " << microbatches;
   WalkResult outOfRange = step.walk([&](Operation *op) {
-    auto mb = op->getAttrOfType<IntegerAttr>(attrs::kMicrobatch);
+    auto mb = op->getAttrOfType<IntegerAttr>(
+        loom::train::TrainDialect::kMicrobatchAttrName);
     if (mb && (mb.getInt() < 0 || mb.getInt() >= microbatches)) {
       op->emitOpError("pp-partition: ")
-          << attrs::kMicrobatch << " " << mb.getInt() << " is not one of the "
-          << microbatches << " microbatches";
+          << loom::train::TrainDialect::kMicrobatchAttrName << " "
+          << mb.getInt() << " is not one of the " << microbatches
+          << " microbatches";
       return WalkResult::interrupt();
     }
     return WalkResult::advance();
@@ -260,7 +266,7 @@ LogicalResult Partitioner::assignParameterUnits() {
   int64_t firstBlock = INT64_MAX;
   for (BlockArgument arg : step.getArguments()) {
     auto name = step.getArgAttrOfType<StringAttr>(
-        arg.getArgNumber(), train::TrainDialect::kParamAttrName);
+        arg.getArgNumber(), loom::train::TrainDialect::kParamAttrName);
     if (!name)
       continue;
     auto it = firstUse.find(arg);
@@ -427,7 +433,8 @@ void Partitioner::assignMicrobatches() {
       i.microbatch = 0;
       continue;
     }
-    if (auto mb = op->getAttrOfType<IntegerAttr>(attrs::kMicrobatch)) {
+    if (auto mb = op->getAttrOfType<IntegerAttr>(
+            loom::train::TrainDialect::kMicrobatchAttrName)) {
       i.microbatch = mb.getInt();
       continue;
     }
@@ -562,7 +569,8 @@ LogicalResult Partitioner::checkParameters() {
       return emitError(arg.getLoc())
              << "pp-partition: parameter '"
              << step.getArgAttrOfType<StringAttr>(
-                        arg.getArgNumber(), train::TrainDialect::kParamAttrName)
+                        arg.getArgNumber(),
+                        loom::train::TrainDialect::kParamAttrName)
                     .getValue()
              << "' of stage " << stageOfUnit[unit] << " is also read on stage "
              << info[top].stage
@@ -657,17 +665,11 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
   for (auto [k, r] : llvm::enumerate(results))
     if (DictionaryAttr attrs = step.getResultAttrDict(r))
       func.setResultAttrs(k, attrs);
-  func->setAttr(attrs::kPipelineStage, i64(s));
-  auto named = [&](StringRef name, Attribute value) {
-    return NamedAttribute(StringAttr::get(ctx, name), value);
-  };
-  func->setAttr(attrs::kPipeline,
-                DictionaryAttr::get(
-                    ctx, {named("stages", i64(numStages)),
-                          named("microbatches", i64(microbatches)),
-                          named("replicas", i64(numReplicas)),
-                          named("schedule", StringAttr::get(ctx, scheduleName)),
-                          named("layout", StringAttr::get(ctx, layoutText))}));
+  func->setAttr(loom::train::TrainDialect::kPipelineStageAttrName, i64(s));
+  func->setAttr(loom::train::TrainDialect::kPipelineAttrName,
+                loom::train::PipelineAttr::get(ctx, numStages, microbatches,
+                                               numReplicas, scheduleName,
+                                               layoutText));
 
   Block *entry = func.addEntryBlock();
   OpBuilder b = OpBuilder::atBlockEnd(entry);
@@ -858,7 +860,8 @@ void PPPartitionPass::runOnOperation() {
   }
   bool hasGrad = false;
   for (unsigned i = 0; i < step.getNumResults(); ++i)
-    hasGrad |= bool(step.getResultAttr(i, train::TrainDialect::kGradAttrName));
+    hasGrad |=
+        bool(step.getResultAttr(i, loom::train::TrainDialect::kGradAttrName));
   if (!hasGrad && !step->hasAttr(attrs::kOptimizer)) {
     emitError(loc) << "pp-partition: expected a differentiated step (run "
                       "train-autodiff, and train-optimizer, first)";

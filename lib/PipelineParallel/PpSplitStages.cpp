@@ -1,6 +1,6 @@
 //===- PpSplitStages.cpp - one module per pipeline stage ------------------===//
 //
-// Moves each stage's functions (loom.pipeline_stage = s) into a nested
+// Moves each stage's functions (train.pipeline_stage = s) into a nested
 // module @stage<s>, with a copy of every function of no stage, so that the
 // phases after the training step compile each stage on its own.
 //
@@ -33,13 +33,15 @@ struct PPSplitStagesPass
     for (Operation &op : module.getOps()) {
       auto func = dyn_cast<func::FuncOp>(op);
       if (!func) {
-        if (isa<ModuleOp>(op) && op.hasAttr(attrs::kPipelineStage)) {
+        if (isa<ModuleOp>(op) &&
+            op.hasAttr(train::TrainDialect::kPipelineStageAttrName)) {
           op.emitError("pp-split-stages: the module is split already");
           return signalPassFailure();
         }
         continue;
       }
-      auto index = func->getAttrOfType<IntegerAttr>(attrs::kPipelineStage);
+      auto index = func->getAttrOfType<IntegerAttr>(
+          train::TrainDialect::kPipelineStageAttrName);
       if (!index) {
         shared.push_back(func);
         continue;
@@ -69,7 +71,8 @@ struct PPSplitStagesPass
     for (auto &[index, funcs] : stages) {
       auto stage = ModuleOp::create(builder, module.getLoc(),
                                     ("stage" + Twine(index)).str());
-      stage->setAttr(attrs::kPipelineStage, builder.getI64IntegerAttr(index));
+      stage->setAttr(train::TrainDialect::kPipelineStageAttrName,
+                     builder.getI64IntegerAttr(index));
       // A stage compiles on its own (even detached), for the same target.
       if (Attribute target =
               module->getAttr(train::TrainDialect::kTargetAttrName))

@@ -36,7 +36,7 @@ namespace loom::sharding {
 using namespace mlir;
 using namespace loom;
 using namespace loom::coll;
-using train::TrainDialect;
+using loom::train::TrainDialect;
 
 namespace {
 
@@ -87,14 +87,12 @@ public:
       : func(func), stage(stage), ranks(ranks), reduction(reduction),
         builder(func.getContext()) {
     // A stage (as the pass selects them) reads its grid from loom.pipeline.
-    if (!func->hasAttr(attrs::kPipelineStage))
+    if (!func->hasAttr(loom::train::TrainDialect::kPipelineStageAttrName))
       return;
-    auto pipeline = func->getAttrOfType<DictionaryAttr>(attrs::kPipeline);
-    auto stages = pipeline ? pipeline.getAs<IntegerAttr>("stages") : nullptr;
-    auto replicas =
-        pipeline ? pipeline.getAs<IntegerAttr>("replicas") : nullptr;
-    pipelineStages = stages ? stages.getInt() : -1;
-    pipelineReplicas = replicas ? replicas.getInt() : -1;
+    auto pipeline = func->getAttrOfType<loom::train::PipelineAttr>(
+        loom::train::TrainDialect::kPipelineAttrName);
+    pipelineStages = pipeline ? pipeline.getStages() : -1;
+    pipelineReplicas = pipeline ? pipeline.getReplicas() : -1;
   }
 
   LogicalResult run();
@@ -165,8 +163,8 @@ LogicalResult Partitioner::checkInput() {
              << arg.getArgNumber() << " of type " << commType;
   }
   if (pipelineStages < 0 || pipelineReplicas < 1)
-    return func.emitOpError("is a pipeline stage (loom.pipeline_stage) "
-                            "without loom.pipeline's stages and replicas");
+    return func.emitOpError("is a pipeline stage (train.pipeline_stage) "
+                            "without train.pipeline's stages and replicas");
   if (pipelineStages && ranks != pipelineReplicas)
     return func.emitOpError("world-size ")
            << ranks << " does not match the pipeline's " << pipelineReplicas
@@ -587,11 +585,14 @@ void recordFullShapes(func::FuncOp func, FunctionType fullType,
   };
   for (auto [index, type] : llvm::enumerate(fullType.getInputs()))
     if (func.getArgumentTypes()[index] != type)
-      func.setArgAttr(index, attrs::kFullShape, fullShape(type));
+      func.setArgAttr(index, loom::train::TrainDialect::kFullShapeAttrName,
+                      fullShape(type));
   for (auto [index, type] : llvm::enumerate(fullType.getResults()))
     if (func.getResultTypes()[index] != type)
-      func.setResultAttr(index, attrs::kFullShape, fullShape(type));
-  func->setAttr(attrs::kZeroStage, builder.getI64IntegerAttr(stage));
+      func.setResultAttr(index, loom::train::TrainDialect::kFullShapeAttrName,
+                         fullShape(type));
+  func->setAttr(loom::train::TrainDialect::kZeroStageAttrName,
+                builder.getI64IntegerAttr(stage));
 }
 
 struct ZeroPartitionPass
@@ -622,7 +623,7 @@ struct ZeroPartitionPass
       if (func.isExternal())
         continue;
       if (!train::getLossResultIndex(func) &&
-          !func->hasAttr(attrs::kPipelineStage))
+          !func->hasAttr(loom::train::TrainDialect::kPipelineStageAttrName))
         continue;
       found = true;
       FunctionType fullType = func.getFunctionType();

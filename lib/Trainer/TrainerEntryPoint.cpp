@@ -9,6 +9,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Support/AttrNames.h"
@@ -25,7 +26,7 @@ using namespace mlir;
 using namespace loom;
 using loom::runtime::StepManifest;
 using loom::runtime::StepTensor;
-using train::TrainDialect;
+using loom::train::TrainDialect;
 
 int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
   if (auto timeline =
@@ -38,8 +39,9 @@ int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
 func::FuncOp loom::trainer::findStep(ModuleOp module) {
   // A pipeline stage other than the last returns no loss.
   for (auto func : module.getOps<func::FuncOp>())
-    if (!func.isExternal() && (train::getLossResultIndex(func) ||
-                               func->hasAttr(attrs::kPipelineStage)))
+    if (!func.isExternal() &&
+        (train::getLossResultIndex(func) ||
+         func->hasAttr(loom::train::TrainDialect::kPipelineStageAttrName)))
       return func;
   return {};
 }
@@ -110,7 +112,8 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
     t.dtype = dtypeText(tensor.getElementType());
     t.localShape.assign(tensor.getShape().begin(), tensor.getShape().end());
     t.fullShape = t.localShape;
-    if (auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(attrs::kFullShape)
+    if (auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(
+                                loom::train::TrainDialect::kFullShapeAttrName)
                           : DenseI64ArrayAttr())
       t.fullShape.assign(full.asArrayRef().begin(), full.asArrayRef().end());
     t.inPlace =
@@ -157,19 +160,18 @@ describeProperties(func::FuncOp step, StringRef source) {
   if (sizes.wasInterrupted())
     return failure();
   properties["world_size"] = std::to_string(worldSize);
-  if (auto stage = step->getAttrOfType<IntegerAttr>(attrs::kPipelineStage)) {
+  if (auto stage = step->getAttrOfType<IntegerAttr>(
+          loom::train::TrainDialect::kPipelineStageAttrName)) {
     properties["pipeline_stage"] = std::to_string(stage.getInt());
-    auto pipeline = step->getAttrOfType<DictionaryAttr>(attrs::kPipeline);
-    auto stages =
-        pipeline ? pipeline.getAs<IntegerAttr>("stages") : IntegerAttr();
+    auto pipeline = step->getAttrOfType<loom::train::PipelineAttr>(
+        loom::train::TrainDialect::kPipelineAttrName);
     properties["pipeline_stages"] =
-        std::to_string(stages ? stages.getInt() : 1);
-    auto replicas =
-        pipeline ? pipeline.getAs<IntegerAttr>("replicas") : IntegerAttr();
+        std::to_string(pipeline ? pipeline.getStages() : 1);
     properties["pipeline_replicas"] =
-        std::to_string(replicas ? replicas.getInt() : 1);
+        std::to_string(pipeline ? pipeline.getReplicas() : 1);
   }
-  auto stage = step->getAttrOfType<IntegerAttr>(attrs::kZeroStage);
+  auto stage = step->getAttrOfType<IntegerAttr>(
+      loom::train::TrainDialect::kZeroStageAttrName);
   properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);
   if (auto optimizer = step->getAttrOfType<StringAttr>(attrs::kOptimizer))
     properties["optimizer"] = optimizer.str();

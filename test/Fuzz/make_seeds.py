@@ -66,7 +66,7 @@ NAME = re.compile(r"(?<![%#^@\w.])([a-z_][a-z0-9_]*\.[a-z_][a-z0-9_.]*)")
 # attributes, a dynamic dimension, an unranked tensor.
 TOKENS = ('"foo.op"', '"foo.op"(%0) : (tensor<4xf32>) -> tensor<4xf32>', '"foo.term"() : () -> ()',
           '{train.param = "layers.0.w"}', '{train.grad = "w"}', '{train.input = "x"}',
-          '{train.loss}', '{loom.microbatch = 1 : i64}', 'tensor<?x4xf32>', 'tensor<*xf32>',
+          '{train.loss}', '{train.microbatch = 1 : i64}', 'tensor<?x4xf32>', 'tensor<*xf32>',
           'tensor<0x4xf32>', '^bb1:', 'cf.br ^bb1', 'loc("loom.op.1")')
 
 

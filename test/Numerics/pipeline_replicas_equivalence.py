@@ -52,7 +52,7 @@ def signature(module: str, func: str):
         for attrs in re.findall(r"\{([^{}]*train\.[^{}]*)\}", text):
             m = ROLE.search(attrs)
             key = ("loss", "loss") if m[3] else (m[1], m[2])
-            out.append((key, "loom.full_shape" in attrs))
+            out.append((key, "train.full_shape" in attrs))
         return out
     return parse(args), parse(results)
 

@@ -20,7 +20,7 @@
 // CHECK-DAG: llvm.mlir.global external constant @loom_pipeline_manifests()
 // CHECK-DAG: llvm.mlir.addressof @loom_step_manifest_stage0 : !llvm.ptr
 module {
-  module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+  module @stage0 attributes {train.pipeline_stage = 0 : i64} {
     llvm.func @loomrt_coll_wait(i64)
     llvm.func @loom_step() {
       llvm.return
@@ -31,7 +31,7 @@ module {
     }
     llvm.mlir.global external constant @loom_step_manifest(0 : i64) : i64
   }
-  module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
+  module @stage1 attributes {train.pipeline_stage = 1 : i64} {
     llvm.func @loomrt_coll_wait(i64)
     llvm.mlir.global private constant @name("s1") : !llvm.array<2 x i8>
     llvm.func @loom_step() {
@@ -48,10 +48,10 @@ module {
 // -----
 
 module {
-  module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+  module @stage0 attributes {train.pipeline_stage = 0 : i64} {
     llvm.func @loomrt_coll_wait(i64)
   }
-  module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
+  module @stage1 attributes {train.pipeline_stage = 1 : i64} {
     // expected-error @+1 {{pp-link-stages: @loomrt_coll_wait of stage 1 conflicts with the linked module's (declared with another type, or defined twice)}}
     llvm.func @loomrt_coll_wait(i32)
   }
@@ -61,14 +61,14 @@ module {
 
 module {
   // expected-error @+1 {{pp-link-stages: stage 1 where stage 0 was expected (stages in order from 0)}}
-  module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
+  module @stage1 attributes {train.pipeline_stage = 1 : i64} {
   }
 }
 
 // -----
 
 module {
-  module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+  module @stage0 attributes {train.pipeline_stage = 0 : i64} {
     // expected-error @+1 {{pp-link-stages: 'func.func' in stage 0: expected LLVM functions and globals}}
     func.func @step() {
       return

@@ -9,13 +9,13 @@
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=t*0|tL" 2>&1 | FileCheck %s --check-prefix=REPEAT
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --loom-set-target=device=cpu --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
-// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/loom.microbatch = 1 : i64/loom.microbatch = 7 : i64/' | not loom-opt --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
+// RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/train.microbatch = 1 : i64/train.microbatch = 7 : i64/' | not loom-opt --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
 // RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
 // RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
 
 // UNKNOWN: error: 'foo.mm' op pp-partition: cannot place an op with side effects
 // TERMINATOR: error: pp-partition: expected the step to end in func.return, found 'foo.return'
-// MBRANGE: error: 'tensor.extract_slice' op pp-partition: loom.microbatch 7 is not one of the 2 microbatches
+// MBRANGE: error: 'tensor.extract_slice' op expected 'train.microbatch' in [0, 2) (below the function's microbatches), got 7
 // FORWARD: error: pp-partition: expected a differentiated step (run train-autodiff, and train-optimizer, first)
 // SCHEDULE: error: pp-partition: unknown schedule 'interleaved' (expected gpipe, 1f1b or zb-h1)
 // UNITS: error: pp-partition: the step has 3 units (embedding, blocks, output) for 4 stages

@@ -1,6 +1,6 @@
 // Tests pp-partition on a two-block MLP with a classifier head, its batch in
 // two microbatches: one function per stage, each running its schedule's
-// actions (loom.action) with the sends and receives between them; the last
+// actions (train.action) with the sends and receives between them; the last
 // stage computes and returns the loss, each stage updates its parameters.
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
@@ -15,19 +15,19 @@
 // ONEF-LABEL: func.func @mlp_stage0(
 // ONEF-SAME: {train.param = "layers.0.w"}
 // ONEF-SAME: {train.input = "x"}) -> (tensor<8x8xf32> {train.param = "layers.0.w"})
-// ONEF-SAME: loom.pipeline = {layout = "t|tL", microbatches = 2 : i64, replicas = 1 : i64, schedule = "1f1b", stages = 2 : i64}, loom.pipeline_stage = 0 : i64
+// ONEF-SAME: train.pipeline = #train.pipeline<stages = 2, microbatches = 2, replicas = 1, schedule = "1f1b", layout = "t|tL">, train.pipeline_stage = 0 : i64
 // ONEF: %[[PP:.+]] = coll.comm_world : !coll.comm<2>
-// ONEF: %[[H0:.+]] = linalg.matmul {{.*}}loom.action = "F0"
+// ONEF: %[[H0:.+]] = linalg.matmul {{.*}}train.action = "F0"
 // ONEF: %[[S0:.+]] = coll.send_start %[[H0]] on %[[PP]] to = 1 tag = 0 : (tensor<2x8xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
-// ONEF: %[[H1:.+]] = linalg.matmul {{.*}}loom.action = "F1"
+// ONEF: %[[H1:.+]] = linalg.matmul {{.*}}train.action = "F1"
 // ONEF: %[[S1:.+]] = coll.send_start %[[H1]] on %[[PP]] to = 1 tag = 1
 // ONEF: %[[R0:.+]] = coll.recv_start on %[[PP]] from = 1 tag = 0 : (!coll.comm<2>) -> !coll.future<tensor<2x8xf32>>
 // ONEF-NEXT: coll.wait %[[R0]]
 // ONEF-NEXT: coll.wait %[[S0]] : !coll.future<tensor<0xf32>>
-// ONEF: loom.action = "B0"
+// ONEF: train.action = "B0"
 // ONEF: coll.recv_start on %[[PP]] from = 1 tag = 1
 // ONEF: coll.wait %[[S1]]
-// ONEF: loom.action = "B1"
+// ONEF: train.action = "B1"
 // ONEF-NOT: coll.send_start
 // ONEF: return
 
@@ -37,26 +37,26 @@
 // ONEF-SAME: {train.param = "layers.1.w"}
 // ONEF-SAME: {train.param = "head"}
 // ONEF-SAME: {train.input = "labels"}) -> (tensor<f32> {train.loss}, tensor<8x8xf32> {train.param = "layers.1.w"}, tensor<4x8xf32> {train.param = "head"})
-// ONEF-SAME: loom.pipeline_stage = 1 : i64
+// ONEF-SAME: train.pipeline_stage = 1 : i64
 // ONEF: coll.recv_start on %{{.+}} from = 0 tag = 0
-// ONEF: train.cross_entropy {{.*}}reduction = <sum>{{.*}}loom.action = "F0"
-// ONEF: train.cross_entropy_grad {{.*}}loom.action = "B0"
+// ONEF: train.cross_entropy {{.*}}reduction = <sum>{{.*}}train.action = "F0"
+// ONEF: train.cross_entropy_grad {{.*}}train.action = "B0"
 // ONEF: coll.send_start {{.*}} to = 0 tag = 0
 // ONEF: coll.recv_start on %{{.+}} from = 0 tag = 1
-// ONEF: train.cross_entropy {{.*}}loom.action = "F1"
+// ONEF: train.cross_entropy {{.*}}train.action = "F1"
 // ONEF: arith.divf
-// ONEF: train.cross_entropy_grad {{.*}}loom.action = "B1"
+// ONEF: train.cross_entropy_grad {{.*}}train.action = "B1"
 // ONEF: coll.send_start {{.*}} to = 0 tag = 1
 // ONEF: return
 
 // GPipe: every forward, then every backward.
 // GPIPE-LABEL: func.func @mlp_stage1(
 // GPIPE-SAME: layout = "t|tL"
-// GPIPE: train.cross_entropy {{.*}}loom.action = "F0"
-// GPIPE: train.cross_entropy {{.*}}loom.action = "F1"
-// GPIPE: train.cross_entropy_grad {{.*}}loom.action = "B0"
+// GPIPE: train.cross_entropy {{.*}}train.action = "F0"
+// GPIPE: train.cross_entropy {{.*}}train.action = "F1"
+// GPIPE: train.cross_entropy_grad {{.*}}train.action = "B0"
 // GPIPE: coll.send_start {{.*}} to = 0 tag = 0
-// GPIPE: train.cross_entropy_grad {{.*}}loom.action = "B1"
+// GPIPE: train.cross_entropy_grad {{.*}}train.action = "B1"
 // GPIPE: coll.send_start {{.*}} to = 0 tag = 1
 
 // ZB-H1: the last stage's backward is split; what stage 0 waits for (I) is
@@ -64,23 +64,23 @@
 // W's by one step (F0 I0 F1 I1 W0 W1). Stage 0 sends nothing back, so all
 // of its backward is W.
 // ZB-LABEL: func.func @mlp_stage0(
-// ZB-NOT: loom.action = "I
-// ZB-NOT: loom.action = "B
-// ZB: loom.action = "W0"
+// ZB-NOT: train.action = "I
+// ZB-NOT: train.action = "B
+// ZB: train.action = "W0"
 // ZB-LABEL: func.func @mlp_stage1(
-// ZB: train.cross_entropy_grad {{.*}}loom.action = "I0"
+// ZB: train.cross_entropy_grad {{.*}}train.action = "I0"
 // ZB: coll.send_start {{.*}} to = 0 tag = 0
-// ZB-NOT: loom.action = "W0"
-// ZB: loom.action = "F1"
-// ZB-NOT: loom.action = "W0"
-// ZB: loom.action = "I1"
+// ZB-NOT: train.action = "W0"
+// ZB: train.action = "F1"
+// ZB-NOT: train.action = "W0"
+// ZB: train.action = "I1"
 // ZB: coll.send_start {{.*}} to = 0 tag = 1
-// ZB-NOT: loom.action = "W1"
-// ZB: loom.action = "W0"
-// ZB: loom.action = "W1"
+// ZB-NOT: train.action = "W1"
+// ZB: train.action = "W0"
+// ZB: train.action = "W1"
 
 // Balanced on the cost model, three units on three stages.
-// THREE: func.func @mlp_stage0({{.*}}"layers.0.w"{{.*}}loom.pipeline = {layout = "t|t|L"
+// THREE: func.func @mlp_stage0({{.*}}"layers.0.w"{{.*}}train.pipeline = #train.pipeline<stages = 3, microbatches = 2, replicas = 1, schedule = "1f1b", layout = "t|t|L">
 // THREE: func.func @mlp_stage1(%arg0: tensor<8x8xf32> {train.param = "layers.1.w"}) -> (tensor<8x8xf32> {train.param = "layers.1.w"})
 // THREE: coll.recv_start {{.*}} from = 0
 // THREE: coll.send_start {{.*}} to = 2
@@ -108,7 +108,7 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
 // running stage s of replica d; the transfers run on the replica's pipeline
 // (ranks d and 2 + d), made at the entry.
 // GRID-LABEL: func.func @mlp_stage0(
-// GRID-SAME: replicas = 2 : i64
+// GRID-SAME: replicas = 2,
 // GRID-NEXT: %[[W:.+]] = coll.comm_world : !coll.comm<4>
 // GRID-NEXT: %[[PP:.+]] = coll.comm_group %[[W]] size = 2 stride = 2 : !coll.comm<4> -> !coll.comm<2>
 // GRID: coll.send_start %{{.+}} on %[[PP]] to = 1 tag = 0
@@ -122,8 +122,8 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
 // the updated parameters gathered; the transfers stay on the pipeline's
 // group, and only the last stage averages a loss over its replicas.
 // ZERO-LABEL: func.func @mlp_stage0(
-// ZERO-SAME: tensor<32xf32> {loom.full_shape = array<i64: 8, 8>, train.state = "layers.0.w.m"}
-// ZERO-SAME: loom.zero_stage = 2
+// ZERO-SAME: tensor<32xf32> {train.full_shape = array<i64: 8, 8>, train.state = "layers.0.w.m"}
+// ZERO-SAME: train.zero_stage = 2
 // ZERO-NEXT: %[[W:.+]] = coll.comm_world : !coll.comm<4>
 // ZERO-NEXT: %[[DP:.+]] = coll.comm_group %[[W]] size = 2 stride = 1 : !coll.comm<4> -> !coll.comm<2>
 // ZERO-NEXT: coll.comm_rank %[[DP]]

@@ -4,19 +4,19 @@
 // stage is copied into every stage.
 // CHECK-LABEL: module {
 // CHECK-NOT: func.func
-// CHECK: module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+// CHECK: module @stage0 attributes {train.pipeline_stage = 0 : i64} {
 // CHECK-NEXT: func.func private @helper()
 // CHECK-NEXT: func.func @step_stage0()
 // CHECK-NOT: func.func
-// CHECK: module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
+// CHECK: module @stage1 attributes {train.pipeline_stage = 1 : i64} {
 // CHECK-NEXT: func.func private @helper()
 // CHECK-NEXT: func.func @step_stage1()
 // CHECK-NOT: func.func
 func.func private @helper()
-func.func @step_stage1() attributes {loom.pipeline_stage = 1 : i64} {
+func.func @step_stage1() attributes {train.pipeline_stage = 1 : i64} {
   return
 }
-func.func @step_stage0() attributes {loom.pipeline_stage = 0 : i64} {
+func.func @step_stage0() attributes {train.pipeline_stage = 0 : i64} {
   return
 }
 
@@ -32,17 +32,17 @@ func.func @step() {
 
 // -----
 
-func.func @step_stage0() attributes {loom.pipeline_stage = 0 : i64} {
+func.func @step_stage0() attributes {train.pipeline_stage = 0 : i64} {
   return
 }
 // expected-error @+1 {{pp-split-stages: stage 2 without stage 1 (stages number from 0 without a gap)}}
-func.func @step_stage2() attributes {loom.pipeline_stage = 2 : i64} {
+func.func @step_stage2() attributes {train.pipeline_stage = 2 : i64} {
   return
 }
 
 // -----
 
-func.func @step_stage0() attributes {loom.pipeline_stage = 0 : i64} {
+func.func @step_stage0() attributes {train.pipeline_stage = 0 : i64} {
   return
 }
 // expected-error @+1 {{pp-split-stages: 'memref.global' beside the stages' functions: only functions are split}}
@@ -52,6 +52,6 @@ memref.global "private" constant @table : memref<2xf32> = dense<0.0>
 
 module {
   // expected-error @+1 {{pp-split-stages: the module is split already}}
-  module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+  module @stage0 attributes {train.pipeline_stage = 0 : i64} {
   }
 }

@@ -74,20 +74,20 @@ func.func @scalar_param(%w: tensor<f32> {train.param = "w"}) -> (tensor<f32> {tr
 // A pipeline's stage is sharded over its replicas: world-size must be the
 // pipeline's replica count.
 // CHECK: error: 'func.func' op world-size 4 does not match the pipeline's 2 data-parallel replicas (pp-partition{replicas}): a stage is sharded over its replicas
-func.func @stage_replicas(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline = {stages = 2 : i64, replicas = 2 : i64}, loom.pipeline_stage = 0 : i64} {
+func.func @stage_replicas(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 1, replicas = 2, schedule = "1f1b", layout = "t|L">, train.pipeline_stage = 0 : i64} {
   return %w : tensor<4xf32>
 }
 
 // -----
 
 // CHECK: error: 'func.func' op is a pipeline stage: zero-partition shards stages at ZeRO stage 1 or 2 (stage 3 would gather each parameter once per microbatch)
-func.func @stage_zero3(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline = {stages = 2 : i64, replicas = 4 : i64}, loom.pipeline_stage = 1 : i64} {
+func.func @stage_zero3(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 1, replicas = 4, schedule = "1f1b", layout = "t|L">, train.pipeline_stage = 1 : i64} {
   return %w : tensor<4xf32>
 }
 
 // -----
 
-// CHECK: error: 'func.func' op is a pipeline stage (loom.pipeline_stage) without loom.pipeline's stages and replicas
-func.func @stage_without_grid(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {loom.pipeline_stage = 0 : i64} {
+// CHECK: error: 'func.func' op is a pipeline stage (train.pipeline_stage) without train.pipeline's stages and replicas
+func.func @stage_without_grid(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {train.pipeline_stage = 0 : i64} {
   return %w : tensor<4xf32>
 }

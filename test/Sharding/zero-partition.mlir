@@ -33,9 +33,9 @@ func.func @step(%w: tensor<2x5xf32> {train.param = "w"}, %x: tensor<2x5xf32> {tr
 // Stage 3: the parameter arrives and leaves as this rank's shard, tagged
 // with its whole shape for the trainer; the function records the stage.
 // STAGE3-LABEL: func.func @step
-// STAGE3-SAME: (%[[W:.+]]: tensor<3xf32> {loom.full_shape = array<i64: 2, 5>, train.param = "w"}, %[[X:.+]]: tensor<2x5xf32> {train.input})
-// STAGE3-SAME: -> (tensor<f32> {train.loss}, tensor<3xf32> {loom.full_shape = array<i64: 2, 5>, train.param = "w"})
-// STAGE3-SAME: attributes {{{.*}}loom.zero_stage = 3 : i64}
+// STAGE3-SAME: (%[[W:.+]]: tensor<3xf32> {train.full_shape = array<i64: 2, 5>, train.param = "w"}, %[[X:.+]]: tensor<2x5xf32> {train.input})
+// STAGE3-SAME: -> (tensor<f32> {train.loss}, tensor<3xf32> {train.full_shape = array<i64: 2, 5>, train.param = "w"})
+// STAGE3-SAME: attributes {{{.*}}train.zero_stage = 3 : i64}
 // STAGE3: %[[COMM:.+]] = coll.comm_world : !coll.comm<4>
 // Forward: gather, drop the padding, restore the shape, use, release.
 // STAGE3: %[[F1:.+]] = coll.all_gather_start %[[W]] on %[[COMM]] gather_axis = 0 : (tensor<3xf32>, !coll.comm<4>) -> !coll.future<tensor<12xf32>>
@@ -64,7 +64,7 @@ func.func @step(%w: tensor<2x5xf32> {train.param = "w"}, %x: tensor<2x5xf32> {tr
 // STAGE2-LABEL: func.func @step
 // STAGE2-SAME: (%[[W:.+]]: tensor<2x5xf32> {train.param = "w"}, %{{.+}}: tensor<2x5xf32> {train.input})
 // STAGE2-SAME: -> (tensor<f32> {train.loss}, tensor<2x5xf32> {train.param = "w"})
-// STAGE2-SAME: attributes {{{.*}}loom.zero_stage = 2 : i64}
+// STAGE2-SAME: attributes {{{.*}}train.zero_stage = 2 : i64}
 // STAGE2: %[[COMM:.+]] = coll.comm_world : !coll.comm<4>
 // STAGE2: %[[RANK:.+]] = coll.comm_rank %[[COMM]] : !coll.comm<4>
 // This rank's slice of the whole parameter: elements [3 r, 3 r + 3).

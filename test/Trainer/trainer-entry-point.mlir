@@ -15,12 +15,12 @@
 // not written.
 // CHECK: bufferization.materialize_in_destination %[[R]]#1 in restrict writable %[[W]]
 // CHECK-NEXT: return
-func.func @step(%w: tensor<4xf32> {loom.full_shape = array<i64: 2, 4>, train.param = "w"},
+func.func @step(%w: tensor<4xf32> {train.full_shape = array<i64: 2, 4>, train.param = "w"},
                 %x: tensor<2x4xf32> {train.input = "x"})
-    -> (tensor<f32> {train.loss}, tensor<4xf32> {loom.full_shape = array<i64: 2, 4>, train.param = "w"})
+    -> (tensor<f32> {train.loss}, tensor<4xf32> {train.full_shape = array<i64: 2, 4>, train.param = "w"})
     attributes {loom.arena_bound_bytes = 32 : i64, loom.arena_bytes = 64 : i64, loom.lr = 0.1 : f64,
                 loom.optimizer = "sgd", loom.scheduled_peak_bytes = 120 : i64, loom.tied_results = array<i64: -1, 0>,
-                loom.timeline_peak_bytes = 96 : i64, loom.zero_stage = 3 : i64} {
+                loom.timeline_peak_bytes = 96 : i64, train.zero_stage = 3 : i64} {
   %c = coll.comm_world : !coll.comm<2>
   %l = tensor.empty() : tensor<f32>
   return %l, %w : tensor<f32>, tensor<4xf32>

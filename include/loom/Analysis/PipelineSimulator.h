@@ -31,7 +31,7 @@ struct StageSimulation {
   /// Time its compute stream waited for received values and collectives.
   double stalled = 0;
   int64_t peakBytes = 0;
-  /// Consecutive ops of one schedule action ("F3", `loom.action`) merged:
+  /// Consecutive ops of one schedule action ("F3", `train.action`) merged:
   /// (action, start, end); stalls as ("", start, end).
   struct Interval {
     std::string action;

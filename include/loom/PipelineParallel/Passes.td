@@ -15,8 +15,9 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
   let description = [{
     Runs on a training step (after `train-microbatch`, `train-autodiff` and
     `train-optimizer`, before `zero-partition`) and replaces it by one
-    function per stage, `@<step>_stage<s>` tagged `loom.pipeline_stage = s`
-    and `loom.pipeline = {stages, microbatches, replicas, schedule, layout}`.
+    function per stage, `@<step>_stage<s>` tagged `train.pipeline_stage = s`
+    and `train.pipeline = #train.pipeline<stages, microbatches, replicas,
+    schedule, layout>`.
 
     *Units and stages.* Parameters are grouped into units as Megatron's
     layouts count them: `E` (parameters outside a numbered group that the
@@ -40,7 +41,7 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     gradients), the cool-down phase's `W`s deferred to the end of the
     stage. Ops of no single microbatch (gradient accumulation, the loss's
     sum, the optimizer) run as soon as their operands exist. Each op gets
-    `loom.action = "F3"` (or `B`, `I`, `W`), which `coll-report` and the
+    `train.action = "F3"` (or `B`, `I`, `W`), which `coll-report` and the
     schedule traces read.
 
     *Transfers.* A value read on another stage is sent right after it is
@@ -48,7 +49,7 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
 
     ```mlir
     // stage 0
-    %h = linalg.add ins(%a, %b : ...) outs(...) {loom.action = "F0"}
+    %h = linalg.add ins(%a, %b : ...) outs(...) {train.action = "F0"}
     %s = coll.send_start %h on %pp to = 1 tag = 0
         : (tensor<4x8x16xf32>, !coll.comm<2>) -> !coll.future<tensor<0xf32>>
     ...
@@ -103,7 +104,7 @@ def PPSplitStagesPass : Pass<"pp-split-stages", "::mlir::ModuleOp"> {
   let description = [{
     After `pp-partition`, each stage is compiled on its own: its step, its
     memory plan, its arena. This pass gives every stage `s` a nested
-    `builtin.module @stage<s>` tagged `loom.pipeline_stage = s`, holding the
+    `builtin.module @stage<s>` tagged `train.pipeline_stage = s`, holding the
     functions tagged with that stage and a copy of every function tagged
     with none, so that the later phases run on each stage's module with a
     nested pass manager (`builtin.module(builtin.module(...))`). Each stage
@@ -112,14 +113,14 @@ def PPSplitStagesPass : Pass<"pp-split-stages", "::mlir::ModuleOp"> {
     after lowering by `pp-link-stages`.
 
     ```mlir
-    func.func @step_stage0(...) attributes {loom.pipeline_stage = 0 : i64}
-    func.func @step_stage1(...) attributes {loom.pipeline_stage = 1 : i64}
+    func.func @step_stage0(...) attributes {train.pipeline_stage = 0 : i64}
+    func.func @step_stage1(...) attributes {train.pipeline_stage = 1 : i64}
     // becomes
-    module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
-      func.func @step_stage0(...) attributes {loom.pipeline_stage = 0 : i64}
+    module @stage0 attributes {train.pipeline_stage = 0 : i64} {
+      func.func @step_stage0(...) attributes {train.pipeline_stage = 0 : i64}
     }
-    module @stage1 attributes {loom.pipeline_stage = 1 : i64} {
-      func.func @step_stage1(...) attributes {loom.pipeline_stage = 1 : i64}
+    module @stage1 attributes {train.pipeline_stage = 1 : i64} {
+      func.func @step_stage1(...) attributes {train.pipeline_stage = 1 : i64}
     }
     ```
 
@@ -148,7 +149,7 @@ def PPLinkStagesPass : Pass<"pp-link-stages", "::mlir::ModuleOp"> {
       entry point and manifest, by stage) are added.
 
     ```mlir
-    module @stage0 attributes {loom.pipeline_stage = 0 : i64} {
+    module @stage0 attributes {train.pipeline_stage = 0 : i64} {
       llvm.func @loom_step_packed(%arg0: !llvm.ptr) { ... }
     }
     // becomes

@@ -37,7 +37,7 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     global-batch mean.
 
     A pipeline's stages (`pp-partition{replicas=D}`, functions tagged
-    `loom.pipeline_stage`) are sharded at stage 1 or 2 over their replicas:
+    `train.pipeline_stage`) are sharded at stage 1 or 2 over their replicas:
     `world-size` must be `D`, the collectives run on
     `coll.comm_group %world size = D stride = 1` (ranks `s D ... s D + D - 1`
     of the `P D`-rank world), the stage's transfers stay as they are, and

@@ -1,8 +1,10 @@
 //===- AttrNames.h - the attributes passes exchange -------------*- C++ -*-===//
 //
 // Discardable `loom.*` attributes one pass writes and a later pass (or loomc,
-// or a test) reads, by name in one place. The `train.*` roles belong to the
-// train dialect (TrainDialect::k*AttrName).
+// or a test) reads, by name in one place. The `train.*` roles and the
+// sharding and pipeline contracts (microbatches, stages, actions, ZeRO stage,
+// full shapes) belong to the train dialect, which verifies them
+// (TrainDialect::k*AttrName).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,13 +14,6 @@
 #include "llvm/ADT/StringRef.h"
 
 namespace loom::attrs {
-
-// On a sharded step (zero-partition).
-/// An argument's or result's unpartitioned shape where ZeRO changed it
-/// (dense i64 array).
-inline constexpr llvm::StringLiteral kFullShape = "loom.full_shape";
-/// The ZeRO stage the step was partitioned with (i64).
-inline constexpr llvm::StringLiteral kZeroStage = "loom.zero_stage";
 
 // On a training step (train-optimizer).
 /// The optimizer the step updates with (string: adamw or sgd).
@@ -78,18 +73,6 @@ inline constexpr llvm::StringLiteral kGpuKernelBytes = "loom.gpu_kernel_bytes";
 // On the module (trainer-entry-point, read by trainer-manifest).
 /// The step's manifest (StepManifest text) before lowering.
 inline constexpr llvm::StringLiteral kStepManifest = "loom.step_manifest";
-
-// Pipeline parallelism (train-microbatch, pp-partition).
-/// On a forward or step: the number of microbatches its batch is split into.
-inline constexpr llvm::StringLiteral kMicrobatches = "loom.microbatches";
-/// On an op train-microbatch cloned: its microbatch.
-inline constexpr llvm::StringLiteral kMicrobatch = "loom.microbatch";
-/// On a pipeline stage's ops: the schedule action they run in ("F3").
-inline constexpr llvm::StringLiteral kAction = "loom.action";
-/// On a stage's function: its stage in the pipeline.
-inline constexpr llvm::StringLiteral kPipelineStage = "loom.pipeline_stage";
-/// On a stage's function: the pipeline's stages, schedule and bubble.
-inline constexpr llvm::StringLiteral kPipeline = "loom.pipeline";
 
 } // namespace loom::attrs
 

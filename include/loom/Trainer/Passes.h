@@ -18,7 +18,7 @@ namespace loom::trainer {
 #include "loom/Trainer/Passes.h.inc"
 
 /// The training step of `module`: its one function with a `train.loss`
-/// result, or a pipeline stage's (`loom.pipeline_stage`, which only the last
+/// result, or a pipeline stage's (`train.pipeline_stage`, which only the last
 /// stage's has), or null.
 mlir::func::FuncOp findStep(mlir::ModuleOp module);
 

@@ -40,7 +40,7 @@ def TrainerEntryPointPass : Pass<"trainer-entry-point", "::mlir::ModuleOp"> {
     The module gets `loom.step_manifest`, the manifest's text
     (StepManifest.h) without the figures lowering decides: per argument and
     result its role, name, element type, local shape and unpartitioned shape
-    (`loom.full_shape`, from `zero-partition`), and whether it is written in
+    (`train.full_shape`, from `zero-partition`), and whether it is written in
     place; the world size (the step's `coll.comm_world`), the ZeRO stage,
     the optimizer and learning rate `train-optimizer` recorded, the memory
     timeline's peak (`loom.timeline_peak_bytes`, or the timeline with

@@ -9,6 +9,7 @@
 
 #include "loom/Analysis/OpIds.h"
 #include "loom/Codegen/Common/Passes.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -51,8 +52,8 @@ MemRefType inferViewType(Operation *op) {
     MemRefType source = view.getSourceType();
     if (type.getRank() != source.getRank())
       return memref::SubViewOp::inferRankReducedResultType(
-          type.getShape(), source, view.getMixedOffsets(),
-          view.getMixedSizes(), view.getMixedStrides());
+          type.getShape(), source, view.getMixedOffsets(), view.getMixedSizes(),
+          view.getMixedStrides());
     return memref::SubViewOp::inferResultType(source, view.getMixedOffsets(),
                                               view.getMixedSizes(),
                                               view.getMixedStrides());
@@ -81,8 +82,8 @@ void adoptLayout(Value value, MemRefType oldType, int64_t &numCasts) {
     Operation *user = use.getOwner();
     if (takesAnyLayout(user))
       continue;
-    if (isa<memref::SubViewOp, memref::CollapseShapeOp,
-            memref::ExpandShapeOp>(user) &&
+    if (isa<memref::SubViewOp, memref::CollapseShapeOp, memref::ExpandShapeOp>(
+            user) &&
         use.getOperandNumber() == 0) {
       Value result = user->getResult(0);
       auto before = cast<MemRefType>(result.getType());
@@ -110,7 +111,8 @@ bool allocatesInScope(Operation *op) {
   effects.getEffects(instances);
   return llvm::any_of(instances, [](const MemoryEffects::EffectInstance &e) {
     return isa<MemoryEffects::Allocate>(e.getEffect()) &&
-           e.getResource() == SideEffects::AutomaticAllocationScopeResource::get();
+           e.getResource() ==
+               SideEffects::AutomaticAllocationScopeResource::get();
   });
 }
 
@@ -204,12 +206,12 @@ struct CodegenOutlineActionsPass
     close();
 
     std::string prefix = func.getSymName().str();
-    if (auto stage = func->getAttrOfType<IntegerAttr>(loom::attrs::kPipelineStage))
+    if (auto stage = func->getAttrOfType<IntegerAttr>(
+            loom::train::TrainDialect::kPipelineStageAttrName))
       prefix += "_stage" + std::to_string(stage.getInt());
     for (auto [index, ops] : llvm::enumerate(actions))
-      outlined.push_back(
-          outline(func, ops, rematerialised, prefix + "_action" +
-                                                 std::to_string(index)));
+      outlined.push_back(outline(func, ops, rematerialised,
+                                 prefix + "_action" + std::to_string(index)));
     // The rematerialised views and constants the step no longer uses.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if (rematerialised.contains(&op) && op.use_empty())
@@ -285,8 +287,7 @@ struct CodegenOutlineActionsPass
                     ArrayAttr::get(ctx, {StringAttr::get(ctx, "noinline")}));
     Block *entry = callee.addEntryBlock();
     IRMapping mapping;
-    for (auto [value, argument] :
-         llvm::zip(captured, entry->getArguments()))
+    for (auto [value, argument] : llvm::zip(captured, entry->getArguments()))
       mapping.map(value, argument);
     OpBuilder inner = OpBuilder::atBlockEnd(entry);
     for (Operation *op : all)
@@ -296,18 +297,18 @@ struct CodegenOutlineActionsPass
       returned.push_back(mapping.lookup(value));
     func::ReturnOp::create(inner, loc, returned);
 
-    auto call = func::CallOp::create(builder, loc, callee,
-                                     captured.getArrayRef());
+    auto call =
+        func::CallOp::create(builder, loc, callee, captured.getArrayRef());
     for (auto [index, value] : llvm::enumerate(exported))
-      Value(value).replaceUsesWithIf(call.getResult(index), [&](OpOperand &use) {
-        return !inAction(use.getOwner());
-      });
+      Value(value).replaceUsesWithIf(
+          call.getResult(index),
+          [&](OpOperand &use) { return !inAction(use.getOwner()); });
     for (Operation *op : llvm::reverse(all))
       op->erase();
     // Which action and microbatch an op ran in is the call's to say now.
     callee.walk([](Operation *op) {
-      op->removeDiscardableAttr(loom::attrs::kMicrobatch);
-      op->removeDiscardableAttr(loom::attrs::kAction);
+      op->removeDiscardableAttr(loom::train::TrainDialect::kMicrobatchAttrName);
+      op->removeDiscardableAttr(loom::train::TrainDialect::kActionAttrName);
     });
     generaliseOffsets(callee);
     return {callee, call};
@@ -317,8 +318,7 @@ struct CodegenOutlineActionsPass
   /// them as operands, so the actions of every microbatch share one body.
   void generaliseOffsets(func::FuncOp func) {
     int64_t casts = 0;
-    for (Operation &op :
-         llvm::make_early_inc_range(func.getBody().front())) {
+    for (Operation &op : llvm::make_early_inc_range(func.getBody().front())) {
       auto view = dyn_cast<memref::SubViewOp>(&op);
       if (!view || !view.getOffsets().empty() ||
           view.getType().getRank() != view.getSourceType().getRank())
@@ -354,8 +354,8 @@ struct CodegenOutlineActionsPass
     llvm::hash_code hash = hash_value(func.getFunctionType());
     for (Operation &op : func.getBody().front()) {
       if (isParameter(&op))
-        hash = llvm::hash_combine(hash, op.getName(),
-                                  op.getResult(0).getType());
+        hash =
+            llvm::hash_combine(hash, op.getName(), op.getResult(0).getType());
       else
         hash = llvm::hash_combine(
             hash, OperationEquivalence::computeHash(
@@ -377,9 +377,7 @@ struct CodegenOutlineActionsPass
     DenseMap<Value, Value> same;
     for (auto [u, v] : llvm::zip(x.getArguments(), y.getArguments()))
       same[u] = v;
-    auto check = [&](Value u, Value v) {
-      return success(same.lookup(u) == v);
-    };
+    auto check = [&](Value u, Value v) { return success(same.lookup(u) == v); };
     auto mark = [&](Value u, Value v) { same[u] = v; };
     for (auto [u, v] : llvm::zip(x, y)) {
       if (isParameter(&u) || isParameter(&v)) {
@@ -452,8 +450,8 @@ struct CodegenOutlineActionsPass
     for (auto &[values, positions] : groups) {
       Operation *first = constants.front()[positions.front()];
       unsigned index = leader.getNumArguments();
-      if (failed(leader.insertArgument(index, first->getResult(0).getType(),
-                                       {}, first->getLoc())))
+      if (failed(leader.insertArgument(index, first->getResult(0).getType(), {},
+                                       first->getLoc())))
         llvm_unreachable("an argument of a private function");
       for (unsigned p : positions) {
         Operation *constant = constants.front()[p];

@@ -11,14 +11,14 @@
 // RUN: not loom-opt %S/Inputs/hostile-forwards.mlir --allow-unregistered-dialect --split-input-file --train-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefixes=PARAM,TERMINATOR
 
 // CHECK-LABEL: func.func @mlp(
-// CHECK-SAME: loom.microbatches = 2 : i64
-// CHECK: %[[X0:.+]] = tensor.extract_slice %arg3[0, 0] [2, 8] [1, 1] {loom.microbatch = 0 : i64} : tensor<4x8xf32> to tensor<2x8xf32>
-// CHECK: %[[L0:.+]] = tensor.extract_slice %arg4[0] [2] [1] {loom.microbatch = 0 : i64} : tensor<4xi32> to tensor<2xi32>
-// CHECK: %[[E0:.+]] = tensor.empty() {loom.microbatch = 0 : i64} : tensor<2x8xf32>
-// CHECK: linalg.matmul {loom.microbatch = 0 : i64} ins(%[[X0]], %arg0 : tensor<2x8xf32>, tensor<8x8xf32>)
-// CHECK: %[[S0:.+]] = train.cross_entropy %{{.+}}, %[[L0]] ignore_index = -100 reduction = <sum>{{.*}}{loom.microbatch = 0 : i64} : tensor<2x4xf32>, tensor<2xi32> -> tensor<f32>
-// CHECK: tensor.extract_slice %arg3[2, 0] [2, 8] [1, 1] {loom.microbatch = 1 : i64}
-// CHECK: %[[S1:.+]] = train.cross_entropy {{.*}}reduction = <sum>{{.*}}{loom.microbatch = 1 : i64}
+// CHECK-SAME: train.microbatches = 2 : i64
+// CHECK: %[[X0:.+]] = tensor.extract_slice %arg3[0, 0] [2, 8] [1, 1] {train.microbatch = 0 : i64} : tensor<4x8xf32> to tensor<2x8xf32>
+// CHECK: %[[L0:.+]] = tensor.extract_slice %arg4[0] [2] [1] {train.microbatch = 0 : i64} : tensor<4xi32> to tensor<2xi32>
+// CHECK: %[[E0:.+]] = tensor.empty() {train.microbatch = 0 : i64} : tensor<2x8xf32>
+// CHECK: linalg.matmul {train.microbatch = 0 : i64} ins(%[[X0]], %arg0 : tensor<2x8xf32>, tensor<8x8xf32>)
+// CHECK: %[[S0:.+]] = train.cross_entropy %{{.+}}, %[[L0]] ignore_index = -100 reduction = <sum>{{.*}}{train.microbatch = 0 : i64} : tensor<2x4xf32>, tensor<2xi32> -> tensor<f32>
+// CHECK: tensor.extract_slice %arg3[2, 0] [2, 8] [1, 1] {train.microbatch = 1 : i64}
+// CHECK: %[[S1:.+]] = train.cross_entropy {{.*}}reduction = <sum>{{.*}}{train.microbatch = 1 : i64}
 // CHECK: %[[SUM:.+]] = linalg.generic {{.*}} ins(%[[S0]], %[[S1]] : tensor<f32>, tensor<f32>)
 // CHECK: arith.cmpi ne, %{{.+}}, %{{.+}} : i32
 // CHECK: %[[LOSS:.+]] = linalg.generic {{.*}} ins(%[[SUM]], %{{.+}} : tensor<f32>, tensor<f32>)
@@ -26,7 +26,7 @@
 // CHECK: arith.divf
 // CHECK: return %[[LOSS]] : tensor<f32>
 
-// ONE-NOT: loom.microbatch
+// ONE-NOT: train.microbatch
 // ONE: reduction = <mean>
 
 // DIVIDE: error: train-microbatch: the batch of input #3 (4) is not divisible into 3 microbatches

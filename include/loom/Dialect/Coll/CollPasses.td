@@ -158,7 +158,7 @@ def CollReportPass : Pass<"coll-report", "::mlir::ModuleOp"> {
     * `plot`: an SVG of live memory over simulated time.
 
     A module of pipeline stages (`pp-partition`'s functions tagged
-    `loom.pipeline_stage`) is reported as one pipeline unless `function`
+    `train.pipeline_stage`) is reported as one pipeline unless `function`
     names a stage: the stages run together, each receive waiting for its
     sender's send, and the table gives each stage's peak memory, compute,
     stalled time and finish, the makespan and the bubble (the stages' idle

@@ -39,8 +39,22 @@ def Train_Dialect : Dialect {
     type. The ops `train-optimizer` creates carry the unit attribute
     `train.update`, so later passes (ZeRO) can tell the update from the
     backward. A module carries the target it is compiled for as
-    `train.target = #train.target<...>` (`loom-set-target`). Any other
-    `train.*` attribute, or one of these in the wrong place, is an error.
+    `train.target = #train.target<...>` (`loom-set-target`).
+
+    What one pass hands the next is typed and verified here too:
+
+    | attribute | where | value |
+    |-----------|-------|-------|
+    | `train.microbatches` | function | i64 >= 1: the microbatches its batch is split into (`train-microbatch`) |
+    | `train.microbatch` | op | i64 in [0, M) of its function's `train.microbatches` (or pipeline's) |
+    | `train.pipeline` | function | `#train.pipeline<stages, microbatches, replicas, schedule, layout>` (`pp-partition`) |
+    | `train.pipeline_stage` | function, module | i64 in [0, stages) |
+    | `train.action` | op | `"F<m>"`, `"B<m>"`, `"I<m>"` or `"W<m>"`, m below the pipeline's microbatches |
+    | `train.zero_stage` | function | i64 in [1, 3] (`zero-partition`) |
+    | `train.full_shape` | argument, result | dense i64 array: the unpartitioned shape, holding at least the local elements |
+
+    Any other `train.*` attribute, or one of these in the wrong place, is an
+    error.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
@@ -65,6 +79,30 @@ def Train_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kUpdateAttrName = "train.update";
     /// The module's target (#train.target), set by loom-set-target.
     static constexpr ::llvm::StringLiteral kTargetAttrName = "train.target";
+    /// On a function: the microbatches its batch is split into (i64 >= 1,
+    /// train-microbatch).
+    static constexpr ::llvm::StringLiteral kMicrobatchesAttrName =
+        "train.microbatches";
+    /// On an op train-microbatch cloned: its microbatch (i64, below the
+    /// function's count).
+    static constexpr ::llvm::StringLiteral kMicrobatchAttrName =
+        "train.microbatch";
+    /// On a pipeline stage's function: its grid and schedule
+    /// (#train.pipeline, pp-partition).
+    static constexpr ::llvm::StringLiteral kPipelineAttrName = "train.pipeline";
+    /// On a stage's function or module: its stage (i64, below the stages).
+    static constexpr ::llvm::StringLiteral kPipelineStageAttrName =
+        "train.pipeline_stage";
+    /// On a stage's op: the schedule action it runs in ("F3", "B0", "I2",
+    /// "W1").
+    static constexpr ::llvm::StringLiteral kActionAttrName = "train.action";
+    /// On a sharded step: the ZeRO stage (i64 in [1, 3], zero-partition).
+    static constexpr ::llvm::StringLiteral kZeroStageAttrName =
+        "train.zero_stage";
+    /// On a sharded argument or result: its unpartitioned shape (dense i64
+    /// array).
+    static constexpr ::llvm::StringLiteral kFullShapeAttrName =
+        "train.full_shape";
   }];
 }
 

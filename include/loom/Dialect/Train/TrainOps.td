@@ -12,6 +12,7 @@
 include "loom/Dialect/Train/TrainDialect.td"
 include "loom/Dialect/Train/TrainInterfaces.td"
 include "loom/Dialect/Train/TrainTargetAttrs.td"
+include "loom/Dialect/Train/TrainContractAttrs.td"
 include "mlir/IR/EnumAttr.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/DestinationStyleOpInterface.td"

@@ -147,7 +147,7 @@ def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
     `train.input` arguments, followed through linalg ops' loop dimensions,
     reshapes, element-wise ops and the train ops) is cloned once per
     microbatch on a slice of the inputs, with its types at 1/M of the batch
-    and the attribute `loom.microbatch = m`. Ops that do not read the batch
+    and the attribute `train.microbatch = m`. Ops that do not read the batch
     (parameters' casts, constants) stay shared.
 
     The loss (a `train.cross_entropy` or `train.linear_cross_entropy`) is
@@ -162,15 +162,15 @@ def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
     ```mlir
     %h = train.embedding %table[%tokens] : tensor<32x16xf32>, tensor<8x64xi32> -> tensor<8x64x16xf32>
     // with microbatches=2 becomes
-    %t0 = tensor.extract_slice %tokens[0, 0] [4, 64] [1, 1] {loom.microbatch = 0 : i64} : ...
-    %h0 = train.embedding %table[%t0] {loom.microbatch = 0 : i64} : tensor<32x16xf32>, tensor<4x64xi32> -> tensor<4x64x16xf32>
-    %t1 = tensor.extract_slice %tokens[4, 0] [4, 64] [1, 1] {loom.microbatch = 1 : i64} : ...
-    %h1 = train.embedding %table[%t1] {loom.microbatch = 1 : i64} : ...
+    %t0 = tensor.extract_slice %tokens[0, 0] [4, 64] [1, 1] {train.microbatch = 0 : i64} : ...
+    %h0 = train.embedding %table[%t0] {train.microbatch = 0 : i64} : tensor<32x16xf32>, tensor<4x64xi32> -> tensor<4x64x16xf32>
+    %t1 = tensor.extract_slice %tokens[4, 0] [4, 64] [1, 1] {train.microbatch = 1 : i64} : ...
+    %h1 = train.embedding %table[%t1] {train.microbatch = 1 : i64} : ...
     ```
 
     An op that reduces over the batch (other than the loss), a batch that
     does not divide, or an op whose batch dimension cannot be told is an
-    error. The function gets `loom.microbatches = M`.
+    error. The function gets `train.microbatches = M`.
   }];
   let options = [
     Option<"microbatches", "microbatches", "int64_t", /*default=*/"1",

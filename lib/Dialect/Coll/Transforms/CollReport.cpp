@@ -6,6 +6,7 @@
 #include "loom/Analysis/Simulator.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Runtime/DurableFile.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -391,16 +392,16 @@ void writePlot(llvm::raw_ostream &out, ArrayRef<Operation *> ops,
 /// The microbatch count and the schedule's textbook bubble, (P-1)/(M+P-1).
 std::pair<int64_t, double> textbookBubble(func::FuncOp stage, int64_t stages) {
   int64_t microbatches = 1;
-  if (auto pipeline = stage->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
-    if (auto m = pipeline.getAs<IntegerAttr>("microbatches"))
-      microbatches = m.getInt();
+  if (auto pipeline = stage->getAttrOfType<loom::train::PipelineAttr>(
+          loom::train::TrainDialect::kPipelineAttrName))
+    microbatches = pipeline.getMicrobatches();
   return {microbatches, double(stages - 1) / double(microbatches + stages - 1)};
 }
 
 std::string getSchedule(func::FuncOp stage) {
-  if (auto pipeline = stage->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
-    if (auto name = pipeline.getAs<StringAttr>("schedule"))
-      return name.str();
+  if (auto pipeline = stage->getAttrOfType<loom::train::PipelineAttr>(
+          loom::train::TrainDialect::kPipelineAttrName))
+    return pipeline.getSchedule().str();
   return "?";
 }
 
@@ -438,9 +439,9 @@ void writePipelineJson(llvm::raw_ostream &out, ArrayRef<func::FuncOp> stages,
     json.attribute("microbatches", microbatches);
     json.attribute("schedule", getSchedule(stages.front()));
     if (auto pipeline =
-            stages.front()->getAttrOfType<DictionaryAttr>(attrs::kPipeline))
-      if (auto layout = pipeline.getAs<StringAttr>("layout"))
-        json.attribute("layout", layout.getValue());
+            stages.front()->getAttrOfType<loom::train::PipelineAttr>(
+                loom::train::TrainDialect::kPipelineAttrName))
+      json.attribute("layout", pipeline.getLayout());
     json.attribute("makespan_us", jsonMicros(sim.makespan));
     json.attribute("bubble", sim.bubble);
     json.attribute("textbook_bubble", textbook);

@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
+#include <limits>
 
 using namespace mlir;
 using namespace loom::train;
@@ -132,8 +134,8 @@ static StringAttr getNameOrError(Operation *op, NamedAttribute attr,
   return name;
 }
 
-/// The first train attribute on the function's arguments: the argument's
-/// index and the attribute's name.
+/// The first role attribute (param, input, state) on the function's
+/// arguments: the argument's index and the attribute's name.
 static std::optional<std::pair<unsigned, StringAttr>>
 getFirstArgRole(FunctionOpInterface func) {
   ArrayAttr all = func.getAllArgAttrs();
@@ -142,7 +144,10 @@ getFirstArgRole(FunctionOpInterface func) {
   for (auto [index, attrs] : llvm::enumerate(all))
     if (auto dict = dyn_cast_or_null<DictionaryAttr>(attrs))
       for (NamedAttribute attr : dict)
-        if (attr.getName().getValue().starts_with("train."))
+        if (llvm::is_contained({TrainDialect::kParamAttrName,
+                                TrainDialect::kInputAttrName,
+                                TrainDialect::kStateAttrName},
+                               attr.getName().getValue()))
           return std::make_pair(unsigned(index), attr.getName());
   return std::nullopt;
 }
@@ -216,6 +221,37 @@ static LogicalResult verifyRoleNames(FunctionOpInterface func) {
   return success();
 }
 
+/// Checks `train.full_shape` on an argument or result of type `type`: a
+/// dense i64 array of non-negative sizes that holds at least the local
+/// elements (a ZeRO shard holds ceil(E / N) of the E).
+static LogicalResult verifyFullShape(Operation *op, NamedAttribute attr,
+                                     Type type, StringRef where) {
+  auto shape = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+  if (!shape)
+    return op->emitOpError()
+           << "expected '" << TrainDialect::kFullShapeAttrName << "' on "
+           << where << " to be a dense i64 array, got " << attr.getValue();
+  int64_t elements = 1;
+  for (int64_t size : shape.asArrayRef()) {
+    if (size < 0)
+      return op->emitOpError()
+             << "expected '" << TrainDialect::kFullShapeAttrName << "' on "
+             << where << " to have sizes >= 0, got " << attr.getValue();
+    if (llvm::MulOverflow(elements, size, elements))
+      return op->emitOpError()
+             << "'" << TrainDialect::kFullShapeAttrName << "' on " << where
+             << " overflows 64 bits of elements: " << attr.getValue();
+  }
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (shaped && shaped.hasStaticShape() &&
+      shaped.getNumElements() > std::max<int64_t>(elements, 1))
+    return op->emitOpError() << "'" << TrainDialect::kFullShapeAttrName << "' "
+                             << attr.getValue() << " on " << where << " holds "
+                             << elements << " elements, fewer than its type "
+                             << type << " (" << shaped.getNumElements() << ")";
+  return success();
+}
+
 LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
                                                      unsigned regionIndex,
                                                      unsigned argIndex,
@@ -254,6 +290,8 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
   } else if (attrName == kLossAttrName || attrName == kGradAttrName) {
     return op->emitOpError()
            << "'" << attrName << "' tags a result, found it on " << where;
+  } else if (attrName == kFullShapeAttrName) {
+    return verifyFullShape(op, attr, type, where);
   } else {
     return op->emitOpError()
            << "unknown train attribute '" << attrName << "' on " << where;
@@ -297,6 +335,9 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
     return verifyResultNamesArgument(func, attr, kParamAttrName, resultIndex);
   if (attrName == kParamAttrName || attrName == kStateAttrName)
     return verifyResultNamesArgument(func, attr, attrName, resultIndex);
+  if (attrName == kFullShapeAttrName)
+    return verifyFullShape(op, attr, func.getResultTypes()[resultIndex],
+                           "result #" + std::to_string(resultIndex));
   if (attrName != kLossAttrName)
     return op->emitOpError()
            << "unknown train attribute '" << attrName << "' on result #"
@@ -325,6 +366,101 @@ LogicalResult TrainDialect::verifyRegionResultAttribute(Operation *op,
   return success();
 }
 
+/// The attribute's value as an i64 in [least, bound), or an error naming it.
+static FailureOr<int64_t> getIntegerIn(Operation *op, NamedAttribute attr,
+                                       int64_t least, int64_t bound,
+                                       StringRef what) {
+  auto value = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!value || !value.getType().isInteger(64))
+    return op->emitOpError()
+           << "expected '" << attr.getName().getValue() << "' to be an i64 ("
+           << what << "), got " << attr.getValue();
+  int64_t n = value.getInt();
+  if (n < least || n >= bound)
+    return op->emitOpError() << "expected '" << attr.getName().getValue()
+                             << "' in [" << least << ", "
+                             << (bound == std::numeric_limits<int64_t>::max()
+                                     ? std::string("inf")
+                                     : std::to_string(bound))
+                             << ") (" << what << "), got " << n;
+  return n;
+}
+
+/// The microbatches of `func`: its pipeline's, else train.microbatches,
+/// else nullopt.
+static std::optional<int64_t> getMicrobatches(Operation *func) {
+  if (!func)
+    return std::nullopt;
+  if (auto pipeline =
+          func->getAttrOfType<PipelineAttr>(TrainDialect::kPipelineAttrName))
+    return pipeline.getMicrobatches();
+  if (auto count =
+          func->getAttrOfType<IntegerAttr>(TrainDialect::kMicrobatchesAttrName))
+    return count.getInt();
+  return std::nullopt;
+}
+
+static constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
+
+/// train.microbatches, train.zero_stage and train.pipeline: on a function.
+static LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attr) {
+  if (!isa<FunctionOpInterface>(op))
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' is only valid on a function";
+  if (attr.getName() == TrainDialect::kMicrobatchesAttrName)
+    return getIntegerIn(op, attr, 1, kNoBound, "the microbatches");
+  if (attr.getName() == TrainDialect::kZeroStageAttrName)
+    return getIntegerIn(op, attr, 1, 4, "the ZeRO stage");
+  if (!isa<PipelineAttr>(attr.getValue()))
+    return op->emitOpError()
+           << "expected '" << attr.getName().getValue()
+           << "' to be a #train.pipeline, got " << attr.getValue();
+  if (!op->hasAttr(TrainDialect::kPipelineStageAttrName))
+    return op->emitOpError()
+           << "expected '" << TrainDialect::kPipelineStageAttrName
+           << "' beside '" << attr.getName().getValue() << "'";
+  return success();
+}
+
+/// train.pipeline_stage: on a stage's function (below its pipeline's
+/// stages) or module.
+static LogicalResult verifyPipelineStage(Operation *op, NamedAttribute attr) {
+  if (!isa<FunctionOpInterface, ModuleOp>(op))
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' is only valid on a function or a module";
+  auto pipeline =
+      op->getAttrOfType<PipelineAttr>(TrainDialect::kPipelineAttrName);
+  return getIntegerIn(op, attr, 0, pipeline ? pipeline.getStages() : kNoBound,
+                      pipeline ? "below the pipeline's stages" : "a stage");
+}
+
+/// train.microbatch and train.action: on an op of a function, naming one of
+/// its microbatches.
+static LogicalResult verifyMicrobatchOfOp(Operation *op, NamedAttribute attr) {
+  std::optional<int64_t> count =
+      getMicrobatches(op->getParentOfType<FunctionOpInterface>());
+  int64_t bound = count.value_or(kNoBound);
+  if (attr.getName() == TrainDialect::kMicrobatchAttrName)
+    return getIntegerIn(op, attr, 0, bound,
+                        count ? "below the function's microbatches"
+                              : "a microbatch");
+  auto action = dyn_cast<StringAttr>(attr.getValue());
+  StringRef text = action ? action.getValue() : StringRef();
+  int64_t microbatch;
+  if (text.size() < 2 || !StringRef("FBIW").contains(text.front()) ||
+      text.drop_front().getAsInteger(10, microbatch) || microbatch < 0)
+    return op->emitOpError()
+           << "expected '" << attr.getName().getValue()
+           << "' to be a schedule action, F, B, I or W and a microbatch "
+              "(\"F3\"), got "
+           << attr.getValue();
+  if (microbatch >= bound)
+    return op->emitOpError()
+           << "'" << attr.getName().getValue() << "' " << attr.getValue()
+           << " names microbatch " << microbatch << " of " << bound;
+  return success();
+}
+
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
   if (attr.getName() == kTargetAttrName) {
@@ -344,6 +480,15 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
            << "expected '" << kUpdateAttrName
            << "' to be a unit attribute, got " << attr.getValue();
   }
+  if (attr.getName() == kMicrobatchesAttrName ||
+      attr.getName() == kZeroStageAttrName ||
+      attr.getName() == kPipelineAttrName)
+    return verifyStepAttribute(op, attr);
+  if (attr.getName() == kPipelineStageAttrName)
+    return verifyPipelineStage(op, attr);
+  if (attr.getName() == kMicrobatchAttrName ||
+      attr.getName() == kActionAttrName)
+    return verifyMicrobatchOfOp(op, attr);
   return op->emitOpError() << "'" << attr.getName().getValue()
                            << "' is not an operation attribute; train role "
                               "attributes tag function arguments and results";

@@ -1,4 +1,4 @@
-//===- TrainTargetAttrs.cpp - #train.target, #train.link, #train.profile --===//
+//===- TrainTargetAttrs.cpp - the train dialect's attributes -------------===//
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -117,6 +117,20 @@ TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "expected the last link to have no max_ranks "
                             "(it serves every larger communicator)";
   }
+  return success();
+}
+
+LogicalResult PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   int64_t stages, int64_t microbatches,
+                                   int64_t replicas, StringRef schedule,
+                                   StringRef) {
+  if (stages < 1 || microbatches < 1 || replicas < 1)
+    return emitError() << "expected stages, microbatches and replicas >= 1, "
+                          "got "
+                       << stages << ", " << microbatches << " and " << replicas;
+  if (!llvm::is_contained({"gpipe", "1f1b", "zb-h1"}, schedule))
+    return emitError() << "expected the schedule gpipe, 1f1b or zb-h1, got \""
+                       << schedule << "\"";
   return success();
 }
 

@@ -234,7 +234,7 @@ struct TrainMicrobatchPass
 LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   Location loc = forward.getLoc();
   int64_t m = microbatches;
-  if (forward->hasAttr(attrs::kMicrobatches))
+  if (forward->hasAttr(loom::train::TrainDialect::kMicrobatchesAttrName))
     return emitError(loc) << "train-microbatch: @" << forward.getSymName()
                           << " is already split into microbatches";
   if (!forward.getBody().hasOneBlock())
@@ -385,13 +385,15 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
       auto slice = tensor::ExtractSliceOp::create(
           builder, input.getLoc(), getMicrobatchType(type, {0}, m), input,
           offsets, sizes, strides);
-      slice->setAttr(attrs::kMicrobatch, builder.getI64IntegerAttr(mb));
+      slice->setAttr(loom::train::TrainDialect::kMicrobatchAttrName,
+                     builder.getI64IntegerAttr(mb));
       mapping.map(input, slice.getResult());
     }
     for (Operation *original : originals) {
       Operation &op = *original;
       Operation *clone = builder.clone(op, mapping);
-      clone->setAttr(attrs::kMicrobatch, builder.getI64IntegerAttr(mb));
+      clone->setAttr(loom::train::TrainDialect::kMicrobatchAttrName,
+                     builder.getI64IntegerAttr(mb));
       for (auto [original, result] :
            llvm::zip(op.getResults(), clone->getResults()))
         if (auto type = dyn_cast<RankedTensorType>(original.getType()))
@@ -481,7 +483,8 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
                              "op is still used");
     op->erase();
   }
-  forward->setAttr(attrs::kMicrobatches, builder.getI64IntegerAttr(m));
+  forward->setAttr(loom::train::TrainDialect::kMicrobatchesAttrName,
+                   builder.getI64IntegerAttr(m));
   return success();
 }
 

@@ -1,0 +1,46 @@
+//===- TrainContractAttrs.td - what passes hand each other -*- tablegen -*-===//
+//
+// The attributes one training pass writes and a later one reads, typed and
+// verified by the train dialect (TrainDialect::verify*Attribute):
+//
+//   train.microbatches = M : i64       on a function (train-microbatch)
+//   train.microbatch = m : i64         on an op of microbatch m < M
+//   train.pipeline = #train.pipeline<...>, train.pipeline_stage = s : i64
+//                                      on a stage's function (pp-partition),
+//                                      train.pipeline_stage on its module
+//                                      (pp-split-stages)
+//   train.action = "F3"                on a stage's op: its schedule action
+//   train.zero_stage = 1|2|3 : i64     on a sharded step (zero-partition)
+//   train.full_shape = array<i64: ...> on a sharded argument or result: the
+//                                      unpartitioned shape
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD
+#define LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD
+
+include "loom/Dialect/Train/TrainTargetAttrs.td"
+
+def Train_PipelineAttr : Train_Attr<"Pipeline", "pipeline"> {
+  let summary = "a pipeline stage's grid and schedule";
+  let description = [{
+    On each stage function `pp-partition` makes: the pipeline's stages,
+    microbatches and data-parallel replicas per stage (the world is stages
+    x replicas), its schedule and the units each stage holds in Megatron's
+    layout syntax.
+
+    ```mlir
+    func.func @step_stage0(...) attributes {
+        train.pipeline = #train.pipeline<stages = 2, microbatches = 4,
+                                         replicas = 1, schedule = "1f1b",
+                                         layout = "Ett|L">,
+        train.pipeline_stage = 0 : i64}
+    ```
+  }];
+  let parameters = (ins "int64_t":$stages, "int64_t":$microbatches,
+                        "int64_t":$replicas,
+                        StringRefParameter<"gpipe, 1f1b or zb-h1">:$schedule,
+                        StringRefParameter<"units per stage">:$layout);
+}
+
+#endif // LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD

@@ -1,0 +1,103 @@
+// Tests that the contracts training passes hand each other (microbatches,
+// pipeline stages and actions, the ZeRO stage, full shapes) are checked by
+// the train dialect: each breach below is rejected when the IR is read, not
+// by the pass that would have trusted it.
+// RUN: loom-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{expected 'train.microbatches' in [1, inf) (the microbatches), got 0}}
+func.func private @no_microbatches() attributes {train.microbatches = 0 : i64}
+
+// -----
+
+func.func @microbatch_out_of_range(%x: tensor<4xf32>) -> tensor<4xf32> attributes {train.microbatches = 2 : i64} {
+  // expected-error @+1 {{expected 'train.microbatch' in [0, 2) (below the function's microbatches), got 7}}
+  %0 = math.exp %x {train.microbatch = 7 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @microbatch_not_i64(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected 'train.microbatch' to be an i64 (a microbatch), got "0"}}
+  %0 = math.exp %x {train.microbatch = "0"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'train.microbatches' is only valid on a function}}
+module attributes {train.microbatches = 2 : i64} {}
+
+// -----
+
+// expected-error @+1 {{expected 'train.zero_stage' in [1, 4) (the ZeRO stage), got 4}}
+func.func private @zero_stage_four() attributes {train.zero_stage = 4 : i64}
+
+// -----
+
+// expected-error @+1 {{expected the schedule gpipe, 1f1b or zb-h1, got "interleaved"}}
+func.func private @bad_schedule() attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 4, replicas = 1, schedule = "interleaved", layout = "t|tL">, train.pipeline_stage = 0 : i64}
+
+// -----
+
+// expected-error @+1 {{expected stages, microbatches and replicas >= 1, got 0, 4 and 1}}
+func.func private @no_stages() attributes {train.pipeline = #train.pipeline<stages = 0, microbatches = 4, replicas = 1, schedule = "1f1b", layout = "">, train.pipeline_stage = 0 : i64}
+
+// -----
+
+// expected-error @+1 {{expected 'train.pipeline_stage' in [0, 2) (below the pipeline's stages), got 2}}
+func.func private @stage_past_the_end() attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 4, replicas = 1, schedule = "1f1b", layout = "t|tL">, train.pipeline_stage = 2 : i64}
+
+// -----
+
+// expected-error @+1 {{expected 'train.pipeline_stage' beside 'train.pipeline'}}
+func.func private @pipeline_without_stage() attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 4, replicas = 1, schedule = "1f1b", layout = "t|tL">}
+
+// -----
+
+// expected-error @+1 {{expected 'train.pipeline' to be a #train.pipeline, got {stages = 2 : i64}}}
+func.func private @pipeline_dictionary() attributes {train.pipeline = {stages = 2 : i64}, train.pipeline_stage = 0 : i64}
+
+// -----
+
+func.func @stage_on_an_op(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.pipeline_stage' is only valid on a function or a module}}
+  %0 = math.exp %x {train.pipeline_stage = 0 : i64} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @action_past_the_microbatches(%x: tensor<4xf32>) -> tensor<4xf32> attributes {train.pipeline = #train.pipeline<stages = 2, microbatches = 4, replicas = 1, schedule = "1f1b", layout = "t|tL">, train.pipeline_stage = 0 : i64} {
+  // expected-error @+1 {{'train.action' "B4" names microbatch 4 of 4}}
+  %0 = math.exp %x {train.action = "B4"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @action_unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{expected 'train.action' to be a schedule action, F, B, I or W and a microbatch ("F3"), got "X1"}}
+  %0 = math.exp %x {train.action = "X1"} : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'train.full_shape' array<i64: 2, 3> on argument #0 holds 6 elements, fewer than its type 'tensor<8xf32>' (8)}}
+func.func private @shard_larger_than_whole(tensor<8xf32> {train.full_shape = array<i64: 2, 3>})
+
+// -----
+
+// expected-error @+1 {{expected 'train.full_shape' on result #0 to have sizes >= 0, got array<i64: -1>}}
+func.func private @negative_size() -> (tensor<1xf32> {train.full_shape = array<i64: -1>})
+
+// -----
+
+// expected-error @+1 {{expected 'train.full_shape' on argument #0 to be a dense i64 array, got [2, 3]}}
+func.func private @full_shape_list(tensor<2xf32> {train.full_shape = [2, 3]})
+
+// -----
+
+// A shard of a whole: ceil(6 / 4) = 2 of its 6 elements.
+func.func private @shard(tensor<2xf32> {train.full_shape = array<i64: 2, 3>, train.param = "w"}) attributes {train.zero_stage = 3 : i64}
