@@ -158,9 +158,9 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     if (!functionBody)
       break;
     BufferKind kind = BufferKind::Input;
-    auto attrs = argAttrs ? dyn_cast<DictionaryAttr>(
-                                argAttrs[arg.getArgNumber()])
-                          : DictionaryAttr();
+    auto attrs = argAttrs
+                     ? dyn_cast<DictionaryAttr>(argAttrs[arg.getArgNumber()])
+                     : DictionaryAttr();
     if (attrs && attrs.contains(train::TrainDialect::kParamAttrName))
       kind = BufferKind::Parameter;
     else if (attrs && attrs.contains(train::TrainDialect::kStateAttrName))
@@ -283,7 +283,7 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     // Results codegen-update-in-place writes into their arguments' buffers.
     auto tied = block.getParentOp()
                     ? block.getParentOp()->getAttrOfType<DenseI64ArrayAttr>(
-                          attrs::kTiedResults)
+                          loom::train::TrainDialect::kTiedResultsAttrName)
                     : DenseI64ArrayAttr();
     for (auto [index, result] : llvm::enumerate(ops.back()->getOperands())) {
       auto it = bufferOf.find(result);
@@ -458,8 +458,8 @@ MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
   for (auto [index, uses] : getReadBuffers(op)) {
     const Buffer &buffer = buffers[index];
     // A started collective pins its input; an in-place result keeps it.
-    bool pinned = start && start.getInput() &&
-                  bufferOf.lookup(start.getInput()) == index;
+    bool pinned =
+        start && start.getInput() && bufferOf.lookup(start.getInput()) == index;
     if (buffer.remaining == uses && !pinned && inPlace != index)
       effect.freed += buffer.bytes;
   }

@@ -297,8 +297,8 @@ struct TrainOptimizerPass
           << " weight-decay=" << weightDecay;
       return signalPassFailure();
     }
-    OptimizerConfig config{kind == "adamw", lr,          beta1,  beta2,
-                           eps,             weightDecay, lrInput};
+    OptimizerConfig config{kind == "adamw", lr,     beta1, beta2, eps,
+                           weightDecay,     lrInput};
     for (auto func : getOperation().getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -308,8 +308,10 @@ struct TrainOptimizerPass
         return signalPassFailure();
       // What the trainer's manifest reports, and its default rate.
       Builder builder(func.getContext());
-      func->setAttr(attrs::kOptimizer, builder.getStringAttr(kind));
-      func->setAttr(attrs::kLearningRate, builder.getF64FloatAttr(lr));
+      func->setAttr(loom::train::TrainDialect::kOptimizerAttrName,
+                    builder.getStringAttr(kind));
+      func->setAttr(loom::train::TrainDialect::kLearningRateAttrName,
+                    builder.getF64FloatAttr(lr));
     }
   }
 };

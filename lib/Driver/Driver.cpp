@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/InitAllDialects.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/Support/AttrNames.h"
@@ -333,10 +334,10 @@ LogicalResult StageCompiler::underMemoryLimit(OwningOpRef<ModuleOp> &module) {
     func::FuncOp stepFunc = trainer::findStep(*module);
     int64_t planned = trainer::getPredictedPeakBytes(stepFunc);
     int64_t limit = int64_t(limitMb * kMiB);
-    auto scheduled =
-        stepFunc->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes);
-    auto synchronous =
-        stepFunc->getAttrOfType<IntegerAttr>(attrs::kSynchronousPeakBytes);
+    auto scheduled = stepFunc->getAttrOfType<IntegerAttr>(
+        loom::train::TrainDialect::kScheduledPeakBytesAttrName);
+    auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
+        loom::train::TrainDialect::kSynchronousPeakBytesAttrName);
     // The least the scheduler accepts: the synchronous order's peak.
     double floorMb =
         synchronous ? double(synchronous.getInt() + 1) / kMiB : limitMb;
@@ -390,9 +391,11 @@ static StagePlan readPlan(ModuleOp module, int64_t stage) {
   func::FuncOp step = trainer::findStep(module);
   plan.peakBytes = trainer::getPredictedPeakBytes(step);
   module.walk([&](Operation *op) {
-    if (auto arena = op->getAttrOfType<IntegerAttr>(attrs::kArenaBytes))
+    if (auto arena = op->getAttrOfType<IntegerAttr>(
+            loom::train::TrainDialect::kArenaBytesAttrName))
       plan.arenaBytes = arena.getInt();
-    if (auto bound = op->getAttrOfType<IntegerAttr>(attrs::kArenaBoundBytes))
+    if (auto bound = op->getAttrOfType<IntegerAttr>(
+            loom::train::TrainDialect::kArenaBoundBytesAttrName))
       plan.arenaBoundBytes = bound.getInt();
   });
   return plan;

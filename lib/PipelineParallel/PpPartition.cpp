@@ -862,7 +862,8 @@ void PPPartitionPass::runOnOperation() {
   for (unsigned i = 0; i < step.getNumResults(); ++i)
     hasGrad |=
         bool(step.getResultAttr(i, loom::train::TrainDialect::kGradAttrName));
-  if (!hasGrad && !step->hasAttr(attrs::kOptimizer)) {
+  if (!hasGrad &&
+      !step->hasAttr(loom::train::TrainDialect::kOptimizerAttrName)) {
     emitError(loc) << "pp-partition: expected a differentiated step (run "
                       "train-autodiff, and train-optimizer, first)";
     return signalPassFailure();

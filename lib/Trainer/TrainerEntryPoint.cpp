@@ -29,8 +29,8 @@ using loom::runtime::StepTensor;
 using loom::train::TrainDialect;
 
 int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
-  if (auto timeline =
-          step->getAttrOfType<IntegerAttr>(attrs::kTimelinePeakBytes))
+  if (auto timeline = step->getAttrOfType<IntegerAttr>(
+          loom::train::TrainDialect::kTimelinePeakBytesAttrName))
     return timeline.getInt();
   return MemoryTimeline(step.getBody().front(), {/*callerOwnedResults=*/true})
       .getPeakBytes();
@@ -84,7 +84,8 @@ std::pair<std::string, std::string> roleOf(DictionaryAttr attrs) {
 FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
   SmallVector<StepTensor> tensors;
   auto fn = cast<FunctionOpInterface>(step.getOperation());
-  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults);
+  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(
+      loom::train::TrainDialect::kTiedResultsAttrName);
   auto describe = [&](Type type, DictionaryAttr attrs, bool isArg,
                       unsigned index) -> LogicalResult {
     // An argument is named by its own location, a result by the step's.
@@ -173,16 +174,19 @@ describeProperties(func::FuncOp step, StringRef source) {
   auto stage = step->getAttrOfType<IntegerAttr>(
       loom::train::TrainDialect::kZeroStageAttrName);
   properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);
-  if (auto optimizer = step->getAttrOfType<StringAttr>(attrs::kOptimizer))
+  if (auto optimizer = step->getAttrOfType<StringAttr>(
+          loom::train::TrainDialect::kOptimizerAttrName))
     properties["optimizer"] = optimizer.str();
-  if (auto lr = step->getAttrOfType<FloatAttr>(attrs::kLearningRate)) {
+  if (auto lr = step->getAttrOfType<FloatAttr>(
+          loom::train::TrainDialect::kLearningRateAttrName)) {
     // As the trainer parses it (strtod), at raw_ostream's precision.
     std::string text;
     llvm::raw_string_ostream(text) << lr.getValueAsDouble();
     properties["lr"] = text;
   }
   properties["source"] = sourceOf(step->getParentOfType<ModuleOp>(), source);
-  if (auto peak = step->getAttrOfType<IntegerAttr>(attrs::kScheduledPeakBytes))
+  if (auto peak = step->getAttrOfType<IntegerAttr>(
+          loom::train::TrainDialect::kScheduledPeakBytesAttrName))
     properties["scheduled_peak_bytes"] = std::to_string(peak.getInt());
   properties["predicted_peak_bytes"] =
       std::to_string(trainer::getPredictedPeakBytes(step));
@@ -190,7 +194,7 @@ describeProperties(func::FuncOp step, StringRef source) {
 }
 
 /// Adds @loom_step(memref args..., memref results...) calling `step` and
-/// writing its results into the result buffers, or (`loom.tied_results`)
+/// writing its results into the result buffers, or (`train.tied_results`)
 /// into the buffers of the arguments they update; `step` becomes private.
 func::FuncOp buildEntryFunction(ModuleOp module, func::FuncOp step) {
   OpBuilder builder(module.getBodyRegion());
@@ -215,7 +219,8 @@ func::FuncOp buildEntryFunction(ModuleOp module, func::FuncOp step) {
     inputs.push_back(toTensor);
   }
   auto call = func::CallOp::create(builder, loc, step, inputs);
-  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults);
+  auto tied = step->getAttrOfType<DenseI64ArrayAttr>(
+      loom::train::TrainDialect::kTiedResultsAttrName);
   for (auto [index, result] : llvm::enumerate(call.getResults())) {
     int64_t arg = tied && index < size_t(tied.size()) ? tied[index] : -1;
     auto materialize = bufferization::MaterializeInDestinationOp::create(
@@ -228,7 +233,8 @@ func::FuncOp buildEntryFunction(ModuleOp module, func::FuncOp step) {
   func::ReturnOp::create(builder, loc);
   step.setPrivate();
   // The arena is allocated in the step, which is inlined into the entry.
-  for (StringRef name : {attrs::kArenaBytes, attrs::kArenaBoundBytes})
+  for (StringRef name : {loom::train::TrainDialect::kArenaBytesAttrName,
+                         loom::train::TrainDialect::kArenaBoundBytesAttrName})
     if (Attribute value = step->getAttr(name))
       entry->setAttr(name, value);
   return entry;
@@ -253,13 +259,15 @@ struct TrainerEntryPointPass
       return signalPassFailure();
     }
     // Each result is written into its own buffer or an argument's.
-    if (auto tied = step->getAttrOfType<DenseI64ArrayAttr>(attrs::kTiedResults))
+    if (auto tied = step->getAttrOfType<DenseI64ArrayAttr>(
+            loom::train::TrainDialect::kTiedResultsAttrName))
       if (tied.size() != int64_t(step.getNumResults()) ||
           llvm::any_of(tied.asArrayRef(), [&](int64_t arg) {
             return arg < -1 || arg >= int64_t(step.getNumArguments());
           })) {
         step.emitOpError("trainer-entry-point: expected ")
-            << attrs::kTiedResults << " to hold one argument index or -1 per "
+            << loom::train::TrainDialect::kTiedResultsAttrName
+            << " to hold one argument index or -1 per "
             << "result, got " << tied;
         return signalPassFailure();
       }

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Support/AttrNames.h"
@@ -123,16 +124,18 @@ struct TrainerManifestPass
     int64_t buffers = 0;
     for (const StepTensor &t : manifest.tensors)
       buffers += t.inPlace ? 0 : t.getBytes();
-    int64_t arena = sumAttr(module, attrs::kArenaBytes);
-    int64_t packed = sumAttr(module, attrs::kPackedBytes);
+    int64_t arena =
+        sumAttr(module, loom::train::TrainDialect::kArenaBytesAttrName);
+    int64_t packed =
+        sumAttr(module, loom::train::TrainDialect::kPackedBytesAttrName);
     auto &p = manifest.properties;
     p["planned_arena_bytes"] = std::to_string(arena + packed);
     p["unplanned_bytes"] = std::to_string(packed);
     // No placement of the planned buffers is smaller than this; the plan's
     // peak is the timeline's when the arena reaches it.
-    p["planned_arena_bound_bytes"] =
-        std::to_string(sumAttr(module, attrs::kArenaBoundBytes) +
-                       sumAttr(module, attrs::kPackedBoundBytes));
+    p["planned_arena_bound_bytes"] = std::to_string(
+        sumAttr(module, loom::train::TrainDialect::kArenaBoundBytesAttrName) +
+        sumAttr(module, loom::train::TrainDialect::kPackedBoundBytesAttrName));
     p["planned_peak_bytes"] = std::to_string(arena + packed + buffers);
     if (failed(buildPackedEntry(module, manifest)))
       return signalPassFailure();

@@ -1,6 +1,7 @@
 //===- TrainerRecordScheduledPeak.cpp - trainer-record-scheduled-peak -----===//
 
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 
@@ -26,7 +27,7 @@ struct TrainerRecordScheduledPeakPass
     }
     Builder builder(&getContext());
     step->setAttr(
-        loom::attrs::kScheduledPeakBytes,
+        loom::train::TrainDialect::kScheduledPeakBytesAttrName,
         builder.getI64IntegerAttr(
             loom::MemoryTimeline(step.getBody().front()).getPeakBytes()));
     markAllAnalysesPreserved();

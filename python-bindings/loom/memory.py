@@ -15,8 +15,8 @@ import re
 
 from loom.compiler import compile  # noqa: A004
 
-_ATTRS = {"timeline": "loom.timeline_peak_bytes", "arena": "loom.arena_bytes",
-          "bound": "loom.arena_bound_bytes"}
+_ATTRS = {"timeline": "train.timeline_peak_bytes", "arena": "train.arena_bytes",
+          "bound": "train.arena_bound_bytes"}
 
 
 def step_memory(forward: str, fuse_chunk: int = 0, optimizer: str | None = "adamw",

@@ -43,8 +43,8 @@ def test_step_in_process(forward, no_subprocess):
 def test_plan_matches_the_planned_module(forward, no_subprocess):
     planned = loom.compile(forward, emit="memory-plan")
     (plan,) = planned.plans
-    peak = int(re.search(r"loom.timeline_peak_bytes = (\d+)", planned.text).group(1))
-    arena = int(re.search(r"loom.arena_bytes = (\d+)", planned.text).group(1))
+    peak = int(re.search(r"train.timeline_peak_bytes = (\d+)", planned.text).group(1))
+    arena = int(re.search(r"train.arena_bytes = (\d+)", planned.text).group(1))
     assert plan["stage"] == 0
     assert plan["peak_bytes"] == peak > 0
     assert plan["arena_bytes"] == arena > 0

@@ -51,6 +51,8 @@ def signature(module: str, func: str):
         out = []
         for attrs in re.findall(r"\{([^{}]*train\.[^{}]*)\}", text):
             m = ROLE.search(attrs)
+            if not m:  # the function's own attributes (train.pipeline, ...)
+                continue
             key = ("loss", "loss") if m[3] else (m[1], m[2])
             out.append((key, "train.full_shape" in attrs))
         return out

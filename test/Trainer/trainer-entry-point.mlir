@@ -6,7 +6,7 @@
 // CHECK-LABEL: module attributes {loom.step_manifest = "loom-step 1\0Alr 1.000000e-01\0Aoptimizer sgd\0Apredicted_peak_bytes 96\0Ascheduled_peak_bytes 120\0Asource model.mlir\0Aworld_size 2\0Azero_stage 3\0Aarg param w f32 4 2x4\0Aarg input x f32 2x4 2x4\0Aresult loss loss f32 - -\0Aresult param w f32 4 2x4 in-place\0A"}
 // CHECK: func.func private @step(
 // CHECK: func.func @loom_step(%[[W:.+]]: memref<4xf32>, %[[X:.+]]: memref<2x4xf32>, %[[LOSS:.+]]: memref<f32>, %[[NEW:.+]]: memref<4xf32>)
-// CHECK-SAME: attributes {loom.arena_bound_bytes = 32 : i64, loom.arena_bytes = 64 : i64}
+// CHECK-SAME: attributes {train.arena_bound_bytes = 32 : i64, train.arena_bytes = 64 : i64}
 // CHECK: %[[TW:.+]] = bufferization.to_tensor %[[W]] restrict
 // CHECK: %[[TX:.+]] = bufferization.to_tensor %[[X]] restrict
 // CHECK: %[[R:.+]]:2 = call @step(%[[TW]], %[[TX]])
@@ -18,9 +18,9 @@
 func.func @step(%w: tensor<4xf32> {train.full_shape = array<i64: 2, 4>, train.param = "w"},
                 %x: tensor<2x4xf32> {train.input = "x"})
     -> (tensor<f32> {train.loss}, tensor<4xf32> {train.full_shape = array<i64: 2, 4>, train.param = "w"})
-    attributes {loom.arena_bound_bytes = 32 : i64, loom.arena_bytes = 64 : i64, loom.lr = 0.1 : f64,
-                loom.optimizer = "sgd", loom.scheduled_peak_bytes = 120 : i64, loom.tied_results = array<i64: -1, 0>,
-                loom.timeline_peak_bytes = 96 : i64, train.zero_stage = 3 : i64} {
+    attributes {train.arena_bound_bytes = 32 : i64, train.arena_bytes = 64 : i64, train.lr = 0.1 : f64,
+                train.optimizer = "sgd", train.scheduled_peak_bytes = 120 : i64, train.tied_results = array<i64: -1, 0>,
+                train.timeline_peak_bytes = 96 : i64, train.zero_stage = 3 : i64} {
   %c = coll.comm_world : !coll.comm<2>
   %l = tensor.empty() : tensor<f32>
   return %l, %w : tensor<f32>, tensor<4xf32>
@@ -83,9 +83,9 @@ func.func @loom_step() {
 
 // -----
 
-// expected-error @+1 {{trainer-entry-point: expected loom.tied_results to hold one argument index or -1 per result, got array<i64: 3>}}
+// expected-error @+1 {{'train.tied_results' ties result #0 to argument #3 of 1 (-1: none)}}
 func.func @bad_tie(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss})
-    attributes {loom.tied_results = array<i64: 3>} {
+    attributes {train.tied_results = array<i64: 3>} {
   %l = tensor.empty() : tensor<f32>
   return %l : tensor<f32>
 }

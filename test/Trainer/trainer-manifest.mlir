@@ -21,8 +21,8 @@ module attributes {loom.step_manifest = "loom-step 1\0Alr 1.000000e-01\0Aarg par
                        %b0: !llvm.ptr, %b1: !llvm.ptr, %b2: i64, %b3: i64, %b4: i64, %b5: i64, %b6: i64,
                        %c0: !llvm.ptr, %c1: !llvm.ptr, %c2: i64,
                        %d0: !llvm.ptr, %d1: !llvm.ptr, %d2: i64, %d3: i64, %d4: i64)
-      attributes {loom.arena_bound_bytes = 32 : i64, loom.arena_bytes = 64 : i64,
-                  loom.packed_bound_bytes = 24 : i64, loom.packed_bytes = 32 : i64} {
+      attributes {train.arena_bound_bytes = 32 : i64, train.arena_bytes = 64 : i64,
+                  train.packed_bound_bytes = 24 : i64, train.packed_bytes = 32 : i64} {
     llvm.return
   }
 }

@@ -5,7 +5,7 @@
 // At the add, the argument and both 16-byte temporaries are alive: 48 bytes
 // (the 4-byte loss comes after the product is freed).
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: attributes {loom.scheduled_peak_bytes = 48 : i64}
+// CHECK-SAME: attributes {train.scheduled_peak_bytes = 48 : i64}
 func.func @step(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   %e = tensor.empty() : tensor<4xf32>
   %m = linalg.mul ins(%w, %w : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>

@@ -112,8 +112,8 @@ TEST(StepManifestTest, TheTrainerReadsWhatTheCompilerWrites) {
                     %s: tensor<f32> {train.state = "step"},
                     %ids: tensor<2x8xi32> {train.input = "tokens"})
         -> (tensor<f32> {train.loss}, tensor<3xf32> {train.full_shape = array<i64: 2, 5>, train.param = "w"})
-        attributes {loom.lr = 3.0e-4 : f64, loom.optimizer = "adamw", train.zero_stage = 3 : i64,
-                    loom.tied_results = array<i64: -1, 0>, loom.timeline_peak_bytes = 64 : i64} {
+        attributes {train.lr = 3.0e-4 : f64, train.optimizer = "adamw", train.zero_stage = 3 : i64,
+                    train.tied_results = array<i64: -1, 0>, train.timeline_peak_bytes = 64 : i64} {
       %c = coll.comm_world : !coll.comm<4>
       return %s, %w : tensor<f32>, tensor<3xf32>
     })mlir";

@@ -83,7 +83,7 @@ mlir::tensor::InsertSliceOp getSliceWriteBack(mlir::OpResult result);
 struct MemoryTimelineOptions {
   /// The function's results are caller-owned buffers live for the whole
   /// step (see the file comment); a result the function's
-  /// `loom.tied_results` ties to an argument (codegen-update-in-place) is the
+  /// `train.tied_results` ties to an argument (codegen-update-in-place) is the
   /// argument's buffer and costs nothing.
   bool callerOwnedResults = false;
   /// Buffers the function allocates (not arguments, not caller-owned
@@ -133,9 +133,9 @@ private:
 
 /// Live bytes while ops are placed one at a time, as a list scheduler sees
 /// them (steps with train ops whole: loop transients and subset updates
-/// are not modelled). Applies MemoryTimeline's rules incrementally: each placement costs
-/// O(operands + results). Placing every op of a block in some order gives,
-/// op by op, exactly MemoryTimeline's live bytes for that order.
+/// are not modelled). Applies MemoryTimeline's rules incrementally: each
+/// placement costs O(operands + results). Placing every op of a block in some
+/// order gives, op by op, exactly MemoryTimeline's live bytes for that order.
 class MemoryTracker {
 public:
   /// Starts with the block's arguments live and nothing placed.

@@ -1,9 +1,10 @@
 //===- AttrNames.h - the attributes passes exchange -------------*- C++ -*-===//
 //
 // Discardable `loom.*` attributes one pass writes and a later pass (or loomc,
-// or a test) reads, by name in one place. The `train.*` roles and the
-// sharding and pipeline contracts (microbatches, stages, actions, ZeRO stage,
-// full shapes) belong to the train dialect, which verifies them
+// or a test) reads, by name in one place: markers and the passes' reports.
+// The `train.*` roles and the contracts between passes (microbatches,
+// stages, actions, ZeRO stage, full shapes, the optimizer, the plan's
+// figures) belong to the train dialect, which verifies them
 // (TrainDialect::k*AttrName).
 //
 //===----------------------------------------------------------------------===//
@@ -15,43 +16,11 @@
 
 namespace loom::attrs {
 
-// On a training step (train-optimizer).
-/// The optimizer the step updates with (string: adamw or sgd).
-inline constexpr llvm::StringLiteral kOptimizer = "loom.optimizer";
-/// Its learning rate (f64); the trainer's default.
-inline constexpr llvm::StringLiteral kLearningRate = "loom.lr";
-
-// On a scheduled step (coll-overlap-schedule).
-/// The memory timeline's peak of the synchronous order, the least memory
-/// retiming collectives reaches (i64).
-inline constexpr llvm::StringLiteral kSynchronousPeakBytes =
-    "loom.synchronous_peak_bytes";
-
-// On a scheduled step (trainer-record-scheduled-peak).
-/// The memory timeline's peak of the step the scheduler bounded (i64).
-inline constexpr llvm::StringLiteral kScheduledPeakBytes =
-    "loom.scheduled_peak_bytes";
-
-// On the step function (codegen-update-in-place, codegen-memory-plan).
-/// Per result: the argument whose buffer it is written into, or -1.
-inline constexpr llvm::StringLiteral kTiedResults = "loom.tied_results";
-/// The memory timeline's peak with arguments and caller-owned results.
-inline constexpr llvm::StringLiteral kTimelinePeakBytes =
-    "loom.timeline_peak_bytes";
-/// The planned arena's size, and the most of it live at once.
-inline constexpr llvm::StringLiteral kArenaBytes = "loom.arena_bytes";
-inline constexpr llvm::StringLiteral kArenaBoundBytes =
-    "loom.arena_bound_bytes";
+// On the step's memory plan (codegen-memory-plan).
 /// On the arena's memref.alloc.
 inline constexpr llvm::StringLiteral kArena = "loom.arena";
 /// On a collective start: its result's offset in the arena (i64).
 inline constexpr llvm::StringLiteral kArenaOffset = "loom.arena_offset";
-
-// On the step after bufferisation (codegen-pack-buffers).
-/// What bufferisation allocated outside the plan, packed, and its bound.
-inline constexpr llvm::StringLiteral kPackedBytes = "loom.packed_bytes";
-inline constexpr llvm::StringLiteral kPackedBoundBytes =
-    "loom.packed_bound_bytes";
 
 // Reports: what a pass did to a function, for tests and benchmarks to read
 // (the same counts are the passes' statistics).

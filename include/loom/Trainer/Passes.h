@@ -23,7 +23,7 @@ namespace loom::trainer {
 mlir::func::FuncOp findStep(mlir::ModuleOp module);
 
 /// The step's predicted peak, what the trainer allocates for it: the memory
-/// plan's timeline (loom.timeline_peak_bytes) or, without a plan, the same
+/// plan's timeline (train.timeline_peak_bytes) or, without a plan, the same
 /// timeline of the step as it will be lowered (results in the trainer's
 /// buffers).
 int64_t getPredictedPeakBytes(mlir::func::FuncOp step);

@@ -21,7 +21,7 @@ def TrainerRecordScheduledPeakPass
     ```mlir
     func.func @step(...) -> (tensor<f32> {train.loss}, ...)
     // gets
-    attributes {loom.scheduled_peak_bytes = 1599440 : i64}
+    attributes {train.scheduled_peak_bytes = 1599440 : i64}
     ```
   }];
 }
@@ -32,9 +32,9 @@ def TrainerEntryPointPass : Pass<"trainer-entry-point", "::mlir::ModuleOp"> {
     On the planned step (tensors, before bufferisation): adds
     `@loom_step(memref args..., memref results...)`, which calls the step
     and writes each result into its buffer, or, for a result
-    `codegen-update-in-place` tied to an argument (`loom.tied_results`),
+    `codegen-update-in-place` tied to an argument (`train.tied_results`),
     into that argument's buffer; the step becomes private. The arena figures
-    of the plan (`loom.arena_bytes`, `loom.arena_bound_bytes`) move to
+    of the plan (`train.arena_bytes`, `train.arena_bound_bytes`) move to
     `@loom_step`, which the step is inlined into.
 
     The module gets `loom.step_manifest`, the manifest's text
@@ -43,7 +43,7 @@ def TrainerEntryPointPass : Pass<"trainer-entry-point", "::mlir::ModuleOp"> {
     (`train.full_shape`, from `zero-partition`), and whether it is written in
     place; the world size (the step's `coll.comm_world`), the ZeRO stage,
     the optimizer and learning rate `train-optimizer` recorded, the memory
-    timeline's peak (`loom.timeline_peak_bytes`, or the timeline with
+    timeline's peak (`train.timeline_peak_bytes`, or the timeline with
     caller-owned results without a plan), the scheduler's peak and the
     source file. Every argument and result must be a static tensor of f32,
     f64, bf16, i32 or i64 with a train role.

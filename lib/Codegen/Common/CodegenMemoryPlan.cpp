@@ -11,6 +11,7 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Dialect/Coll/CollOps.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -194,10 +195,11 @@ struct CodegenMemoryPlanPass
     BlockPlan plan = planBlock(block, callerOwnedResults);
 
     OpBuilder builder(func.getContext());
-    func->setAttr(attrs::kTimelinePeakBytes,
+    func->setAttr(loom::train::TrainDialect::kTimelinePeakBytesAttrName,
                   builder.getI64IntegerAttr(plan.peak));
-    func->setAttr(attrs::kArenaBytes, builder.getI64IntegerAttr(plan.bytes));
-    func->setAttr(attrs::kArenaBoundBytes,
+    func->setAttr(loom::train::TrainDialect::kArenaBytesAttrName,
+                  builder.getI64IntegerAttr(plan.bytes));
+    func->setAttr(loom::train::TrainDialect::kArenaBoundBytesAttrName,
                   builder.getI64IntegerAttr(plan.bound));
     if (plan.unplanned)
       func->setAttr(attrs::kUnplannedBuffers,
@@ -247,9 +249,9 @@ struct CodegenMemoryPlanPass
       OpOperand *init = loom::getTiedInit(result);
       Value pinned = slot(op, type, offset);
       if (!init->get().getDefiningOp<tensor::EmptyOp>() && readsInit(*init))
-        pinned = linalg::CopyOp::create(builder, op->getLoc(), init->get(),
-                                        pinned)
-                     .getResult(0);
+        pinned =
+            linalg::CopyOp::create(builder, op->getLoc(), init->get(), pinned)
+                .getResult(0);
       init->set(pinned);
     }
   }

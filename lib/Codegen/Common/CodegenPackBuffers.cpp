@@ -2,6 +2,7 @@
 
 #include "loom/Analysis/ArenaPacker.h"
 #include "loom/Codegen/Common/Passes.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -41,7 +42,10 @@ std::optional<Buffer> analyse(memref::AllocOp alloc, Block &block,
   Buffer buffer{alloc,
                 type.getNumElements() *
                     int64_t((type.getElementTypeBitWidth() + 7) / 8),
-                position.lookup(alloc), position.lookup(alloc), -1, {}};
+                position.lookup(alloc),
+                position.lookup(alloc),
+                -1,
+                {}};
   SmallVector<Value> worklist = {alloc.getResult()};
   while (!worklist.empty()) {
     Value value = worklist.pop_back_val();
@@ -114,8 +118,9 @@ struct CodegenPackBuffersPass
     numPacked += buffers.size();
     packedBytes += arenaBytes;
     OpBuilder builder(func.getContext());
-    func->setAttr(attrs::kPackedBytes, builder.getI64IntegerAttr(arenaBytes));
-    func->setAttr(attrs::kPackedBoundBytes,
+    func->setAttr(loom::train::TrainDialect::kPackedBytesAttrName,
+                  builder.getI64IntegerAttr(arenaBytes));
+    func->setAttr(loom::train::TrainDialect::kPackedBoundBytesAttrName,
                   builder.getI64IntegerAttr(packing.lowerBound));
 
     builder.setInsertionPointToStart(&block);
@@ -126,9 +131,9 @@ struct CodegenPackBuffersPass
     for (Buffer &b : buffers) {
       builder.setInsertionPoint(b.alloc);
       Value offset = arith::ConstantIndexOp::create(builder, loc, b.offset);
-      Value view = memref::ViewOp::create(builder, b.alloc.getLoc(),
-                                          b.alloc.getType(), arena, offset,
-                                          ValueRange{});
+      Value view =
+          memref::ViewOp::create(builder, b.alloc.getLoc(), b.alloc.getType(),
+                                 arena, offset, ValueRange{});
       b.alloc.replaceAllUsesWith(view);
       b.alloc.erase();
       for (Operation *dealloc : b.deallocs)

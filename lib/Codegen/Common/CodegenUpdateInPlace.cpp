@@ -6,7 +6,7 @@
 // memory. The update of an argument may be written into the argument's own
 // buffer once nothing reads the old value any more; this pass finds the
 // results for which that holds in the step's final order and records them
-// (`loom.tied_results`) for the memory timeline, the plan and loomc's entry
+// (`train.tied_results`) for the memory timeline, the plan and loomc's entry
 // point.
 //
 //===----------------------------------------------------------------------===//
@@ -37,8 +37,8 @@ namespace {
 std::pair<StringRef, StringRef> keyOf(DictionaryAttr attrs) {
   if (!attrs)
     return {};
-  for (StringRef role : {TrainDialect::kParamAttrName,
-                         TrainDialect::kStateAttrName})
+  for (StringRef role :
+       {TrainDialect::kParamAttrName, TrainDialect::kStateAttrName})
     if (auto name = attrs.getAs<StringAttr>(role))
       return {role, name.getValue()};
   return {};
@@ -140,10 +140,10 @@ struct UpdateInPlace
       taken.insert(it->second);
       ++count;
     }
-    func->setAttr(attrs::kTiedResults,
+    func->setAttr(loom::train::TrainDialect::kTiedResultsAttrName,
                   DenseI64ArrayAttr::get(&getContext(), tied));
     if (count == 0)
-      func->removeAttr(attrs::kTiedResults);
+      func->removeAttr(loom::train::TrainDialect::kTiedResultsAttrName);
   }
 };
 

@@ -9,7 +9,7 @@
 // The arena is the timeline's most live arena bytes (512); the timeline's
 // peak adds the argument (256).
 // CHECK-LABEL: func.func @reuse
-// CHECK-SAME: loom.arena_bound_bytes = 512 : i64, loom.arena_bytes = 512 : i64, loom.timeline_peak_bytes = 768 : i64
+// CHECK-SAME: train.arena_bound_bytes = 512 : i64, train.arena_bytes = 512 : i64, train.timeline_peak_bytes = 768 : i64
 // CHECK: %[[ARENA:.+]] = memref.alloc() {alignment = 64 : i64, loom.arena} : memref<512xi8>
 // CHECK: %[[C0:.+]] = arith.constant 0 : index
 // CHECK: %[[V0:.+]] = memref.view %[[ARENA]][%[[C0]]][] : memref<512xi8> to memref<64xf32>
@@ -26,7 +26,7 @@
 // buffer: it keeps its tensor.empty (for empty-tensor elimination), stays
 // out of the arena, and the timeline counts it for the whole call.
 // OWNED-LABEL: func.func @reuse
-// OWNED-SAME: loom.arena_bound_bytes = 512 : i64, loom.arena_bytes = 512 : i64, loom.timeline_peak_bytes = 1024 : i64
+// OWNED-SAME: train.arena_bound_bytes = 512 : i64, train.arena_bytes = 512 : i64, train.timeline_peak_bytes = 1024 : i64
 // OWNED: arith.mulf
 // OWNED: %[[E:.+]] = tensor.empty() : tensor<64xf32>
 // OWNED-NEXT: linalg.generic {{.*}} outs(%[[E]] : tensor<64xf32>)
@@ -98,7 +98,7 @@ func.func @read_init(%x: tensor<8x8xf32>, %acc0: tensor<8x8xf32>) -> (tensor<8x8
 // records its offset on the start for convert-coll-to-loomrt.
 // The gathered buffer is read by the add, so the add's result goes beside it.
 // CHECK-LABEL: func.func @collective
-// CHECK-SAME: loom.arena_bytes = 8192 : i64, loom.timeline_peak_bytes = 9216 : i64
+// CHECK-SAME: train.arena_bytes = 8192 : i64, train.timeline_peak_bytes = 9216 : i64
 // CHECK: coll.all_gather_start {{.*}} {loom.arena_offset = 0 : i64}
 // CHECK: %[[C4096:.+]] = arith.constant 4096 : index
 // CHECK: memref.view %{{.+}}[%[[C4096]]][] : memref<8192xi8> to memref<1024xf32>
@@ -133,7 +133,7 @@ func.func @bucket(%a: tensor<32xf32>, %b: tensor<64xf32>) -> tensor<96xf32> {
 // joined 512 bytes (from the first half on) and the sum's 64; nothing is
 // copied.
 // CHECK-LABEL: func.func @joined_halves
-// CHECK-SAME: loom.arena_bound_bytes = 576 : i64, loom.arena_bytes = 576 : i64
+// CHECK-SAME: train.arena_bound_bytes = 576 : i64, train.arena_bytes = 576 : i64
 // CHECK: %[[V:.+]] = memref.view %{{.+}}[%{{.+}}][] : memref<576xi8> to memref<8x16xf32>
 // CHECK: %[[J:.+]] = bufferization.to_tensor %[[V]] restrict writable
 // CHECK: %[[S1:.+]] = tensor.extract_slice %[[J]][0, 0] [8, 8] [1, 1]
@@ -180,7 +180,7 @@ func.func @joined_halves(%x: tensor<8x8xf32>) -> tensor<f32> {
 // are): each extract, write and insert gets its own empty tensor, so both
 // parts are written in place, into two slots.
 // CHECK-LABEL: func.func @shared_join
-// CHECK-SAME: loom.arena_bytes = 1024 : i64
+// CHECK-SAME: train.arena_bytes = 1024 : i64
 // CHECK-NOT: tensor.empty() : tensor<8x16xf32>
 // CHECK-COUNT-2: bufferization.to_tensor %{{.+}} restrict writable : memref<8x16xf32>
 // CHECK: %[[S1:.+]] = tensor.extract_slice %[[J1:[0-9]+]][0, 8] [8, 8] [1, 1]

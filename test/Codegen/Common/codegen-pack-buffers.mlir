@@ -6,7 +6,7 @@
 // %a dies before %b is allocated: both at offset 0. %c overlaps %b: after
 // it, at 256 (64-byte aligned). Deallocations go; the arena is freed.
 // CHECK-LABEL: func.func @reuse
-// CHECK-SAME: loom.packed_bound_bytes = 512 : i64, loom.packed_bytes = 512 : i64
+// CHECK-SAME: train.packed_bound_bytes = 512 : i64, train.packed_bytes = 512 : i64
 // CHECK: %[[ARENA:.+]] = memref.alloc() {alignment = 64 : i64} : memref<512xi8>
 // CHECK: %[[C0:.+]] = arith.constant 0 : index
 // CHECK: memref.view %[[ARENA]][%[[C0]]][] : memref<512xi8> to memref<64xf32>
@@ -37,7 +37,7 @@ func.func @reuse(%x: memref<64xf32>, %y: memref<64xf32>) {
 // A returned buffer escapes and keeps its allocation; a view extends the
 // lifetime of the buffer it views.
 // CHECK-LABEL: func.func @escape_and_views
-// CHECK-SAME: loom.packed_bytes = 256 : i64
+// CHECK-SAME: train.packed_bytes = 256 : i64
 // CHECK: memref.view
 // CHECK: %[[R:.+]] = memref.alloc() : memref<8x8xf32>
 // CHECK: return %[[R]]
@@ -58,7 +58,7 @@ func.func @escape_and_views(%x: memref<64xf32>) -> memref<8x8xf32> {
 // address's uses show that %in lives until the wait: %late must not reuse
 // its space.
 // CHECK-LABEL: func.func @address_keeps_alive
-// CHECK-SAME: loom.packed_bytes = 512 : i64
+// CHECK-SAME: train.packed_bytes = 512 : i64
 // CHECK: memref.view %{{.+}}[%{{.+}}][] : memref<512xi8> to memref<64xf32>
 // CHECK: %[[C256:.+]] = arith.constant 256 : index
 // CHECK: memref.view %{{.+}}[%[[C256]]][] : memref<512xi8> to memref<64xf32>

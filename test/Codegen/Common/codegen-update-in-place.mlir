@@ -6,7 +6,7 @@
 // read: both results are tied. The parameter's update is not: a matmul-like
 // read of the parameter (through a view) comes after it.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: loom.tied_results = array<i64: -1, -1, 1>
+// CHECK-SAME: train.tied_results = array<i64: -1, -1, 1>
 func.func @step(%w: tensor<8xf32> {train.param = "w"}, %m: tensor<8xf32> {train.state = "w.m"},
                 %g: tensor<8xf32>)
     -> (tensor<f32> {train.loss}, tensor<8xf32> {train.param = "w"}, tensor<8xf32> {train.state = "w.m"}) {
@@ -48,7 +48,7 @@ func.func @step(%w: tensor<8xf32> {train.param = "w"}, %m: tensor<8xf32> {train.
 // overwrite elements it reads later), one that accumulates into its init,
 // and a result that is the argument itself.
 // CHECK-LABEL: func.func @untied
-// CHECK-NOT: loom.tied_results
+// CHECK-NOT: train.tied_results
 func.func @untied(%a: tensor<4x4xf32> {train.param = "a"}, %b: tensor<4x4xf32> {train.param = "b"},
                   %c: tensor<4x4xf32> {train.state = "c"})
     -> (tensor<4x4xf32> {train.param = "a"}, tensor<4x4xf32> {train.param = "b"},
@@ -75,7 +75,7 @@ func.func @untied(%a: tensor<4x4xf32> {train.param = "a"}, %b: tensor<4x4xf32> {
 // A collective reads the shard until its wait: an update before the wait
 // is not tied, one after it is.
 // CHECK-LABEL: func.func @collective
-// CHECK-SAME: loom.tied_results = array<i64: -1, 1, -1>
+// CHECK-SAME: train.tied_results = array<i64: -1, 1, -1>
 func.func @collective(%p: tensor<4xf32> {train.param = "p"}, %q: tensor<4xf32> {train.param = "q"})
     -> (tensor<4xf32> {train.param = "p"}, tensor<4xf32> {train.param = "q"}, tensor<8xf32>) {
   %comm = coll.comm_world : !coll.comm<2>
@@ -106,7 +106,7 @@ func.func @collective(%p: tensor<4xf32> {train.param = "p"}, %q: tensor<4xf32> {
 // The update reads its argument through a view, in reverse (other indices
 // than it writes): not tied.
 // CHECK-LABEL: func.func @through_a_view
-// CHECK-NOT: loom.tied_results
+// CHECK-NOT: train.tied_results
 func.func @through_a_view(%p: tensor<8xf32> {train.param = "p"}) -> (tensor<8xf32> {train.param = "p"}) {
   %v = tensor.expand_shape %p [[0, 1]] output_shape [2, 4] : tensor<8xf32> into tensor<2x4xf32>
   %e = tensor.empty() : tensor<8xf32>

@@ -101,3 +101,38 @@ func.func private @full_shape_list(tensor<2xf32> {train.full_shape = [2, 3]})
 
 // A shard of a whole: ceil(6 / 4) = 2 of its 6 elements.
 func.func private @shard(tensor<2xf32> {train.full_shape = array<i64: 2, 3>, train.param = "w"}) attributes {train.zero_stage = 3 : i64}
+
+// -----
+
+// expected-error @+1 {{expected 'train.optimizer' to be "adamw" or "sgd", got "lamb"}}
+func.func private @unknown_optimizer() attributes {train.optimizer = "lamb"}
+
+// -----
+
+// expected-error @+1 {{expected 'train.lr' to be a finite f64 >= 0, got -1.000000e-03 : f64}}
+func.func private @negative_lr() attributes {train.lr = -1.0e-3 : f64}
+
+// -----
+
+// expected-error @+1 {{expected 'train.tied_results' to be a dense i64 array of one entry per result (1), got array<i64: -1, 0>}}
+func.func private @tied_count(tensor<4xf32>) -> tensor<4xf32> attributes {train.tied_results = array<i64: -1, 0>}
+
+// -----
+
+// expected-error @+1 {{'train.tied_results' ties result #0 to argument #3 of 1 (-1: none)}}
+func.func private @tied_past_the_arguments(tensor<4xf32>) -> tensor<4xf32> attributes {train.tied_results = array<i64: 3>}
+
+// -----
+
+// expected-error @+1 {{expected 'train.arena_bytes' in [0, inf) (bytes), got -64}}
+func.func private @negative_arena() attributes {train.arena_bytes = -64 : i64}
+
+// -----
+
+// expected-error @+1 {{'train.scheduled_peak_bytes' is only valid on a function}}
+module attributes {train.scheduled_peak_bytes = 64 : i64} {}
+
+// -----
+
+// The figures of a planned step.
+func.func private @planned(tensor<4xf32>) -> tensor<4xf32> attributes {train.optimizer = "adamw", train.lr = 1.0e-3 : f64, train.tied_results = array<i64: 0>, train.arena_bytes = 64 : i64, train.arena_bound_bytes = 64 : i64, train.timeline_peak_bytes = 80 : i64, train.scheduled_peak_bytes = 80 : i64, train.synchronous_peak_bytes = 80 : i64, train.packed_bytes = 0 : i64, train.packed_bound_bytes = 0 : i64}

@@ -152,7 +152,7 @@ def CodegenUpdateInPlacePass
     indices it writes, and comes after every other read of the argument in
     the step's order, counting reads through views and a collective's
     asynchronous read up to its `coll.wait`. The function gets
-    `loom.tied_results`, one entry per result: the argument's index, or -1.
+    `train.tied_results`, one entry per result: the argument's index, or -1.
 
     The memory timeline (with caller-owned results) then charges nothing
     for a tied result, `codegen-memory-plan` leaves it out of the arena, and
@@ -164,7 +164,7 @@ def CodegenUpdateInPlacePass
     func.func @step(%w: tensor<64xf32> {train.param = "w"}, ...)
         -> (tensor<64xf32> {train.param = "w"}, ...)
     // gets
-    attributes {loom.tied_results = array<i64: 0, ...>}
+    attributes {train.tied_results = array<i64: 0, ...>}
     ```
   }];
 }
@@ -207,9 +207,9 @@ def CodegenMemoryPlanPass : Pass<"codegen-memory-plan", "::mlir::func::FuncOp"> 
                                                   %r = linalg.generic ... outs(%s ...)
     ```
 
-    The function gets `loom.timeline_peak_bytes` (the timeline's peak, with
-    arguments and caller-owned results), `loom.arena_bytes` (the arena) and
-    `loom.arena_bound_bytes` (the most arena bytes live at once, which no
+    The function gets `train.timeline_peak_bytes` (the timeline's peak, with
+    arguments and caller-owned results), `train.arena_bytes` (the arena) and
+    `train.arena_bound_bytes` (the most arena bytes live at once, which no
     packing can beat). The plan's peak (arena + arguments + results) equals
     the timeline's peak exactly when the arena reaches that bound. Buffers
     made by ops the pass cannot pin are counted in `loom.unplanned_buffers`
@@ -246,8 +246,8 @@ def CodegenPackBuffersPass : Pass<"codegen-pack-buffers", "::mlir::func::FuncOp"
     A buffer's lifetime runs from its allocation to the last top-level op
     that uses it, any view of it, or its address (a runtime call reads it
     through the address). Its `memref.dealloc`s are dropped. Offsets come
-    from ArenaPacker. The function gets `loom.packed_bytes` and
-    `loom.packed_bound_bytes` (the most bytes live at once).
+    from ArenaPacker. The function gets `train.packed_bytes` and
+    `train.packed_bound_bytes` (the most bytes live at once).
 
     ```mlir
     %a = memref.alloc() : memref<64xf32>        %arena = memref.alloc() : memref<512xi8>

@@ -52,6 +52,9 @@ def Train_Dialect : Dialect {
     | `train.action` | op | `"F<m>"`, `"B<m>"`, `"I<m>"` or `"W<m>"`, m below the pipeline's microbatches |
     | `train.zero_stage` | function | i64 in [1, 3] (`zero-partition`) |
     | `train.full_shape` | argument, result | dense i64 array: the unpartitioned shape, holding at least the local elements |
+    | `train.optimizer`, `train.lr` | function | `"adamw"` or `"sgd"`; an f64 >= 0 (`train-optimizer`) |
+    | `train.tied_results` | function | dense i64 array, one per result: the argument written in place, or -1 |
+    | `train.synchronous_peak_bytes`, `train.scheduled_peak_bytes`, `train.timeline_peak_bytes`, `train.arena_bytes`, `train.arena_bound_bytes`, `train.packed_bytes`, `train.packed_bound_bytes` | function | i64 >= 0: the schedule's and the plan's figures |
 
     Any other `train.*` attribute, or one of these in the wrong place, is an
     error.
@@ -103,6 +106,38 @@ def Train_Dialect : Dialect {
     /// array).
     static constexpr ::llvm::StringLiteral kFullShapeAttrName =
         "train.full_shape";
+    /// On a step: the optimizer it updates with (adamw or sgd) and its
+    /// learning rate (f64 >= 0, the trainer's default; train-optimizer).
+    static constexpr ::llvm::StringLiteral kOptimizerAttrName =
+        "train.optimizer";
+    static constexpr ::llvm::StringLiteral kLearningRateAttrName = "train.lr";
+    /// On a step: the memory timeline's peak of the synchronous order, the
+    /// least memory retiming collectives reaches (coll-overlap-schedule),
+    /// and of the order the scheduler bounded
+    /// (trainer-record-scheduled-peak); i64 bytes.
+    static constexpr ::llvm::StringLiteral kSynchronousPeakBytesAttrName =
+        "train.synchronous_peak_bytes";
+    static constexpr ::llvm::StringLiteral kScheduledPeakBytesAttrName =
+        "train.scheduled_peak_bytes";
+    /// On a step: per result, the argument whose buffer it is written into,
+    /// or -1 (codegen-update-in-place).
+    static constexpr ::llvm::StringLiteral kTiedResultsAttrName =
+        "train.tied_results";
+    /// On a step: the memory plan's figures (codegen-memory-plan): the
+    /// timeline's peak with arguments and caller-owned results, the arena's
+    /// size and the most of it live at once; and what bufferisation
+    /// allocated outside the plan, packed, and its bound
+    /// (codegen-pack-buffers); i64 bytes.
+    static constexpr ::llvm::StringLiteral kTimelinePeakBytesAttrName =
+        "train.timeline_peak_bytes";
+    static constexpr ::llvm::StringLiteral kArenaBytesAttrName =
+        "train.arena_bytes";
+    static constexpr ::llvm::StringLiteral kArenaBoundBytesAttrName =
+        "train.arena_bound_bytes";
+    static constexpr ::llvm::StringLiteral kPackedBytesAttrName =
+        "train.packed_bytes";
+    static constexpr ::llvm::StringLiteral kPackedBoundBytesAttrName =
+        "train.packed_bound_bytes";
   }];
 }
 

@@ -5,6 +5,7 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Coll/Retime.h"
+#include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Support/AttrNames.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -143,7 +144,7 @@ struct CollOverlapSchedulePass
     Operation *owner = block.getParentOp();
     if (owner->getNumRegions() == 1 && owner->getRegion(0).hasOneBlock())
       owner->setAttr(
-          attrs::kSynchronousPeakBytes,
+          loom::train::TrainDialect::kSynchronousPeakBytesAttrName,
           Builder(owner->getContext()).getI64IntegerAttr(base.sim.peakBytes));
     int64_t limit =
         memoryLimitMb > 0

@@ -13,6 +13,7 @@
 #include "mlir/Transforms/InliningUtils.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/MathExtras.h"
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -422,6 +423,48 @@ static LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// The optimizer, the learning rate, the tied results and the byte figures
+/// of the schedule and the plan: on a function.
+static LogicalResult verifyStepFigure(Operation *op, NamedAttribute attr) {
+  auto func = dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' is only valid on a function";
+  StringRef name = attr.getName().getValue();
+  if (name == TrainDialect::kOptimizerAttrName) {
+    auto kind = dyn_cast<StringAttr>(attr.getValue());
+    if (kind && llvm::is_contained({"adamw", "sgd"}, kind.getValue()))
+      return success();
+    return op->emitOpError()
+           << "expected '" << name << "' to be \"adamw\" or \"sgd\", got "
+           << attr.getValue();
+  }
+  if (name == TrainDialect::kLearningRateAttrName) {
+    auto lr = dyn_cast<FloatAttr>(attr.getValue());
+    if (lr && lr.getType().isF64() && std::isfinite(lr.getValueAsDouble()) &&
+        lr.getValueAsDouble() >= 0)
+      return success();
+    return op->emitOpError()
+           << "expected '" << name << "' to be a finite f64 >= 0, got "
+           << attr.getValue();
+  }
+  if (name == TrainDialect::kTiedResultsAttrName) {
+    auto tied = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (!tied || tied.size() != int64_t(func.getNumResults()))
+      return op->emitOpError()
+             << "expected '" << name << "' to be a dense i64 array of one "
+             << "entry per result (" << func.getNumResults() << "), got "
+             << attr.getValue();
+    for (auto [result, arg] : llvm::enumerate(tied.asArrayRef()))
+      if (arg < -1 || arg >= int64_t(func.getNumArguments()))
+        return op->emitOpError()
+               << "'" << name << "' ties result #" << result << " to argument #"
+               << arg << " of " << func.getNumArguments() << " (-1: none)";
+    return success();
+  }
+  return getIntegerIn(op, attr, 0, kNoBound, "bytes");
+}
+
 /// train.pipeline_stage: on a stage's function (below its pipeline's
 /// stages) or module.
 static LogicalResult verifyPipelineStage(Operation *op, NamedAttribute attr) {
@@ -486,6 +529,14 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
     return verifyStepAttribute(op, attr);
   if (attr.getName() == kPipelineStageAttrName)
     return verifyPipelineStage(op, attr);
+  if (llvm::is_contained({kOptimizerAttrName, kLearningRateAttrName,
+                          kTiedResultsAttrName, kSynchronousPeakBytesAttrName,
+                          kScheduledPeakBytesAttrName,
+                          kTimelinePeakBytesAttrName, kArenaBytesAttrName,
+                          kArenaBoundBytesAttrName, kPackedBytesAttrName,
+                          kPackedBoundBytesAttrName},
+                         attr.getName().getValue()))
+    return verifyStepFigure(op, attr);
   if (attr.getName() == kMicrobatchAttrName ||
       attr.getName() == kActionAttrName)
     return verifyMicrobatchOfOp(op, attr);
