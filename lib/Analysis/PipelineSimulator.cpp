@@ -4,7 +4,6 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Support/AttrNames.h"
 #include <map>
 
 using namespace mlir;

@@ -2,7 +2,6 @@
 
 #include "ReverseMode.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"

@@ -2,7 +2,6 @@
 
 #include "loom/Autodiff/Passes.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -20,7 +20,6 @@
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/InitAllDialects.h"
 #include "loom/PipelineParallel/Passes.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

@@ -3,7 +3,6 @@
 
 #include "Accumulation.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

@@ -11,7 +11,6 @@
 
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/PipelineParallel/Passes.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -46,7 +46,6 @@
 #include "loom/PipelineParallel/Layout.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/PipelineParallel/Schedules.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"

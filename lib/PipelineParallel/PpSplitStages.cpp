@@ -8,7 +8,6 @@
 
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/PipelineParallel/Passes.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -19,7 +19,6 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Sharding/Passes.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"

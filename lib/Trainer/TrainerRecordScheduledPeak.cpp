@@ -2,7 +2,6 @@
 
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 
 namespace loom::trainer {

@@ -6,7 +6,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -10,7 +10,6 @@
 #include "loom/Analysis/OpIds.h"
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"

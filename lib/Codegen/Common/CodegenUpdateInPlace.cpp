@@ -14,7 +14,6 @@
 #include "loom/Codegen/Common/Passes.h"
 #include "loom/Dialect/Coll/CollInterfaces.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -28,7 +27,6 @@ namespace loom::codegen {
 } // namespace loom::codegen
 
 using namespace mlir;
-namespace attrs = loom::attrs;
 using namespace loom::train;
 
 namespace {

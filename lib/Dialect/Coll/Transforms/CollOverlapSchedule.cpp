@@ -6,7 +6,6 @@
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Coll/Retime.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Support/AttrNames.h"
 #include "llvm/Support/FormatVariadic.h"
 
 namespace loom::coll {

@@ -8,7 +8,6 @@
 #include "loom/Dialect/Coll/CollPasses.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Runtime/DurableFile.h"
-#include "loom/Support/AttrNames.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "llvm/Support/FileSystem.h"
