@@ -258,19 +258,6 @@ struct TrainerEntryPointPass
           << runtime::symbols::kStep;
       return signalPassFailure();
     }
-    // Each result is written into its own buffer or an argument's.
-    if (auto tied = step->getAttrOfType<DenseI64ArrayAttr>(
-            loom::train::TrainDialect::kTiedResultsAttrName))
-      if (tied.size() != int64_t(step.getNumResults()) ||
-          llvm::any_of(tied.asArrayRef(), [&](int64_t arg) {
-            return arg < -1 || arg >= int64_t(step.getNumArguments());
-          })) {
-        step.emitOpError("trainer-entry-point: expected ")
-            << loom::train::TrainDialect::kTiedResultsAttrName
-            << " to hold one argument index or -1 per "
-            << "result, got " << tied;
-        return signalPassFailure();
-      }
     FailureOr<SmallVector<StepTensor>> tensors = describeTensors(step);
     if (failed(tensors))
       return signalPassFailure();

@@ -403,34 +403,30 @@ static std::optional<int64_t> getMicrobatches(Operation *func) {
 
 static constexpr int64_t kNoBound = std::numeric_limits<int64_t>::max();
 
-/// train.microbatches, train.zero_stage and train.pipeline: on a function.
-static LogicalResult verifyStepAttribute(Operation *op, NamedAttribute attr) {
-  if (!isa<FunctionOpInterface>(op))
-    return op->emitOpError() << "'" << attr.getName().getValue()
-                             << "' is only valid on a function";
-  if (attr.getName() == TrainDialect::kMicrobatchesAttrName)
-    return getIntegerIn(op, attr, 1, kNoBound, "the microbatches");
-  if (attr.getName() == TrainDialect::kZeroStageAttrName)
-    return getIntegerIn(op, attr, 1, 4, "the ZeRO stage");
-  if (!isa<PipelineAttr>(attr.getValue()))
-    return op->emitOpError()
-           << "expected '" << attr.getName().getValue()
-           << "' to be a #train.pipeline, got " << attr.getValue();
-  if (!op->hasAttr(TrainDialect::kPipelineStageAttrName))
-    return op->emitOpError()
-           << "expected '" << TrainDialect::kPipelineStageAttrName
-           << "' beside '" << attr.getName().getValue() << "'";
-  return success();
-}
-
-/// The optimizer, the learning rate, the tied results and the byte figures
-/// of the schedule and the plan: on a function.
-static LogicalResult verifyStepFigure(Operation *op, NamedAttribute attr) {
-  auto func = dyn_cast<FunctionOpInterface>(op);
+/// The attributes of a step function: its microbatches, ZeRO stage and
+/// pipeline, the optimizer and learning rate, the tied results and the
+/// byte figures of the schedule and the plan.
+static LogicalResult verifyFunctionAttribute(Operation *op,
+                                             NamedAttribute attr) {
+  FunctionOpInterface func = getFunctionOrError(op, attr);
   if (!func)
-    return op->emitOpError() << "'" << attr.getName().getValue()
-                             << "' is only valid on a function";
+    return failure();
   StringRef name = attr.getName().getValue();
+  if (name == TrainDialect::kMicrobatchesAttrName)
+    return getIntegerIn(op, attr, 1, kNoBound, "the microbatches");
+  if (name == TrainDialect::kZeroStageAttrName)
+    return getIntegerIn(op, attr, 1, 4, "the ZeRO stage");
+  if (name == TrainDialect::kPipelineAttrName) {
+    if (!isa<PipelineAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "expected '" << name << "' to be a #train.pipeline, got "
+             << attr.getValue();
+    if (!op->hasAttr(TrainDialect::kPipelineStageAttrName))
+      return op->emitOpError()
+             << "expected '" << TrainDialect::kPipelineStageAttrName
+             << "' beside '" << name << "'";
+    return success();
+  }
   if (name == TrainDialect::kOptimizerAttrName) {
     auto kind = dyn_cast<StringAttr>(attr.getValue());
     if (kind && llvm::is_contained({"adamw", "sgd"}, kind.getValue()))
@@ -523,20 +519,17 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
            << "expected '" << kUpdateAttrName
            << "' to be a unit attribute, got " << attr.getValue();
   }
-  if (attr.getName() == kMicrobatchesAttrName ||
-      attr.getName() == kZeroStageAttrName ||
-      attr.getName() == kPipelineAttrName)
-    return verifyStepAttribute(op, attr);
   if (attr.getName() == kPipelineStageAttrName)
     return verifyPipelineStage(op, attr);
-  if (llvm::is_contained({kOptimizerAttrName, kLearningRateAttrName,
-                          kTiedResultsAttrName, kSynchronousPeakBytesAttrName,
-                          kScheduledPeakBytesAttrName,
-                          kTimelinePeakBytesAttrName, kArenaBytesAttrName,
-                          kArenaBoundBytesAttrName, kPackedBytesAttrName,
-                          kPackedBoundBytesAttrName},
-                         attr.getName().getValue()))
-    return verifyStepFigure(op, attr);
+  if (llvm::is_contained(
+          {kMicrobatchesAttrName, kZeroStageAttrName, kPipelineAttrName,
+           kOptimizerAttrName, kLearningRateAttrName, kTiedResultsAttrName,
+           kSynchronousPeakBytesAttrName, kScheduledPeakBytesAttrName,
+           kTimelinePeakBytesAttrName, kArenaBytesAttrName,
+           kArenaBoundBytesAttrName, kPackedBytesAttrName,
+           kPackedBoundBytesAttrName},
+          attr.getName().getValue()))
+    return verifyFunctionAttribute(op, attr);
   if (attr.getName() == kMicrobatchAttrName ||
       attr.getName() == kActionAttrName)
     return verifyMicrobatchOfOp(op, attr);
