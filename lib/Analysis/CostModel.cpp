@@ -410,13 +410,6 @@ Profile Profile::fromAttr(train::ProfileAttr attr) {
   return profile;
 }
 
-llvm::Error CostModel::loadProfile(llvm::StringRef path, Operation *root) {
-  llvm::Expected<Profile> loaded = Profile::load(path);
-  if (!loaded)
-    return loaded.takeError();
-  return bindProfile(std::move(*loaded), root);
-}
-
 llvm::Error CostModel::bindProfile(Profile loaded, Operation *root) {
   profile.reset();
   measured.clear();

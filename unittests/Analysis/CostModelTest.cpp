@@ -16,7 +16,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 #include "gtest/gtest.h"
 
@@ -232,21 +231,13 @@ TEST_F(CostModelTest, OneRankCollectivesAreFree) {
   EXPECT_EQ(load("h100-nvlink").getCollectiveTime(ops[0]), 0.0);
 }
 
-/// Writes `json` to a temporary file and returns its path.
-std::string writeProfile(StringRef json) {
-  SmallString<128> path;
-  EXPECT_FALSE(llvm::sys::fs::createTemporaryFile("profile", "json", path));
-  std::error_code ec;
-  llvm::raw_fd_ostream out(path, ec);
-  out << json;
-  return path.str().str();
-}
-
-/// The error binding `json` to `root` gives, or "no error".
+/// The error reading `json` as a profile and binding it to `root` gives, or
+/// "no error".
 std::string bindError(CostModel &model, StringRef json, Operation *root) {
-  std::string path = writeProfile(json);
-  llvm::Error error = model.loadProfile(path, root);
-  llvm::sys::fs::remove(path);
+  llvm::Expected<Profile> profile = Profile::parse(json, "profile.json");
+  if (!profile)
+    return toString(profile.takeError());
+  llvm::Error error = model.bindProfile(std::move(*profile), root);
   return error ? toString(std::move(error)) : "no error";
 }
 

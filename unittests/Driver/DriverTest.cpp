@@ -199,7 +199,6 @@ TEST_F(DriverTest, VerifiesTheOptionsItIsGiven) {
   OwningOpRef<ModuleOp> module = parse(kForward);
   ASSERT_TRUE(module);
   CompileOptions options;
-  options.worldSize = 2;
   options.pipelineStages = 2;
   options.zeroStage = ZeroStage::Parameters;
   options.worldSize = 4;

@@ -110,13 +110,11 @@ class CostModel {
 public:
   explicit CostModel(DeviceDescription device) : device(std::move(device)) {}
 
-  /// Reads a profile (Profile) and binds it to the ops under `root` that
-  /// carry its ids. A run of fused ops is shared among them in proportion
-  /// to their estimates. Errors when the profile matches none of them
-  /// (another model, or IR printed without its locations), or when its
-  /// collectives ran on another number of ranks than root's.
-  llvm::Error loadProfile(llvm::StringRef path, mlir::Operation *root);
-  /// The same for a profile already read.
+  /// Binds a profile (Profile) to the ops under `root` that carry its ids.
+  /// A run of fused ops is shared among them in proportion to their
+  /// estimates. Errors when the profile matches none of them (another
+  /// model, or IR printed without its locations), or when its collectives
+  /// ran on another number of ranks than root's.
   llvm::Error bindProfile(Profile profile, mlir::Operation *root);
   /// The bound profile, or null.
   const Profile *getProfile() const { return profile ? &*profile : nullptr; }
