@@ -3,10 +3,13 @@
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Dialect/Train/TrainOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include <map>
 
 using namespace mlir;
 using namespace loom;
@@ -34,6 +37,31 @@ static bool isView(Operation *op) {
              tensor::ExtractSliceOp, tensor::CastOp>(op);
 }
 
+/// A fill of a new tensor that several top-level ops take as their init:
+/// codegen-memory-plan gives each user a fill of its own, right before it
+/// (cloneSharedFills), so its buffer is each user's result, as for a
+/// tensor.empty.
+static bool isSharedFill(Operation *op) {
+  auto fill = dyn_cast<linalg::FillOp>(op);
+  if (!fill || !fill.hasPureTensorSemantics() ||
+      !fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+    return false;
+  Block *block = op->getBlock();
+  llvm::SmallPtrSet<Operation *, 4> users;
+  for (OpOperand &use : fill->getResult(0).getUses()) {
+    Operation *top = block->findAncestorOpInBlock(*use.getOwner());
+    if (!top)
+      return false;
+    if (isa<coll::ReleaseOp>(top))
+      continue;
+    auto dps = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+    if (top != use.getOwner() || !dps || !dps.isDpsInit(&use))
+      return false;
+    users.insert(top);
+  }
+  return users.size() >= 2;
+}
+
 static int64_t bytesOf(Value value) {
   auto type = dyn_cast<RankedTensorType>(value.getType());
   if (!type)
@@ -49,7 +77,20 @@ OpOperand *loom::getTiedInit(OpResult result) {
                                         : nullptr;
   if (auto loop = dyn_cast<scf::ForOp>(op))
     return &loop.getInitArgsMutable()[index];
+  if (auto footprint = op->getAttrOfType<train::FootprintAttr>(
+          train::TrainDialect::kFootprintAttrName)) {
+    ArrayRef<int64_t> inPlace = footprint.getInPlace().asArrayRef();
+    if (index < inPlace.size() && inPlace[index] >= 0 &&
+        inPlace[index] < int64_t(op->getNumOperands()))
+      return &op->getOpOperand(inPlace[index]);
+  }
   return nullptr;
+}
+
+int64_t loom::getScratchBytes(Operation *op) {
+  auto footprint = op->getAttrOfType<train::FootprintAttr>(
+      train::TrainDialect::kFootprintAttrName);
+  return footprint ? footprint.getScratch() : 0;
 }
 
 tensor::InsertSliceOp loom::getSliceWriteBack(OpResult result) {
@@ -84,6 +125,57 @@ static Value updatedSubset(OpResult result,
     if (user != insert && user != extract)
       return {};
   return whole;
+}
+
+/// The results of `func` that update an argument: the same train.param or
+/// train.state name and type, returned once, from an elementwise linalg op
+/// that writes a new tensor (codegen-update-in-place's candidates, less its
+/// check that nothing reads the argument after the update, which the
+/// order decides), as train.tied_results spells them.
+static DenseI64ArrayAttr predictTiedResults(FunctionOpInterface func) {
+  auto keyOf = [](DictionaryAttr attrs) -> std::pair<StringRef, StringRef> {
+    if (attrs)
+      for (StringRef role : {train::TrainDialect::kParamAttrName,
+                             train::TrainDialect::kStateAttrName})
+        if (auto name = attrs.getAs<StringAttr>(role))
+          return {role, name.getValue()};
+    return {};
+  };
+  std::map<std::pair<StringRef, StringRef>, unsigned> argOf;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (auto key = keyOf(func.getArgAttrDict(i)); !key.first.empty())
+      argOf.emplace(key, i);
+  SmallVector<int64_t> tied(func.getNumResults(), -1);
+  Operation *terminator = func.getFunctionBody().front().getTerminator();
+  auto elementwiseUpdate = [&](Value value) {
+    auto op = value.getDefiningOp<linalg::LinalgOp>();
+    if (!op || !op.hasPureTensorSemantics() ||
+        op.getNumLoops() != op.getNumParallelLoops() ||
+        llvm::count(terminator->getOperands(), value) != 1)
+      return false;
+    OpOperand *init =
+        op.getDpsInitOperand(cast<OpResult>(value).getResultNumber());
+    return !op.payloadUsesValueFromOperand(init) &&
+           init->get().getDefiningOp<tensor::EmptyOp>();
+  };
+  for (unsigned i = 0; i < func.getNumResults(); ++i) {
+    auto it = argOf.find(keyOf(func.getResultAttrDict(i)));
+    if (it != argOf.end() &&
+        func.getArgumentTypes()[it->second] == func.getResultTypes()[i] &&
+        !llvm::is_contained(tied, int64_t(it->second)) &&
+        elementwiseUpdate(terminator->getOperand(i)))
+      tied[i] = it->second;
+  }
+  return DenseI64ArrayAttr::get(func->getContext(), tied);
+}
+
+MemoryTimelineOptions MemoryTimelineOptions::asPlanned(Block &block) {
+  auto func = dyn_cast_or_null<FunctionOpInterface>(block.getParentOp());
+  bool step = func && &func.getFunctionBody().front() == &block &&
+              (train::getLossResultIndex(func) ||
+               func->hasAttr(train::TrainDialect::kPipelineStageAttrName));
+  return step ? MemoryTimelineOptions{true, 64, true, true}
+              : MemoryTimelineOptions{};
 }
 
 MemoryTimeline::MemoryTimeline(Block &block, MemoryTimelineOptions options) {
@@ -181,7 +273,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         bind(result, bufferOf[op->getOperand(0)]);
         continue;
       }
-      if (isa<tensor::EmptyOp>(op)) {
+      if (isa<tensor::EmptyOp>(op) ||
+          (options.fillPerUse && isSharedFill(op))) {
         newBuffer(result, index, BufferKind::Activation);
         buffers.back().bytes = 0;
         continue;
@@ -284,6 +377,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
                     ? block.getParentOp()->getAttrOfType<DenseI64ArrayAttr>(
                           loom::train::TrainDialect::kTiedResultsAttrName)
                     : DenseI64ArrayAttr();
+    if (!tied && options.predictTies && functionBody)
+      tied = predictTiedResults(func);
     for (auto [index, result] : llvm::enumerate(ops.back()->getOperands())) {
       auto it = bufferOf.find(result);
       if (it == bufferOf.end() || bytesOf(result) == 0)
@@ -311,13 +406,17 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     }
   }
 
-  // A loop body's own peak is live while the loop runs.
+  // A loop body's own peak is live while the loop runs, and so is what a
+  // train op's lowering holds beyond its operands and results.
   transient.assign(ops.size(), 0);
   for (auto [index, op] : llvm::enumerate(ops))
     if (auto loop = dyn_cast<scf::ForOp>(op))
       transient[index] =
-          MemoryTimeline(*loop.getBody(), {false, options.alignment})
+          MemoryTimeline(*loop.getBody(),
+                         {false, options.alignment, false, options.fillPerUse})
               .getPeakBytes();
+    else
+      transient[index] = getScratchBytes(op);
 
   // Sweep: +bytes at begin, -bytes after end.
   auto charged = [&](const BufferInterval &buffer) -> int64_t {
@@ -404,11 +503,10 @@ MemoryTracker::getReadBuffers(Operation *op) const {
   return reads;
 }
 
-std::optional<unsigned> MemoryTracker::getInPlaceBuffer(Operation *op) const {
-  if (op->getNumResults() != 1 ||
-      !isa<RankedTensorType>(op->getResult(0).getType()))
+std::optional<unsigned> MemoryTracker::getInPlaceBuffer(OpResult result) const {
+  if (!isa<RankedTensorType>(result.getType()))
     return std::nullopt;
-  OpOperand *tied = getTiedInit(op->getResult(0));
+  OpOperand *tied = getTiedInit(result);
   if (!tied)
     return std::nullopt;
   Value init = tied->get();
@@ -418,24 +516,39 @@ std::optional<unsigned> MemoryTracker::getInPlaceBuffer(Operation *op) const {
   const Buffer &buffer = buffers[it->second];
   // The init dies here if this op holds all its remaining uses.
   int64_t usesHere = 0;
-  for (auto [index, uses] : getReadBuffers(op))
+  for (auto [index, uses] : getReadBuffers(result.getOwner()))
     if (index == it->second)
       usesHere = uses;
-  if (buffer.remaining != usesHere || buffer.bytes < bytesOf(op->getResult(0)))
+  if (buffer.remaining != usesHere || buffer.bytes < bytesOf(result))
     return std::nullopt;
   return it->second;
 }
 
+SmallVector<std::optional<unsigned>>
+MemoryTracker::getInPlaceBuffers(Operation *op) const {
+  SmallVector<std::optional<unsigned>> inPlace;
+  for (OpResult result : op->getResults()) {
+    std::optional<unsigned> buffer = getInPlaceBuffer(result);
+    // A buffer takes one result (the timeline's rule: the first result
+    // bound to it extends its life past this op).
+    if (buffer && llvm::is_contained(inPlace, buffer))
+      buffer = std::nullopt;
+    inPlace.push_back(buffer);
+  }
+  return inPlace;
+}
+
 MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
   Effect effect;
-  std::optional<unsigned> inPlace = getInPlaceBuffer(op);
+  SmallVector<std::optional<unsigned>> inPlace = getInPlaceBuffers(op);
   auto start = dyn_cast<coll::CollectiveOpInterface>(op);
   if (start) {
     effect.allocated =
         coll::getStaticSizeInBytes(start.getResultType()).value_or(0);
-  } else if (!isView(op) && !isa<tensor::EmptyOp, coll::WaitOp>(op) &&
-             !inPlace) {
-    for (Value result : op->getResults()) {
+  } else if (!isView(op) && !isa<tensor::EmptyOp, coll::WaitOp>(op)) {
+    for (OpResult result : op->getResults()) {
+      if (inPlace[result.getResultNumber()])
+        continue;
       effect.allocated += bytesOf(result);
       // A result nobody reads is freed as soon as the op is done.
       if (countTopLevelUsers(block, result) == 0)
@@ -459,7 +572,8 @@ MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
     // A started collective pins its input; an in-place result keeps it.
     bool pinned =
         start && start.getInput() && bufferOf.lookup(start.getInput()) == index;
-    if (buffer.remaining == uses && !pinned && inPlace != index)
+    if (buffer.remaining == uses && !pinned &&
+        !llvm::is_contained(inPlace, std::optional<unsigned>(index)))
       effect.freed += buffer.bytes;
   }
   return effect;
@@ -467,7 +581,7 @@ MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
 
 int64_t MemoryTracker::place(Operation *op) {
   Effect effect = getEffect(op);
-  std::optional<unsigned> inPlace = getInPlaceBuffer(op);
+  SmallVector<std::optional<unsigned>> inPlace = getInPlaceBuffers(op);
   auto start = dyn_cast<coll::CollectiveOpInterface>(op);
   SmallVector<std::pair<unsigned, int64_t>> reads = getReadBuffers(op);
   // Buffers this op binds a result to; freed below if nothing reads them.
@@ -496,15 +610,15 @@ int64_t MemoryTracker::place(Operation *op) {
       }
     }
   } else {
-    for (Value result : op->getResults()) {
+    for (OpResult result : op->getResults()) {
       if (!isa<RankedTensorType>(result.getType()))
         continue;
       if (isView(op) && bufferOf.count(op->getOperand(0))) {
         addUsers(bufferOf[op->getOperand(0)], result);
         continue;
       }
-      if (inPlace) {
-        addUsers(*inPlace, result);
+      if (std::optional<unsigned> buffer = inPlace[result.getResultNumber()]) {
+        addUsers(*buffer, result);
         continue;
       }
       unsigned buffer = buffers.size();
@@ -514,7 +628,7 @@ int64_t MemoryTracker::place(Operation *op) {
     }
   }
   live += effect.allocated;
-  int64_t during = live;
+  int64_t during = live + getScratchBytes(op);
   peak = std::max(peak, during);
 
   // This op's uses are done: free what nothing else needs.

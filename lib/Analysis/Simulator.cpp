@@ -113,8 +113,8 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
       for (double free : streamFree)
         busy = std::max(busy, free - clock);
       double slowed = duration * (1 + slowdown);
-      elapsed = slowed <= busy ? slowed
-                               : busy + (duration - busy / (1 + slowdown));
+      elapsed =
+          slowed <= busy ? slowed : busy + (duration - busy / (1 + slowdown));
     }
     result.times[op] = {clock, clock + elapsed};
     if (options.events && elapsed > 0)
@@ -135,6 +135,8 @@ SimulationResult loom::simulate(Block &block, ArrayRef<Operation *> ops,
   for (double comm : result.commTimePerCommunicator)
     result.lowerBound = std::max(result.lowerBound, comm);
   if (options.memory)
-    result.peakBytes = MemoryTimeline(block, ops).getPeakBytes();
+    result.peakBytes =
+        MemoryTimeline(block, ops, MemoryTimelineOptions::asPlanned(block))
+            .getPeakBytes();
   return result;
 }

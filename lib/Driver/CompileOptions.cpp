@@ -146,12 +146,24 @@ void CompileOptions::fill(ShardingOptions &sharding) const {
   sharding.rematActivations = rematActivations;
   sharding.rematBudgetMb = rematBudgetMb;
   sharding.memoryLimitMb = memoryLimitMb;
+  sharding.target = target;
+  sharding.fuseAttention = fuseAttention;
+  // train-footprint lowers copies of the train ops as the memory-plan
+  // phase will.
+  MemoryPlanOptions lowering;
+  fill(lowering);
+  lowering.memoryPlan = false;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "builtin.module(loom-memory-plan-pipeline";
+  lowering.print(os);
+  os << ")";
+  sharding.footprintLowering = text;
 }
 
 void CompileOptions::fill(MemoryPlanOptions &plan) const {
   plan.target = target;
   plan.emulateGpu = emulateGpu;
-  plan.fuseAttention = fuseAttention;
   plan.lossKernels = lossKernels;
   plan.embeddingKernel = embeddingKernel;
   plan.widenCompute = widenCompute;

@@ -19,6 +19,7 @@
 #include "loom/Driver/Driver.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/InitAllDialects.h"
+#include "loom/InitAllPasses.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -26,6 +27,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
@@ -450,6 +452,15 @@ void loom::driver::registerCompileDialects(DialectRegistry &registry) {
   registerAllToLLVMIRTranslations(registry);
 }
 
+void loom::driver::registerCompilePasses() {
+  static bool registered = [] {
+    mlir::registerAllPasses();
+    loom::registerAllPasses();
+    return true;
+  }();
+  (void)registered;
+}
+
 void Reporter::error(const Twine &message) {
   os << tool << ": error: " << message << "\n";
 }
@@ -481,6 +492,7 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
     reporter.error(problem);
     return failure();
   }
+  registerCompilePasses();
   if (!trainer::findStep(*module)) {
     reporter.error((options.sourceName.empty() ? std::string("the module")
                                                : options.sourceName) +

@@ -1,8 +1,8 @@
 //===- LoomMemoryPlanPipeline.cpp - loom-memory-plan-pipeline -------------===//
 //
-// The step as it will run, still on tensors, and its static memory plan:
+// The step as it will run, still on tensors, and its static memory plan
+// (attention's kernels were chosen in the sharding phase):
 //
-//   train-fuse-attention         attention as the runtime's fused kernels
 //   convert-train-to-kernels     the loss's rows and the embedding gradient
 //                                as the runtime's kernels (default: on CUDA)
 //   train-decompose              the other train ops as linalg
@@ -38,13 +38,6 @@ void loom::buildMemoryPlanPipeline(OpPassManager &pm,
   auto onForCuda = [&](TargetDefault value) {
     return value == TargetDefault::Auto ? cuda : value == TargetDefault::On;
   };
-  // On the CUDA target, calls are checked against the kernels' domain.
-  if (options.fuseAttention) {
-    train::TrainFuseAttentionPassOptions attention;
-    attention.cuda = cuda;
-    pm.addNestedPass<func::FuncOp>(
-        train::createTrainFuseAttentionPass(attention));
-  }
   loom::ConvertTrainToKernelsPassOptions kernels;
   kernels.lossKernels = onForCuda(options.lossKernels);
   kernels.embeddingKernel = onForCuda(options.embeddingKernel);

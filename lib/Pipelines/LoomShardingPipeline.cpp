@@ -4,12 +4,16 @@
 // 0) and its communication scheduled under the memory limit (or put in a
 // baseline order, for comparison; the ops numbered for profiles before
 // either), then the peak of the scheduled step
-// recorded for the trainer's manifest.
+// recorded for the trainer's manifest. First the choices the step's memory
+// depends on: attention as fused kernels (train-fuse-attention), and what
+// every other train op's lowering allocates (train-footprint), so that
+// train-remat and the scheduler see the memory the plan will allocate.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PipelineParts.h"
 #include "loom/Dialect/Coll/CollPasses.h"
+#include "loom/Dialect/Train/TrainPasses.h"
 #include "loom/Pipelines/Pipelines.h"
 #include "loom/Sharding/Passes.h"
 #include "loom/Trainer/Passes.h"
@@ -18,6 +22,17 @@ using namespace mlir;
 
 void loom::buildShardingPipeline(OpPassManager &pm,
                                  const ShardingOptions &options) {
+  // The kernels attention runs as, then what each train op's lowering
+  // allocates: train-remat and the scheduler bound the plan's memory.
+  if (options.fuseAttention) {
+    train::TrainFuseAttentionPassOptions attention;
+    attention.cuda = options.target == Target::Cuda;
+    pm.addNestedPass<func::FuncOp>(
+        train::createTrainFuseAttentionPass(attention));
+  }
+  train::TrainFootprintPassOptions footprint;
+  footprint.lowering = options.footprintLowering;
+  pm.addPass(train::createTrainFootprintPass(footprint));
   if (options.zeroStage != ZeroStage::None) {
     sharding::ZeroPartitionPassOptions partition;
     partition.stage = unsigned(options.zeroStage.getValue());

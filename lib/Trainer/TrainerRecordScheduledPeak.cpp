@@ -28,7 +28,10 @@ struct TrainerRecordScheduledPeakPass
     step->setAttr(
         loom::train::TrainDialect::kScheduledPeakBytesAttrName,
         builder.getI64IntegerAttr(
-            loom::MemoryTimeline(step.getBody().front()).getPeakBytes()));
+            loom::MemoryTimeline(
+                step.getBody().front(),
+                loom::MemoryTimelineOptions::asPlanned(step.getBody().front()))
+                .getPeakBytes()));
     markAllAnalysesPreserved();
   }
 };

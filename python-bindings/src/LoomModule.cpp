@@ -8,11 +8,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Driver/Driver.h"
-#include "loom/InitAllPasses.h"
 #include "loom/Runtime/StepManifest.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllPasses.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -81,16 +79,6 @@ std::unique_ptr<MLIRContext> makeContext() {
   auto context = std::make_unique<MLIRContext>(registry);
   context->loadAllAvailableDialects();
   return context;
-}
-
-/// Registers MLIR's and Loom's passes for textual pipelines, once.
-void registerPassesOnce() {
-  static bool registered = [] {
-    mlir::registerAllPasses();
-    loom::registerAllPasses();
-    return true;
-  }();
-  (void)registered;
 }
 
 /// Parses `source` (named `name` in diagnostics), reporting to `handler`'s
@@ -259,7 +247,7 @@ py::tuple report(const std::string &source, const std::string &name,
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   auto fail = [&] { return py::make_tuple(false, diagnostics); };
-  registerPassesOnce();
+  registerCompilePasses();
   std::unique_ptr<MLIRContext> context = makeContext();
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler handler(sourceMgr, context.get(), os);
@@ -307,7 +295,7 @@ py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
   auto fail = [&] { return py::make_tuple(false, diagnostics); };
-  registerPassesOnce();
+  registerCompilePasses();
   std::unique_ptr<MLIRContext> context = makeContext();
   PassManager pm(context.get(), ModuleOp::getOperationName(),
                  OpPassManager::Nesting::Implicit);

@@ -1,11 +1,12 @@
 // Tests trainer-record-scheduled-peak: the memory timeline's peak of the
-// step, train ops whole, as the scheduler bounded it.
+// step, train ops whole, as the scheduler bounded it: with the memory plan's
+// rules (64-byte aligned temporaries, results the caller owns).
 // RUN: loom-opt %s -split-input-file -trainer-record-scheduled-peak -verify-diagnostics | FileCheck %s
 
-// At the add, the argument and both 16-byte temporaries are alive: 48 bytes
-// (the 4-byte loss comes after the product is freed).
+// At the add, the 16-byte argument, both temporaries (64 bytes each,
+// aligned) and the 4-byte loss the caller holds for the whole step: 148.
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: attributes {train.scheduled_peak_bytes = 48 : i64}
+// CHECK-SAME: attributes {train.scheduled_peak_bytes = 148 : i64}
 func.func @step(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   %e = tensor.empty() : tensor<4xf32>
   %m = linalg.mul ins(%w, %w : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>

@@ -18,6 +18,9 @@
 //     inserts the result back into X at the same place (X used by nothing
 //     else);
 //   * scf.for's results live in their init's buffer under the same rule;
+//   * a train op's `train.footprint` (train-footprint) says what its
+//     lowering allocates: its scratch is live while it runs, and a result
+//     it writes into an operand is that operand's init (the rule above);
 //   * an scf.for's body is a timeline of its own (its arguments and the
 //     values it reads from outside are external: charged 0, and an op may
 //     write in place into a loop-carried argument), whose peak is live at
@@ -71,8 +74,13 @@ struct BufferInterval {
 
 /// The operand whose buffer `result` is written into when that operand's
 /// value dies at its op: a destination-style op's init, or scf.for's init
-/// argument. Null for any other op.
+/// argument, or the operand a train op's footprint writes it into. Null for
+/// any other op.
 mlir::OpOperand *getTiedInit(mlir::OpResult result);
+
+/// The scratch a train op's lowering holds while it runs, beyond its
+/// operands and results (its `train.footprint`); 0 for any other op.
+int64_t getScratchBytes(mlir::Operation *op);
 
 /// The insert_slice that puts `result` back where its init came from: the
 /// init is an extract_slice of some X with no other use, and `result`'s only
@@ -89,6 +97,22 @@ struct MemoryTimelineOptions {
   /// Buffers the function allocates (not arguments, not caller-owned
   /// results) take whole multiples of this many bytes, as in a static plan.
   int64_t alignment = 1;
+  /// With `callerOwnedResults` on a function without `train.tied_results`
+  /// (before codegen-update-in-place decides): a result that updates an
+  /// argument (the same train.param or train.state name and type) is taken
+  /// as written into the argument's buffer.
+  bool predictTies = false;
+  /// A fill of a new tensor several ops take as their init is each user's
+  /// own (codegen-memory-plan clones it before each): it costs what a
+  /// tensor.empty does.
+  bool fillPerUse = false;
+
+  /// The memory plan's rules (codegen-memory-plan's timeline) where `block`
+  /// is a training step's body (a function with a train.loss result, or a
+  /// pipeline stage's), which a trainer runs with caller-owned results; the
+  /// plain rules elsewhere. For the passes that bound memory before the
+  /// plan exists: the scheduler's limit is then a bound on the plan.
+  static MemoryTimelineOptions asPlanned(mlir::Block &block);
 };
 
 class MemoryTimeline {
@@ -164,8 +188,11 @@ private:
     /// Uses not yet placed, plus pins (an argument, a collective in flight).
     int64_t remaining = 0;
   };
-  /// The buffer `op` would write its result into in place, if any.
-  std::optional<unsigned> getInPlaceBuffer(mlir::Operation *op) const;
+  /// The buffer `result` would be written into in place, if any.
+  std::optional<unsigned> getInPlaceBuffer(mlir::OpResult result) const;
+  /// getInPlaceBuffer for each of `op`'s results, each buffer taken once.
+  llvm::SmallVector<std::optional<unsigned>>
+  getInPlaceBuffers(mlir::Operation *op) const;
   /// Buffers `op` reads, each once, with how many of their uses `op` is.
   llvm::SmallVector<std::pair<unsigned, int64_t>>
   getReadBuffers(mlir::Operation *op) const;

@@ -47,6 +47,12 @@ private:
 /// translateToLlvm.
 void registerCompileDialects(mlir::DialectRegistry &registry);
 
+/// Registers MLIR's and Loom's passes and pipelines for textual pipelines
+/// (train-footprint's lowering is one), once per process; compileToMlir
+/// calls it. A client that registers them itself (loom-opt) does not call
+/// the driver.
+void registerCompilePasses();
+
 /// What the memory-plan phase planned for one stage (the whole step
 /// without pipeline stages).
 struct StagePlan {

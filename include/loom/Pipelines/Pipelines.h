@@ -110,6 +110,24 @@ struct TrainingStepOptions
 };
 
 struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
+  Option<Target> target{
+      *this, "target",
+      llvm::cl::desc("the target, whose kernels attention may run as"),
+      llvm::cl::init(Target::Cpu),
+      llvm::cl::values(clEnumValN(Target::Cpu, "cpu", "CPU"),
+                       clEnumValN(Target::Cuda, "cuda", "CUDA"))};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("attention and its gradient as the runtime's fused "
+                     "kernels (train-fuse-attention), chosen before "
+                     "anything measures the step's memory"),
+      llvm::cl::init(true)};
+  Option<std::string> footprintLowering{
+      *this, "footprint-lowering",
+      llvm::cl::desc("how the memory-plan phase lowers train ops, for "
+                     "train-footprint (a pipeline on builtin.module; "
+                     "empty: train-decompose)"),
+      llvm::cl::init("")};
   Option<ZeroStage> zeroStage{
       *this, "zero-stage", llvm::cl::desc("the ZeRO stage"),
       llvm::cl::init(ZeroStage::None),
@@ -249,11 +267,6 @@ struct MemoryPlanOptions : public mlir::PassPipelineOptions<MemoryPlanOptions> {
       llvm::cl::desc("with target=cpu: plan for the CUDA target's kernels, "
                      "run on the CPU"),
       llvm::cl::init(false)};
-  Option<bool> fuseAttention{
-      *this, "fuse-attention",
-      llvm::cl::desc("attention and its gradient as the runtime's fused "
-                     "kernels (train-fuse-attention)"),
-      llvm::cl::init(true)};
   Option<TargetDefault> lossKernels{
       *this, "loss-kernels",
       llvm::cl::desc(

@@ -136,3 +136,35 @@ module attributes {train.scheduled_peak_bytes = 64 : i64} {}
 
 // The figures of a planned step.
 func.func private @planned(tensor<4xf32>) -> tensor<4xf32> attributes {train.optimizer = "adamw", train.lr = 1.0e-3 : f64, train.tied_results = array<i64: 0>, train.arena_bytes = 64 : i64, train.arena_bound_bytes = 64 : i64, train.timeline_peak_bytes = 80 : i64, train.scheduled_peak_bytes = 80 : i64, train.synchronous_peak_bytes = 80 : i64, train.packed_bytes = 0 : i64, train.packed_bound_bytes = 0 : i64}
+
+// -----
+
+func.func @footprint_count(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{'train.footprint' has 2 in_place entries for 1 results}}
+  %y = train.rms_norm %x, %w eps = 1.0e-05 {train.footprint = #train.footprint<scratch = 64, in_place = [-1, -1]>} : tensor<4x64xf32>, tensor<64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+func.func @footprint_type(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{'train.footprint' writes result #0 into operand #1, which is not an operand of its type}}
+  %y = train.rms_norm %x, %w eps = 1.0e-05 {train.footprint = #train.footprint<scratch = 64, in_place = [1]>} : tensor<4x64xf32>, tensor<64xf32>
+  return %y : tensor<4x64xf32>
+}
+
+// -----
+
+func.func @footprint_not_train(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'train.footprint' is only valid on a train op}}
+  %y = arith.addf %x, %x {train.footprint = #train.footprint<scratch = 0, in_place = [-1]>} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+func.func @footprint_negative(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  // expected-error @+1 {{expected scratch >= 0 bytes, got -1}}
+  %y = train.rms_norm %x, %w eps = 1.0e-05 {train.footprint = #train.footprint<scratch = -1, in_place = [-1]>} : tensor<4x64xf32>, tensor<64xf32>
+  return %y : tensor<4x64xf32>
+}

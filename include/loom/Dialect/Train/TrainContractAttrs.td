@@ -13,6 +13,9 @@
 //   train.zero_stage = 1|2|3 : i64     on a sharded step (zero-partition)
 //   train.full_shape = array<i64: ...> on a sharded argument or result: the
 //                                      unpartitioned shape
+//   train.footprint = #train.footprint<...>
+//                                      on a train op: the memory its lowering
+//                                      allocates (train-footprint)
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +44,27 @@ def Train_PipelineAttr : Train_Attr<"Pipeline", "pipeline"> {
                         "int64_t":$replicas,
                         StringRefParameter<"gpipe, 1f1b or zb-h1">:$schedule,
                         StringRefParameter<"units per stage">:$layout);
+}
+
+def Train_FootprintAttr : Train_Attr<"Footprint", "footprint"> {
+  let summary = "the memory a train op's lowering allocates";
+  let description = [{
+    On a train op, by `train-footprint`, which lowers a copy of the op as
+    the memory-plan phase will and measures it with the memory plan's
+    timeline: `scratch` is the most bytes the lowering holds while it runs
+    beyond its operands and its results, and `in_place` names for each
+    result the operand whose buffer the lowering writes it into when that
+    operand's value dies at the op (-1: a buffer of its own). The memory
+    timeline (and so train-remat and the scheduler) charges the op what its
+    lowering will allocate, not what the op's types alone say.
+
+    ```mlir
+    %dx, %dw = train.rms_norm_grad %x, %w, %dy {train.footprint =
+        #train.footprint<scratch = 4096, in_place = [2, -1]>} : ...
+    ```
+  }];
+  let parameters = (ins "int64_t":$scratch,
+                        "::mlir::DenseI64ArrayAttr":$in_place);
 }
 
 #endif // LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD

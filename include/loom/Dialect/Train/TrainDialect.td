@@ -106,6 +106,10 @@ def Train_Dialect : Dialect {
     /// array).
     static constexpr ::llvm::StringLiteral kFullShapeAttrName =
         "train.full_shape";
+    /// On a train op: the memory its lowering allocates
+    /// (#train.footprint, train-footprint).
+    static constexpr ::llvm::StringLiteral kFootprintAttrName =
+        "train.footprint";
     /// On a step: the optimizer it updates with (adamw or sgd) and its
     /// learning rate (f64 >= 0, the trainer's default; train-optimizer).
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =

@@ -29,6 +29,52 @@ def TrainDecomposePass : Pass<"train-decompose"> {
   ];
 }
 
+def TrainFootprintPass : Pass<"train-footprint", "::mlir::ModuleOp"> {
+  let summary = "Records the memory each train op's lowering will allocate";
+  let description = [{
+    A train op is one op to the memory timeline, but its lowering allocates
+    temporaries (attention's scores, a norm's statistics) and may write a
+    result into an operand's buffer. So that train-remat and the scheduler
+    bound the memory the plan will allocate, this pass lowers a copy of
+    each distinct train op (by name, attributes and types) on its own with
+    `lowering`, the passes the memory-plan phase lowers train ops with
+    (default: `train-decompose`), then `eliminate-empty-tensors`, and
+    measures the result with the memory plan's timeline (64-byte aligned
+    buffers). It records on the op:
+
+    * `scratch`: the most bytes the lowering holds at once beyond its
+      operands and results;
+    * `in_place`: per result, the operand whose buffer the lowering's last
+      write of it goes into (when nothing after it reads that operand), or
+      -1.
+
+    The memory timeline charges the scratch while the op runs, and writes
+    such a result into its operand when the operand's value dies at the op,
+    as it does for a linalg op's init.
+
+    ```mlir
+    %y = train.rms_norm %x, %w eps = 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>
+    // becomes
+    %y = train.rms_norm %x, %w eps = 1.0e-05 {train.footprint =
+        #train.footprint<scratch = 64, in_place = [-1]>}
+        : tensor<4x64xf32>, tensor<64xf32>
+    ```
+
+    A lowering that fails on a copy is an error naming the op. Remarks the
+    lowering makes on the copies are dropped (the memory-plan phase makes
+    them on the step).
+  }];
+  let options = [
+    Option<"lowering", "lowering", "std::string", /*default=*/"\"\"",
+           "the pipeline on a module that lowers train ops as the memory-plan "
+           "phase does, e.g. "
+           "builtin.module(train-fuse-attention,train-decompose) (empty: "
+           "train-decompose)">
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::bufferization::BufferizationDialect"];
+}
+
 def TrainFuseLinearCrossEntropyPass
     : Pass<"train-fuse-linear-cross-entropy", "::mlir::func::FuncOp"> {
   let summary = "Fuses the output projection into the cross-entropy";

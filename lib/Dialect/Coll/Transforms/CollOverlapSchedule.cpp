@@ -42,7 +42,8 @@ void sinkWaitsWithinLimit(Block &block, const CostModel &model, int64_t limit) {
   for (int round = 0; round < 8; ++round) {
     SimulationResult sim = simulate(block, model, kTimesOnly);
     SmallVector<Operation *> order = getBlockOrder(block);
-    MemoryTimeline timeline(block, order);
+    MemoryTimeline timeline(block, order,
+                            MemoryTimelineOptions::asPlanned(block));
     std::vector<int64_t> live(timeline.getLiveBytes().begin(),
                               timeline.getLiveBytes().end());
     bool changed = false;

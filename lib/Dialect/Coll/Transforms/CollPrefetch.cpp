@@ -34,8 +34,10 @@ struct CollPrefetchPass
     if (overtake && !(model = getCostModel(func, "coll-prefetch")))
       return signalPassFailure();
     for (Block &block : func.getBody()) {
-      int64_t limit = MemoryTimeline(block).getPeakBytes() +
-                      int64_t(budgetMb * 1024.0 * 1024.0);
+      int64_t limit =
+          MemoryTimeline(block, MemoryTimelineOptions::asPlanned(block))
+              .getPeakBytes() +
+          int64_t(budgetMb * 1024.0 * 1024.0);
       if (overtake)
         prefetchAllGathersWhereFaster(block, distance, limit, *model);
       else

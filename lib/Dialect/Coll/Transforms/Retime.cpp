@@ -92,7 +92,8 @@ void loom::coll::prefetchAllGathersWhereFaster(Block &block, unsigned distance,
 bool loom::coll::hoistStarts(Block &block, CollectiveKind kind,
                              unsigned distance, int64_t limit, bool overtake) {
   SmallVector<Operation *> order = getBlockOrder(block);
-  MemoryTimeline timeline(block, order);
+  MemoryTimeline timeline(block, order,
+                          MemoryTimelineOptions::asPlanned(block));
   std::vector<int64_t> live(timeline.getLiveBytes().begin(),
                             timeline.getLiveBytes().end());
   bool moved = false;

@@ -473,6 +473,35 @@ static LogicalResult verifyPipelineStage(Operation *op, NamedAttribute attr) {
                       pipeline ? "below the pipeline's stages" : "a stage");
 }
 
+/// train.footprint: on a train op, one in_place entry per result, each an
+/// operand of the result's type or -1.
+static LogicalResult verifyFootprint(Operation *op, NamedAttribute attr) {
+  auto footprint = dyn_cast<FootprintAttr>(attr.getValue());
+  if (!footprint)
+    return op->emitOpError()
+           << "expected '" << attr.getName().getValue()
+           << "' to be a #train.footprint, got " << attr.getValue();
+  if (!isa_and_nonnull<TrainDialect>(op->getDialect()))
+    return op->emitOpError() << "'" << attr.getName().getValue()
+                             << "' is only valid on a train op";
+  ArrayRef<int64_t> inPlace = footprint.getInPlace().asArrayRef();
+  if (inPlace.size() != op->getNumResults())
+    return op->emitOpError()
+           << "'" << attr.getName().getValue() << "' has " << inPlace.size()
+           << " in_place entries for " << op->getNumResults() << " results";
+  for (auto [result, operand] : llvm::enumerate(inPlace)) {
+    if (operand < 0)
+      continue;
+    if (operand >= int64_t(op->getNumOperands()) ||
+        op->getOperand(operand).getType() != op->getResult(result).getType())
+      return op->emitOpError()
+             << "'" << attr.getName().getValue() << "' writes result #"
+             << result << " into operand #" << operand
+             << ", which is not an operand of its type";
+  }
+  return success();
+}
+
 /// train.microbatch and train.action: on an op of a function, naming one of
 /// its microbatches.
 static LogicalResult verifyMicrobatchOfOp(Operation *op, NamedAttribute attr) {
@@ -521,6 +550,8 @@ LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
   }
   if (attr.getName() == kPipelineStageAttrName)
     return verifyPipelineStage(op, attr);
+  if (attr.getName() == kFootprintAttrName)
+    return verifyFootprint(op, attr);
   if (llvm::is_contained(
           {kMicrobatchesAttrName, kZeroStageAttrName, kPipelineAttrName,
            kOptimizerAttrName, kLearningRateAttrName, kTiedResultsAttrName,

@@ -120,6 +120,21 @@ TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   return success();
 }
 
+LogicalResult
+FootprintAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                      int64_t scratch, DenseI64ArrayAttr inPlace) {
+  if (scratch < 0)
+    return emitError() << "expected scratch >= 0 bytes, got " << scratch;
+  if (!inPlace)
+    return emitError() << "expected in_place, one entry per result";
+  for (int64_t operand : inPlace.asArrayRef())
+    if (operand < -1)
+      return emitError() << "expected in_place entries >= -1 (an operand "
+                            "index, or -1: none), got "
+                         << operand;
+  return success();
+}
+
 LogicalResult PipelineAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t stages, int64_t microbatches,
                                    int64_t replicas, StringRef schedule,

@@ -1,0 +1,18 @@
+// train-footprint lowers a copy of each distinct train op and records what
+// its lowering allocates beyond its operands and results.
+// RUN: loom-opt %s --train-footprint | FileCheck %s
+// RUN: loom-opt %s --train-footprint="lowering=builtin.module(train-decompose)" | FileCheck %s
+// RUN: not loom-opt %s --train-footprint="lowering=func.func(train-decompose)" 2>&1 | FileCheck %s --check-prefix=ANCHOR
+
+// rms_norm's decomposition holds the per-row sum of squares (4 rows of f32,
+// 64 bytes aligned) while it runs; its result is a buffer of its own. Both
+// norms are one measurement.
+// CHECK-LABEL: func.func @norms
+// CHECK: train.rms_norm {{.*}}train.footprint = #train.footprint<scratch = 64, in_place = [-1]>
+// CHECK: train.rms_norm {{.*}}train.footprint = #train.footprint<scratch = 64, in_place = [-1]>
+// ANCHOR: error: train-footprint: 'lowering' is not a pipeline on builtin.module
+func.func @norms(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
+  %y = train.rms_norm %x, %w eps = 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>
+  %z = train.rms_norm %y, %w eps = 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>
+  return %z : tensor<4x64xf32>
+}
