@@ -4,11 +4,14 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/xxhash.h"
 #include <map>
 
 using namespace mlir;
@@ -67,6 +70,56 @@ static int64_t bytesOf(Value value) {
   if (!type)
     return 0;
   return coll::getStaticSizeInBytes(type).value_or(0);
+}
+
+/// The largest table codegen-share-index-generics shares (its max-bytes'
+/// default).
+static constexpr int64_t kMaxTableBytes = 1 << 20;
+
+/// Whether `op` computes a table from its indices alone, as
+/// codegen-share-index-generics takes them: no inputs, one empty init.
+static bool isIndexTable(linalg::GenericOp op) {
+  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 0 ||
+      op.getNumDpsInits() != 1 ||
+      !op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
+    return false;
+  auto type = cast<RankedTensorType>(op.getResult(0).getType());
+  std::optional<int64_t> bytes = coll::getStaticSizeInBytes(type);
+  return bytes && *bytes <= kMaxTableBytes;
+}
+
+std::optional<int64_t> loom::getIndexTableKey(linalg::GenericOp table) {
+  if (!isIndexTable(table))
+    return std::nullopt;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  DenseMap<Value, unsigned> number;
+  auto describe = [&](Value value) {
+    if (auto it = number.find(value); it != number.end()) {
+      os << "%" << it->second;
+    } else if (auto argument = dyn_cast<BlockArgument>(value)) {
+      os << "^" << argument.getArgNumber() << ":" << argument.getType();
+    } else if (auto constant = value.getDefiningOp<arith::ConstantOp>()) {
+      os << constant.getValue();
+    } else {
+      os << "?" << value.getType();
+    }
+  };
+  table->walk<WalkOrder::PreOrder>([&](Operation *op) {
+    os << op->getName() << "(";
+    for (Value operand : op->getOperands()) {
+      describe(operand);
+      os << ",";
+    }
+    os << ")" << op->getRawDictionaryAttrs() << op->getPropertiesAsAttribute()
+       << ":";
+    for (Value result : op->getResults()) {
+      number.try_emplace(result, number.size());
+      os << result.getType() << ",";
+    }
+    os << ";";
+  });
+  return int64_t(llvm::xxh3_64bits(text));
 }
 
 OpOperand *loom::getTiedInit(OpResult result) {
@@ -260,12 +313,50 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     buffers.back().end = last;
   }
 
+  // The index tables codegen-share-index-generics computes once: a train
+  // op's (its footprint's) and the step's own table generics, one buffer
+  // per table from the first op that computes it to the last use.
+  DenseMap<Operation *, unsigned> tableOf;
+  if (options.sharedAsPlanned) {
+    llvm::MapVector<int64_t, unsigned> tables;
+    auto addTo = [&](int64_t key, int64_t bytes, Value value, unsigned index) {
+      auto [it, added] = tables.try_emplace(key, buffers.size());
+      if (added) {
+        buffers.push_back({value, bytes, index, index});
+        aliasEnd.push_back(index);
+      }
+      BufferInterval &table = buffers[it->second];
+      table.bytes = std::max(table.bytes, bytes);
+      table.end = std::max(table.end, index);
+      return it->second;
+    };
+    for (auto [index, op] : llvm::enumerate(ops)) {
+      if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+        if (std::optional<int64_t> key = getIndexTableKey(generic))
+          tableOf[op] = addTo(*key, bytesOf(generic.getResult(0)),
+                              generic.getResult(0), index);
+        continue;
+      }
+      auto footprint = op->getAttrOfType<train::FootprintAttr>(
+          train::TrainDialect::kFootprintAttrName);
+      if (!footprint || !footprint.getTables() || op->getNumResults() == 0)
+        continue;
+      ArrayRef<int64_t> pairs = footprint.getTables().asArrayRef();
+      for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+        addTo(pairs[i], pairs[i + 1], op->getResult(0), index);
+    }
+  }
+
   for (auto [index, op] : llvm::enumerate(ops)) {
     // A collective reads its input until its wait.
     if (auto start = dyn_cast<coll::CollectiveOpInterface>(op))
       if (Operation *wait = start.getWait(); wait && position.count(wait))
         if (auto it = bufferOf.find(start.getInput()); it != bufferOf.end())
           aliasEnd[it->second] = std::max(aliasEnd[it->second], position[wait]);
+    if (auto it = tableOf.find(op); it != tableOf.end()) {
+      bind(op->getResult(0), it->second);
+      continue;
+    }
     for (Value result : op->getResults()) {
       if (!isa<RankedTensorType>(result.getType()))
         continue;
@@ -274,7 +365,7 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
         continue;
       }
       if (isa<tensor::EmptyOp>(op) ||
-          (options.fillPerUse && isSharedFill(op))) {
+          (options.sharedAsPlanned && isSharedFill(op))) {
         newBuffer(result, index, BufferKind::Activation);
         buffers.back().bytes = 0;
         continue;
@@ -412,8 +503,8 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
   for (auto [index, op] : llvm::enumerate(ops))
     if (auto loop = dyn_cast<scf::ForOp>(op))
       transient[index] =
-          MemoryTimeline(*loop.getBody(),
-                         {false, options.alignment, false, options.fillPerUse})
+          MemoryTimeline(*loop.getBody(), {false, options.alignment, false,
+                                           options.sharedAsPlanned})
               .getPeakBytes();
     else
       transient[index] = getScratchBytes(op);

@@ -31,7 +31,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "mlir/Target/LLVMIR/Dialect/All.h"
-#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
@@ -80,10 +79,6 @@ enum class Stages {
   /// a nested pass manager (`builtin.module(builtin.module(...))`), every
   /// stage in one run: in parallel where the context has threads.
   Nested,
-  /// The phase runs on one stage's module at a time (the memory limit's
-  /// search is per stage), printed as the nested pipeline once for all the
-  /// stages it is the same for.
-  EachStage,
 };
 
 /// -v's line for the phase `phase` running `pipeline` on the module: the
@@ -102,18 +97,15 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
                        const Options &options,
                        void (*build)(OpPassManager &, const Options &),
                        bool verbose, Reporter &reporter,
-                       Stages stages = Stages::None,
-                       llvm::StringSet<> *printed = nullptr) {
+                       Stages stages = Stages::None) {
   if (verbose) {
     std::string pipeline;
     raw_string_ostream os(pipeline);
     os << name;
     options.print(os);
-    if (stages != Stages::None)
+    if (stages == Stages::Nested)
       pipeline = "builtin.module(" + pipeline + ")";
-    std::string line = phaseLine(reporter, phase, pipeline);
-    if (!printed || printed->insert(line).second)
-      reporter.stream() << line << "\n";
+    reporter.stream() << phaseLine(reporter, phase, pipeline) << "\n";
   }
   return runPasses(module, phase, reporter, [&](OpPassManager &pm) {
     build(stages == Stages::Nested ? pm.nest<ModuleOp>() : pm, options);
@@ -123,12 +115,10 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
 /// Compiles one stage's step from the training step on.
 class StageCompiler {
 public:
-  /// With Stages::Nested `module` holds every stage; with EachStage it is
-  /// one stage's, and `printed` the phases printed for the stages so far.
+  /// With Stages::Nested `module` holds every stage.
   StageCompiler(const CompileOptions &options, Reporter &reporter,
-                Stages stages, llvm::StringSet<> *printed = nullptr)
-      : options(options), reporter(reporter), stages(stages), printed(printed) {
-  }
+                Stages stages)
+      : options(options), reporter(reporter), stages(stages) {}
 
   /// Runs the phases after the training step on `module` up to the emit
   /// point (through lowering past it); records its plan in `plans`.
@@ -141,7 +131,7 @@ private:
                       const Options &phaseOptions,
                       void (*build)(OpPassManager &, const Options &)) {
     return runPhase(module, phase, name, phaseOptions, build, options.verbose,
-                    reporter, stages, printed);
+                    reporter, stages);
   }
   LogicalResult sharding(ModuleOp module, const ShardingOptions &sharding) {
     return phase(module, "sharding", "loom-sharding-pipeline", sharding,
@@ -154,12 +144,11 @@ private:
                  buildMemoryPlanPipeline);
   }
   LogicalResult underRematBudget(OwningOpRef<ModuleOp> &module);
-  LogicalResult underMemoryLimit(OwningOpRef<ModuleOp> &module);
+  LogicalResult shardAndPlan(OwningOpRef<ModuleOp> &module);
 
   const CompileOptions &options;
   Reporter &reporter;
   Stages stages;
-  llvm::StringSet<> *printed;
 };
 
 /// Compiles `module` (a training step) through the sharding and memory-plan
@@ -304,85 +293,61 @@ LogicalResult StageCompiler::underRematBudget(OwningOpRef<ModuleOp> &module) {
 }
 
 /// The sharding and memory-plan phases (the sharding phase alone at
-/// --emit=step) under --memory-limit-mb, which bounds what the trainer
-/// allocates for the step: the plan's peak. The scheduler sees the step
-/// before decomposition, which needs less, so where the plan comes out over
-/// the limit the schedule is redone with the scheduler's limit lowered (a
-/// remark says so), down to the synchronous order at worst; a limit even
-/// that schedule's plan does not meet is an error that says what it needs.
-/// The scheduler's figure can be above or below the plan's, so the first
-/// schedule is the default one, which tells the driver the difference to
-/// translate the limit by.
-LogicalResult StageCompiler::underMemoryLimit(OwningOpRef<ModuleOp> &module) {
+/// --emit=step). --memory-limit-mb is the scheduler's limit as it stands:
+/// the scheduler's timeline charges each train op what its lowering
+/// allocates (train-footprint) under the plan's rules
+/// (MemoryTimelineOptions::asPlanned), so the schedule's peak bounds the
+/// plan's. The plan is checked against the limit all the same: a step with
+/// no collectives to schedule (one rank) is bounded by nothing else, and a
+/// plan over a limit its schedule met would be a timeline that under-counts,
+/// reported as such.
+LogicalResult StageCompiler::shardAndPlan(OwningOpRef<ModuleOp> &module) {
   ShardingOptions shardingOptions;
   options.fill(shardingOptions);
-  double limitMb = options.memoryLimitMb;
-  bool step = options.emit == EmitPoint::Step;
-  OwningOpRef<ModuleOp> unsharded;
-  if (limitMb > 0 && !step)
-    unsharded = module->clone();
-  double scheduleLimitMb = unsharded ? 0 : limitMb;
-  for (int attempt = 0;; ++attempt) {
-    shardingOptions.memoryLimitMb = scheduleLimitMb;
-    if (failed(sharding(*module, shardingOptions)))
-      return failure();
-    if (step)
-      return success();
-    if (failed(memoryPlan(*module)))
-      return failure();
-    if (!unsharded)
-      return success();
-    func::FuncOp stepFunc = trainer::findStep(*module);
-    int64_t planned = trainer::getPredictedPeakBytes(stepFunc);
-    int64_t limit = int64_t(limitMb * kMiB);
-    auto scheduled = stepFunc->getAttrOfType<IntegerAttr>(
-        loom::train::TrainDialect::kScheduledPeakBytesAttrName);
-    auto synchronous = stepFunc->getAttrOfType<IntegerAttr>(
-        loom::train::TrainDialect::kSynchronousPeakBytesAttrName);
-    // The least the scheduler accepts: the synchronous order's peak.
-    double floorMb =
-        synchronous ? double(synchronous.getInt() + 1) / kMiB : limitMb;
-    if (attempt == 0 && scheduled && synchronous) {
-      // The limit at the scheduler's level: the user's, less what the plan
-      // adds to (or plus what it takes from) the scheduler's figure.
-      scheduleLimitMb = std::max(
-          floorMb, limitMb - double(planned - scheduled.getInt()) / kMiB);
-      module = unsharded->clone();
-      continue;
-    }
+  if (failed(sharding(*module, shardingOptions)))
+    return failure();
+  if (options.emit == EmitPoint::Step)
+    return success();
+  if (failed(memoryPlan(*module)))
+    return failure();
+  if (options.memoryLimitMb <= 0)
+    return success();
+  auto limit = int64_t(std::floor(options.memoryLimitMb * kMiB));
+  SmallVector<ModuleOp> steps;
+  if (stages == Stages::Nested)
+    llvm::append_range(steps, module->getOps<ModuleOp>());
+  else
+    steps.push_back(*module);
+  for (auto [index, stepModule] : llvm::enumerate(steps)) {
+    func::FuncOp step = trainer::findStep(stepModule);
+    int64_t planned = trainer::getPredictedPeakBytes(step);
     if (planned <= limit)
-      return success();
-    bool atFloor = scheduleLimitMb <= floorMb;
-    if (!scheduled || !synchronous || atFloor || attempt == 5) {
-      std::string message =
-          formatv("--memory-limit-mb {0:F3} cannot be met: ", limitMb);
-      if (atFloor)
-        message += formatv("with every collective synchronous (the least "
-                           "memory retiming collectives reaches) the step's "
-                           "memory plan needs {0:F3} MiB; --remat-budget-mb "
-                           "recomputes activations to go lower",
-                           planned / kMiB);
-      else
-        message +=
-            formatv("the step's memory plan needs {0:F3} MiB", planned / kMiB);
-      reporter.error(message);
-      return failure();
-    }
-    // Lower the scheduler's limit by the excess, or by what decomposition
-    // added, whichever is more, down to the synchronous order.
-    double next = std::max(
-        floorMb,
-        std::min(scheduleLimitMb - double(planned - limit) / kMiB,
-                 limitMb - double(planned - scheduled.getInt()) / kMiB));
-    reporter.remark(formatv("the memory plan needs {0:F3} MiB, over "
-                            "--memory-limit-mb {1:F3} (the scheduler saw "
-                            "{2:F3} MiB before decomposition); scheduling "
-                            "again with a limit of {3:F3} MiB",
-                            planned / kMiB, limitMb, scheduled.getInt() / kMiB,
-                            next));
-    module = unsharded->clone();
-    scheduleLimitMb = next;
+      continue;
+    std::string what = stages == Stages::Nested
+                           ? formatv("stage {0}'s memory plan", index).str()
+                           : std::string("the step's memory plan");
+    auto scheduled = step->getAttrOfType<IntegerAttr>(
+        loom::train::TrainDialect::kScheduledPeakBytesAttrName);
+    bool wasScheduled = options.zeroStage != ZeroStage::None &&
+                        options.schedule == Schedule::Loom;
+    if (wasScheduled && scheduled && scheduled.getInt() <= limit)
+      reporter.error(formatv(
+          "{0} needs {1:F3} MiB, over --memory-limit-mb {2:F3}, which its "
+          "schedule met ({3:F3} MiB): the scheduler's memory timeline "
+          "under-counts what the plan allocates (a bug; please report it)",
+          what, planned / kMiB, options.memoryLimitMb,
+          scheduled.getInt() / kMiB));
+    else
+      reporter.error(formatv(
+          "--memory-limit-mb {0:F3} cannot be met: {1} needs {2:F3} MiB with "
+          "no collectives to schedule{3}",
+          options.memoryLimitMb, what, planned / kMiB,
+          options.pipelineStages > 1
+              ? ""
+              : "; --remat-budget-mb recomputes activations to go lower"));
+    return failure();
   }
+  return success();
 }
 
 /// The figures the memory-plan phase left on `module`'s step.
@@ -409,7 +374,7 @@ LogicalResult StageCompiler::run(OwningOpRef<ModuleOp> &module, int64_t stage,
   // buffers) is the prediction, and every buffer it allocates is pinned to
   // an arena offset.
   if (failed(options.rematBudgetMb > 0 ? underRematBudget(module)
-                                       : underMemoryLimit(module)))
+                                       : shardAndPlan(module)))
     return failure();
   if (plans && options.emit >= EmitPoint::MemoryPlan) {
     if (stages == Stages::Nested)
@@ -524,25 +489,9 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
                           options.verbose, reporter)))
     return failure();
-  if (options.memoryLimitMb <= 0) {
-    if (failed(StageCompiler(options, reporter, Stages::Nested)
-                   .run(module, 0, plans)))
-      return failure();
-  } else {
-    // The memory limit's search schedules each stage again on its own.
-    SmallVector<OwningOpRef<ModuleOp>> stages;
-    for (auto stage : llvm::make_early_inc_range(module->getOps<ModuleOp>())) {
-      stage->remove();
-      stages.push_back(stage);
-    }
-    llvm::StringSet<> printed;
-    StageCompiler compiler(options, reporter, Stages::EachStage, &printed);
-    for (auto [index, stage] : llvm::enumerate(stages))
-      if (failed(compiler.run(stage, index, plans)))
-        return failure();
-    for (OwningOpRef<ModuleOp> &stage : stages)
-      module->getBody()->push_back(stage.release());
-  }
+  if (failed(StageCompiler(options, reporter, Stages::Nested)
+                 .run(module, 0, plans)))
+    return failure();
   if (options.emit <= EmitPoint::Mlir)
     return success();
   // The lowered stages, linked into one module for one object.

@@ -209,21 +209,36 @@ TEST_F(DriverTest, VerifiesTheOptionsItIsGiven) {
 }
 
 TEST_F(DriverTest, ReportsAnUnmetMemoryLimit) {
-  OwningOpRef<ModuleOp> module = parse(kForward);
-  ASSERT_TRUE(module);
-  CompileOptions options;
-  options.worldSize = 2;
-  options.zeroStage = ZeroStage::Parameters;
-  options.memoryLimitMb = 0.001;
-  options.emit = EmitPoint::MemoryPlan;
-  // The scheduler's own refusal is a diagnostic; keep it out of the log.
-  ScopedDiagnosticHandler quiet(&context,
-                                [](Diagnostic &) { return success(); });
-  EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
-  EXPECT_NE(messages.find("test: error: --memory-limit-mb 0.001 cannot be "
-                          "met"),
-            std::string::npos)
-      << messages;
+  // The limit is the scheduler's: it refuses one below the least retiming
+  // reaches and says what that is; with nothing to schedule (one rank) the
+  // driver says what the plan needs.
+  for (int64_t worldSize : {2, 1}) {
+    OwningOpRef<ModuleOp> module = parse(kForward);
+    ASSERT_TRUE(module);
+    CompileOptions options;
+    options.worldSize = worldSize;
+    options.zeroStage = worldSize > 1 ? ZeroStage::Parameters : ZeroStage::None;
+    options.memoryLimitMb = 0.001;
+    options.emit = EmitPoint::MemoryPlan;
+    std::string diagnostics;
+    ScopedDiagnosticHandler keep(&context, [&](Diagnostic &diag) {
+      diagnostics += diag.str() + "\n";
+      return success();
+    });
+    messages.clear();
+    EXPECT_TRUE(failed(compileToMlir(module, options, reporter)));
+    if (worldSize > 1)
+      EXPECT_NE(diagnostics.find("coll-overlap-schedule: memory-limit-mb=0.00 "
+                                 "is below the smallest peak retiming "
+                                 "collectives reaches"),
+                std::string::npos)
+          << diagnostics;
+    else
+      EXPECT_NE(messages.find("test: error: --memory-limit-mb 0.001 cannot "
+                              "be met: the step's memory plan needs"),
+                std::string::npos)
+          << messages;
+  }
 }
 
 } // namespace

@@ -37,6 +37,7 @@
 #ifndef LOOM_ANALYSIS_MEMORYTIMELINE_H
 #define LOOM_ANALYSIS_MEMORYTIMELINE_H
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -78,6 +79,13 @@ struct BufferInterval {
 /// any other op.
 mlir::OpOperand *getTiedInit(mlir::OpResult result);
 
+/// For a generic that computes a table from its indices alone (no inputs,
+/// an empty init, at most 1 MiB: what codegen-share-index-generics computes
+/// once per step), a key equal for equal tables: a stable hash of its
+/// result type, attributes and body, each value read from outside named by
+/// its constant (the same in every process, so the printed IR is too).
+std::optional<int64_t> getIndexTableKey(mlir::linalg::GenericOp table);
+
 /// The scratch a train op's lowering holds while it runs, beyond its
 /// operands and results (its `train.footprint`); 0 for any other op.
 int64_t getScratchBytes(mlir::Operation *op);
@@ -102,10 +110,13 @@ struct MemoryTimelineOptions {
   /// argument (the same train.param or train.state name and type) is taken
   /// as written into the argument's buffer.
   bool predictTies = false;
-  /// A fill of a new tensor several ops take as their init is each user's
-  /// own (codegen-memory-plan clones it before each): it costs what a
-  /// tensor.empty does.
-  bool fillPerUse = false;
+  /// What the memory plan's codegen shares or copies: a fill of a new
+  /// tensor several ops take as their init is each user's own
+  /// (codegen-memory-plan clones it before each), costing what a
+  /// tensor.empty does; the index tables of train ops' footprints are
+  /// computed once (codegen-share-index-generics), each live from the first
+  /// op that needs it to the last.
+  bool sharedAsPlanned = false;
 
   /// The memory plan's rules (codegen-memory-plan's timeline) where `block`
   /// is a training step's body (a function with a train.loss result, or a

@@ -16,3 +16,17 @@ func.func @norms(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tensor<4x64xf32> {
   %z = train.rms_norm %y, %w eps = 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>
   return %z : tensor<4x64xf32>
 }
+
+// RoPE's angle tables (cos and sin, 8 positions x 8 frequencies of f32:
+// 256 bytes each) depend on the sequence and head dims only: the query's
+// and the key's rotations (4 and 2 heads) name the same two tables, which
+// codegen-share-index-generics computes once for the step; they are not
+// scratch.
+// CHECK-LABEL: func.func @rotations
+// CHECK: train.rope {{.*}}#train.footprint<scratch = 0, in_place = [-1], tables = {{\[}}[[COS:-?[0-9]+]], 256, [[SIN:-?[0-9]+]], 256]>
+// CHECK: train.rope {{.*}}#train.footprint<scratch = 0, in_place = [-1], tables = {{\[}}[[COS]], 256, [[SIN]], 256]>
+func.func @rotations(%q: tensor<1x8x4x16xf32>, %k: tensor<1x8x2x16xf32>) -> (tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>) {
+  %rq = train.rope %q theta = 1.0e+04 : tensor<1x8x4x16xf32>
+  %rk = train.rope %k theta = 1.0e+04 : tensor<1x8x2x16xf32>
+  return %rq, %rk : tensor<1x8x4x16xf32>, tensor<1x8x2x16xf32>
+}

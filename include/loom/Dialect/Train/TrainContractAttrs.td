@@ -52,19 +52,25 @@ def Train_FootprintAttr : Train_Attr<"Footprint", "footprint"> {
     On a train op, by `train-footprint`, which lowers a copy of the op as
     the memory-plan phase will and measures it with the memory plan's
     timeline: `scratch` is the most bytes the lowering holds while it runs
-    beyond its operands and its results, and `in_place` names for each
-    result the operand whose buffer the lowering writes it into when that
-    operand's value dies at the op (-1: a buffer of its own). The memory
-    timeline (and so train-remat and the scheduler) charges the op what its
-    lowering will allocate, not what the op's types alone say.
+    beyond its operands, its results and its tables, and `in_place` names
+    for each result the operand whose buffer the lowering writes it into
+    when that operand's value dies at the op (-1: a buffer of its own).
+    `tables` lists, as (key, bytes) pairs, the constant tables of indices
+    the lowering computes (RoPE's angles): `codegen-share-index-generics`
+    computes equal tables once for the whole step, so a table lives from
+    the first op that needs it to the last; equal keys are equal tables.
+    The memory timeline (and so train-remat and the scheduler) charges the
+    op what its lowering will allocate, not what the op's types alone say.
 
     ```mlir
-    %dx, %dw = train.rms_norm_grad %x, %w, %dy {train.footprint =
-        #train.footprint<scratch = 4096, in_place = [2, -1]>} : ...
+    %y = train.rope %x theta = 1.0e+04 {train.footprint =
+        #train.footprint<scratch = 0, in_place = [-1],
+                         tables = [5230960331178532862, 2048]>} : ...
     ```
   }];
   let parameters = (ins "int64_t":$scratch,
-                        "::mlir::DenseI64ArrayAttr":$in_place);
+                        "::mlir::DenseI64ArrayAttr":$in_place,
+                        OptionalParameter<"::mlir::DenseI64ArrayAttr">:$tables);
 }
 
 #endif // LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD

@@ -46,11 +46,16 @@ def TrainFootprintPass : Pass<"train-footprint", "::mlir::ModuleOp"> {
       operands and results;
     * `in_place`: per result, the operand whose buffer the lowering's last
       write of it goes into (when nothing after it reads that operand), or
-      -1.
+      -1;
+    * `tables`: the tables of indices the lowering computes (RoPE's
+      angles), each as a key and its bytes; `codegen-share-index-generics`
+      computes equal tables once for the whole step, so they are not
+      scratch.
 
-    The memory timeline charges the scratch while the op runs, and writes
-    such a result into its operand when the operand's value dies at the op,
-    as it does for a linalg op's init.
+    The memory timeline charges the scratch while the op runs, writes such
+    a result into its operand when the operand's value dies at the op, as
+    it does for a linalg op's init, and (with the plan's rules) keeps each
+    table from the first op that needs it to the last.
 
     ```mlir
     %y = train.rms_norm %x, %w eps = 1.0e-05 : tensor<4x64xf32>, tensor<64xf32>

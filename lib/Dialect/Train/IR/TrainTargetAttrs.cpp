@@ -122,7 +122,8 @@ TargetAttr::verify(function_ref<InFlightDiagnostic()> emitError,
 
 LogicalResult
 FootprintAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                      int64_t scratch, DenseI64ArrayAttr inPlace) {
+                      int64_t scratch, DenseI64ArrayAttr inPlace,
+                      DenseI64ArrayAttr tables) {
   if (scratch < 0)
     return emitError() << "expected scratch >= 0 bytes, got " << scratch;
   if (!inPlace)
@@ -132,6 +133,15 @@ FootprintAttr::verify(function_ref<InFlightDiagnostic()> emitError,
       return emitError() << "expected in_place entries >= -1 (an operand "
                             "index, or -1: none), got "
                          << operand;
+  if (tables) {
+    ArrayRef<int64_t> pairs = tables.asArrayRef();
+    if (pairs.size() % 2)
+      return emitError() << "expected tables as (key, bytes) pairs, got "
+                         << pairs.size() << " entries";
+    for (size_t i = 1; i < pairs.size(); i += 2)
+      if (pairs[i] < 0)
+        return emitError() << "expected table bytes >= 0, got " << pairs[i];
+  }
   return success();
 }
 

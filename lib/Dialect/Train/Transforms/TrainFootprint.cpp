@@ -14,10 +14,12 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringMap.h"
+#include <algorithm>
 
 namespace loom::train {
 #define GEN_PASS_DEF_TRAINFOOTPRINTPASS
@@ -206,13 +208,30 @@ void TrainFootprintPass::runOnOperation() {
     Block &body = func.getBody().front();
     loom::MemoryTimeline timeline(body,
                                   {/*callerOwnedResults=*/false, kAlignment});
-    ArrayRef<int64_t> live = timeline.getLiveBytes();
-    // Beyond the arguments and results: everything live at the peak less
-    // what is live at the return (the arguments and the results).
+    // The tables, which the step computes once for all the ops that need
+    // them: not this op's scratch.
+    SmallVector<int64_t> tables;
+    std::vector<int64_t> live(timeline.getLiveBytes().begin(),
+                              timeline.getLiveBytes().end());
+    for (const loom::BufferInterval &buffer : timeline.getBuffers()) {
+      auto table = buffer.value.getDefiningOp<linalg::GenericOp>();
+      std::optional<int64_t> key =
+          table ? loom::getIndexTableKey(table) : std::nullopt;
+      if (!key)
+        continue;
+      tables.push_back(*key);
+      tables.push_back(buffer.bytes);
+      int64_t charged = llvm::alignTo(buffer.bytes, kAlignment);
+      for (unsigned i = buffer.begin; i <= buffer.end && i < live.size(); ++i)
+        live[i] -= charged;
+    }
+    // Beyond the arguments and results: the most live at once less what is
+    // live at the return (the arguments and the results).
     int64_t scratchBytes =
         live.empty()
             ? 0
-            : std::max<int64_t>(0, timeline.getPeakBytes() - live.back());
+            : std::max<int64_t>(0, *std::max_element(live.begin(), live.end()) -
+                                       live.back());
     Operation *op = group.front();
     SmallVector<int64_t> inPlace;
     SmallVector<unsigned> taken;
@@ -232,7 +251,9 @@ void TrainFootprintPass::runOnOperation() {
       inPlace.push_back(operand);
     }
     auto footprint = FootprintAttr::get(
-        context, scratchBytes, DenseI64ArrayAttr::get(context, inPlace));
+        context, scratchBytes, DenseI64ArrayAttr::get(context, inPlace),
+        tables.empty() ? DenseI64ArrayAttr()
+                       : DenseI64ArrayAttr::get(context, tables));
     for (Operation *member : group)
       member->setAttr(TrainDialect::kFootprintAttrName, footprint);
   }
