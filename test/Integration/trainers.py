@@ -109,6 +109,10 @@ R4_S128 = ("r4-z3-s128", 4, 3, "adamw")
 REMAT_R1 = ("r1-b8-s128-remat", 1, 0, "adamw")
 REMAT_R4 = ("r4-z3-s128-remat", 4, 3, "adamw")
 REMAT = {REMAT_R1: (MEMORY, 8.0), REMAT_R4: (R4_S128, 2.3)}
+# The same 4-rank ZeRO-3 step under --memory-limit-mb: from just above the
+# synchronous order's plan (2.58 MiB by the scheduler's figure) to above the
+# default schedule's (2.70 MiB).
+LIMITS = {("r4-z3-s128-limit" + str(mb), 4, 3, "adamw"): mb for mb in (2.6, 2.7, 2.8)}
 EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                CHUNKED: ["--fuse-cross-entropy=32", "--fuse-cross-entropy-vocab=64"],
                GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0", "--gpu-fuse-elementwise"],
@@ -122,11 +126,13 @@ EXTRA_FLAGS = {SCALAR: ["--vectorize=false"],
                REMAT_R1: [f"--remat-budget-mb={REMAT[REMAT_R1][1]}"],
                REMAT_R4: [f"--remat-budget-mb={REMAT[REMAT_R4][1]}"],
                BF16_GPU_MAPPED: ["--emulate-gpu", "--gpu-block-reduce=0",
-                                 "--gpu-fuse-elementwise"]}
+                                 "--gpu-fuse-elementwise"],
+               **{spec: [f"--memory-limit-mb={mb}"] for spec, mb in LIMITS.items()}}
 FORWARD = {BF16: "tiny-b4-bf16.mlir", BF16_Z3: "tiny-b2-bf16.mlir",
            BF16_GPU_MAPPED: "tiny-b4-bf16.mlir", MEMORY: "tiny-b8-s128.mlir",
            REMAT_R1: "tiny-b8-s128.mlir", R4_S128: "tiny-b2-s128.mlir",
-           REMAT_R4: "tiny-b2-s128.mlir"}
+           REMAT_R4: "tiny-b2-s128.mlir",
+           **{spec: "tiny-b2-s128.mlir" for spec in LIMITS}}
 MPI_ENV = mpi_env(20)
 check = Check()
 
@@ -379,6 +385,35 @@ def remat(work: str) -> None:
               f"{heap[base[0]] - heap[name]:,} less (the plans differ by {saved:,})")
         speed = {t: sum(x["tokens_per_s"] for x in r[1:]) / (len(r) - 1) for t, r in rows.items()}
         print(f"  {name}: {speed[name]:,.0f} tokens/s, {base[0]}: {speed[base[0]]:,.0f}")
+
+
+def memory_limit(work: str) -> None:
+    """--memory-limit-mb bounds what the trainer allocates: for each limit
+    of the sweep, the step's counted allocations equal the plan, the plan is
+    within the limit, and the process heap's high-water, less the named
+    lines the plan does not include (check_memory's: BLAS, MPI, their
+    threads, the runtime's tables), is within it too. The scheduler met each
+    limit once (no remark, no second schedule); its schedule's figure bounds
+    the plan."""
+    for spec, mb in LIMITS.items():
+        name, ranks = spec[0], spec[1]
+        log = os.path.join(work, f"{name}.jsonl")
+        remove(log)
+        run(work, name, ranks, "--steps", "5", "--log", log)
+        rows = [json.loads(line) for line in open(log)]
+        limit = int(mb * 2**20)
+        planned = int(rows[-1]["planned_peak_bytes"])
+        counted = {r["step_alloc_peak_bytes"] for r in rows}
+        check(counted == {planned} and planned <= limit,
+              f"{name}: counted allocations {sorted(counted)} = plan {planned:,} <= "
+              f"limit {limit:,}")
+        lines = sum(max(r[key] for r in rows) for key in
+                    ("blas_scratch_bytes", "gemm_scratch_bytes", "comm_scratch_bytes",
+                     "other_threads_bytes", "runtime_bytes"))
+        measured = max(r["peak_bytes"] for r in rows)
+        check(measured - lines <= limit,
+              f"{name}: heap high-water {measured:,} less the named lines {lines:,} = "
+              f"{measured - lines:,} <= limit {limit:,} ({(measured - lines) / limit:.4f}x)")
 
 
 # A collective start as -mlir-print-local-scope prints it: its input and
@@ -1110,13 +1145,15 @@ echo "kept=$(ls ck | tr '\n' ' ')"
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("test", choices=["build", "equal", "memory", "remat", "profile",
+    parser.add_argument("test", choices=["build", "equal", "memory", "memory-limit", "remat",
+                                         "profile",
                                          "resume", "reshard", "pipeline", "pipeline-replicas",
                                          "torch", "bad-input",
                                          "durable", "cpu"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
-    {"build": build, "equal": equal, "memory": memory, "remat": remat, "profile": profile,
+    {"build": build, "equal": equal, "memory": memory, "memory-limit": memory_limit,
+     "remat": remat, "profile": profile,
      "resume": resume,
      "reshard": reshard, "pipeline": pipeline, "pipeline-replicas": pipeline_replicas,
      "torch": torch_reference, "bad-input": bad_input, "durable": durable,
