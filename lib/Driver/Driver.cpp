@@ -157,9 +157,9 @@ private:
 /// recomputing as little as that allows. At --emit=step, stops after the
 /// chosen step's sharding phase.
 ///
-/// train-remat's budget is a peak of the synchronous order's timeline before
-/// decomposition, which the plan can exceed or undercut by a margin that
-/// depends on what is recomputed. So the plan is measured, not predicted:
+/// train-remat's budget is a peak of the synchronous order's timeline,
+/// measured with the plan's rules (train-footprint, asPlanned); the plan
+/// after scheduling is measured all the same, not predicted:
 /// the step keeping everything first; else train-remat's leanest step (its
 /// floor: a user budget below that plan is an error naming it), which also
 /// lists the peaks at which train-remat's choice changes (its Pareto

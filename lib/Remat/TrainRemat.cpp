@@ -88,7 +88,9 @@ Measured measureRewritten(const StepGraph &graph, const KeepSet &keep) {
   auto clone = cast<func::FuncOp>(graph.func->clone(mapping));
   StepGraph copy = remapGraph(graph, clone, mapping);
   unsigned cloned = rewrite(copy, keep);
-  Measured measured = measure(copy, MemoryTimeline(*copy.block));
+  Measured measured = measure(
+      copy, MemoryTimeline(*copy.block,
+                           MemoryTimelineOptions::asPlanned(*copy.block)));
   measured.clonedOps = cloned;
   clone->erase();
   return measured;
@@ -430,7 +432,8 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
   StepGraph &graph = *built;
   int64_t budget =
       int64_t(std::min(std::floor(double(budgetMb) * 1024.0 * 1024.0), 0x1p62));
-  MemoryTimeline keptAllTimeline(*graph.block);
+  MemoryTimeline keptAllTimeline(
+      *graph.block, MemoryTimelineOptions::asPlanned(*graph.block));
   Measured keptAll = measure(graph, keptAllTimeline);
   // activation-budget's bound on the activations at the loss.
   int64_t activationLimit = int64_t(
@@ -605,7 +608,9 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
                      "cannot be recomputed");
   double recomputeSeconds = getRecomputeSeconds(graph, chosen);
   unsigned cloned = rewrite(graph, chosen);
-  Measured after = measure(graph, MemoryTimeline(*graph.block));
+  Measured after = measure(
+      graph, MemoryTimeline(*graph.block,
+                            MemoryTimelineOptions::asPlanned(*graph.block)));
   after.clonedOps = cloned;
   if (realised && realised->peakBytes != after.peakBytes)
     return emitError(func.getLoc())
