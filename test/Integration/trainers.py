@@ -210,17 +210,19 @@ def check_memory(name: str, log: str) -> bool:
     the most the threads MPI and BLAS start for themselves held, and the
     runtime's tables of the collectives in flight.
     The step's own allocations, counted, equal
-    the plan exactly, and the plan equals the memory timeline's peak: the
-    arena packs to the most arena bytes live at once."""
+    the plan exactly, and the plan is the memory timeline's peak plus what
+    the arena's packing leaves unused above the most arena bytes live at
+    once (usually nothing; named when not, at most 5% of the arena)."""
     with open(log) as f:
         rows = [json.loads(line) for line in f]
     row = rows[-1]
     predicted, planned = int(row["predicted_peak_bytes"]), int(row["planned_peak_bytes"])
     arena, bound = int(row["planned_arena_bytes"]), int(row["planned_arena_bound_bytes"])
     counted = {r["step_alloc_peak_bytes"] for r in rows}
-    check(counted == {planned} and planned == predicted and arena == bound,
+    check(counted == {planned} and planned == predicted + (arena - bound)
+          and 0 <= arena - bound <= 0.05 * arena,
           f"{name}: the step's counted allocations {sorted(counted)} = plan {planned} = "
-          f"timeline {predicted} (arena {arena}, live bound {bound})")
+          f"timeline {predicted} + packing {arena - bound} (arena {arena}, live bound {bound})")
     lines = {"BLAS": max(r["blas_scratch_bytes"] for r in rows),
              "bf16 GEMM widening": max(r["gemm_scratch_bytes"] for r in rows),
              "MPI collectives": max(r["comm_scratch_bytes"] for r in rows),
