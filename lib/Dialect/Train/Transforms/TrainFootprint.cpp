@@ -84,14 +84,14 @@ struct TrainFootprintPass
     : public loom::train::impl::TrainFootprintPassBase<TrainFootprintPass> {
   using TrainFootprintPassBase::TrainFootprintPassBase;
 
-  /// The lowering, then eliminate-empty-tensors, on a module.
-  FailureOr<OpPassManager> buildLowering() const {
+  /// The lowering, then eliminate-empty-tensors, on a module; a pipeline
+  /// that does not parse is reported on `errors`.
+  FailureOr<OpPassManager> buildLowering(raw_ostream &errors) const {
     OpPassManager pm(ModuleOp::getOperationName());
     if (lowering.empty()) {
       pm.addPass(createTrainDecomposePass());
     } else {
-      FailureOr<OpPassManager> parsed =
-          parsePassPipeline(lowering, llvm::errs());
+      FailureOr<OpPassManager> parsed = parsePassPipeline(lowering, errors);
       if (failed(parsed) ||
           parsed->getOpAnchorName() != ModuleOp::getOperationName())
         return failure();
@@ -103,12 +103,14 @@ struct TrainFootprintPass
 
   void getDependentDialects(DialectRegistry &registry) const override {
     TrainFootprintPassBase::getDependentDialects(registry);
-    if (FailureOr<OpPassManager> pm = buildLowering(); succeeded(pm))
+    // initialize() reports a pipeline that does not parse, once.
+    if (FailureOr<OpPassManager> pm = buildLowering(llvm::nulls());
+        succeeded(pm))
       pm->getDependentDialects(registry);
   }
 
   LogicalResult initialize(MLIRContext *context) override {
-    FailureOr<OpPassManager> pm = buildLowering();
+    FailureOr<OpPassManager> pm = buildLowering(llvm::errs());
     if (succeeded(pm)) {
       lowerings = std::move(*pm);
       return success();
