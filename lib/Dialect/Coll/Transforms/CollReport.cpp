@@ -582,15 +582,19 @@ struct CollReportPass
       SmallVector<Operation *> ops;
       for (Operation &op : block)
         ops.push_back(&op);
-      MemoryTimeline timeline(block, ops);
+      // The memory the scheduler bounds: the plan's rules on a step.
+      MemoryTimeline timeline(block, ops,
+                              MemoryTimelineOptions::asPlanned(block));
       if (checkTracker) {
+        // The tracker applies the plain rules incrementally.
+        MemoryTimeline plain(block, ops);
         MemoryTracker tracker(block);
         for (auto [index, op] : llvm::enumerate(ops)) {
           int64_t during = tracker.place(op);
-          if (during != timeline.getLiveBytes(index)) {
+          if (during != plain.getLiveBytes(index)) {
             op->emitError() << "coll-report: the memory tracker has " << during
                             << " bytes live here, the timeline "
-                            << timeline.getLiveBytes(index);
+                            << plain.getLiveBytes(index);
             return signalPassFailure();
           }
         }
