@@ -32,6 +32,16 @@ void loom::buildShardingPipeline(OpPassManager &pm,
   }
   train::TrainFootprintPassOptions footprint;
   footprint.lowering = options.footprintLowering;
+  if (footprint.lowering.empty()) {
+    // The memory-plan phase's default lowering for the target.
+    MemoryPlanOptions plan;
+    plan.target = options.target.getValue();
+    plan.memoryPlan = false;
+    OpPassManager lowering(ModuleOp::getOperationName());
+    buildMemoryPlanPipeline(lowering, plan);
+    llvm::raw_string_ostream os(footprint.lowering);
+    lowering.printAsTextualPipeline(os);
+  }
   pm.addPass(train::createTrainFootprintPass(footprint));
   if (options.zeroStage != ZeroStage::None) {
     sharding::ZeroPartitionPassOptions partition;

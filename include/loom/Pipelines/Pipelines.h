@@ -126,7 +126,8 @@ struct ShardingOptions : public mlir::PassPipelineOptions<ShardingOptions> {
       *this, "footprint-lowering",
       llvm::cl::desc("how the memory-plan phase lowers train ops, for "
                      "train-footprint (a pipeline on builtin.module; "
-                     "empty: train-decompose)"),
+                     "empty: loom-memory-plan-pipeline's defaults for the "
+                     "target, without the plan)"),
       llvm::cl::init("")};
   Option<ZeroStage> zeroStage{
       *this, "zero-stage", llvm::cl::desc("the ZeRO stage"),
