@@ -1,6 +1,7 @@
 //===- MemoryTimeline.cpp - live bytes at every program point -------------===//
 
 #include "loom/Analysis/MemoryTimeline.h"
+#include "loom/Analysis/ArenaPacker.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
@@ -35,7 +36,7 @@ llvm::StringRef loom::stringifyBufferKind(BufferKind kind) {
   llvm_unreachable("unknown buffer kind");
 }
 
-static bool isView(Operation *op) {
+bool loom::isBufferView(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
              tensor::ExtractSliceOp, tensor::CastOp>(op);
 }
@@ -72,20 +73,14 @@ static int64_t bytesOf(Value value) {
   return coll::getStaticSizeInBytes(type).value_or(0);
 }
 
-/// The largest table codegen-share-index-generics shares (its max-bytes'
-/// default).
-static constexpr int64_t kMaxTableBytes = 1 << 20;
-
-/// Whether `op` computes a table from its indices alone, as
-/// codegen-share-index-generics takes them: no inputs, one empty init.
-static bool isIndexTable(linalg::GenericOp op) {
+bool loom::isIndexTable(linalg::GenericOp op, int64_t maxBytes) {
   if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 0 ||
       op.getNumDpsInits() != 1 ||
       !op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
     return false;
   auto type = cast<RankedTensorType>(op.getResult(0).getType());
   std::optional<int64_t> bytes = coll::getStaticSizeInBytes(type);
-  return bytes && *bytes <= kMaxTableBytes;
+  return bytes && *bytes <= maxBytes;
 }
 
 std::optional<int64_t> loom::getIndexTableKey(linalg::GenericOp table) {
@@ -186,17 +181,10 @@ static Value updatedSubset(OpResult result,
 /// check that nothing reads the argument after the update, which the
 /// order decides), as train.tied_results spells them.
 static DenseI64ArrayAttr predictTiedResults(FunctionOpInterface func) {
-  auto keyOf = [](DictionaryAttr attrs) -> std::pair<StringRef, StringRef> {
-    if (attrs)
-      for (StringRef role : {train::TrainDialect::kParamAttrName,
-                             train::TrainDialect::kStateAttrName})
-        if (auto name = attrs.getAs<StringAttr>(role))
-          return {role, name.getValue()};
-    return {};
-  };
   std::map<std::pair<StringRef, StringRef>, unsigned> argOf;
   for (unsigned i = 0; i < func.getNumArguments(); ++i)
-    if (auto key = keyOf(func.getArgAttrDict(i)); !key.first.empty())
+    if (auto key = train::getParamOrStateKey(func.getArgAttrDict(i));
+        !key.first.empty())
       argOf.emplace(key, i);
   SmallVector<int64_t> tied(func.getNumResults(), -1);
   Operation *terminator = func.getFunctionBody().front().getTerminator();
@@ -212,7 +200,7 @@ static DenseI64ArrayAttr predictTiedResults(FunctionOpInterface func) {
            init->get().getDefiningOp<tensor::EmptyOp>();
   };
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
-    auto it = argOf.find(keyOf(func.getResultAttrDict(i)));
+    auto it = argOf.find(train::getParamOrStateKey(func.getResultAttrDict(i)));
     if (it != argOf.end() &&
         func.getArgumentTypes()[it->second] == func.getResultTypes()[i] &&
         !llvm::is_contained(tied, int64_t(it->second)) &&
@@ -227,7 +215,7 @@ MemoryTimelineOptions MemoryTimelineOptions::asPlanned(Block &block) {
   bool step = func && &func.getFunctionBody().front() == &block &&
               (train::getLossResultIndex(func) ||
                func->hasAttr(train::TrainDialect::kPipelineStageAttrName));
-  return step ? MemoryTimelineOptions{true, 64, true, true}
+  return step ? MemoryTimelineOptions{true, kArenaAlignment, true, true}
               : MemoryTimelineOptions{};
 }
 
@@ -360,7 +348,7 @@ void MemoryTimeline::analyse(Block &block, ArrayRef<Operation *> ops,
     for (Value result : op->getResults()) {
       if (!isa<RankedTensorType>(result.getType()))
         continue;
-      if (isView(op) && bufferOf.count(op->getOperand(0))) {
+      if (isBufferView(op) && bufferOf.count(op->getOperand(0))) {
         bind(result, bufferOf[op->getOperand(0)]);
         continue;
       }
@@ -636,7 +624,7 @@ MemoryTracker::Effect MemoryTracker::getEffect(Operation *op) const {
   if (start) {
     effect.allocated =
         coll::getStaticSizeInBytes(start.getResultType()).value_or(0);
-  } else if (!isView(op) && !isa<tensor::EmptyOp, coll::WaitOp>(op)) {
+  } else if (!isBufferView(op) && !isa<tensor::EmptyOp, coll::WaitOp>(op)) {
     for (OpResult result : op->getResults()) {
       if (inPlace[result.getResultNumber()])
         continue;
@@ -704,7 +692,7 @@ int64_t MemoryTracker::place(Operation *op) {
     for (OpResult result : op->getResults()) {
       if (!isa<RankedTensorType>(result.getType()))
         continue;
-      if (isView(op) && bufferOf.count(op->getOperand(0))) {
+      if (isBufferView(op) && bufferOf.count(op->getOperand(0))) {
         addUsers(bufferOf[op->getOperand(0)], result);
         continue;
       }

@@ -35,6 +35,10 @@
 
 namespace loom {
 
+/// The alignment of every buffer in a memory plan's arena (codegen-memory-plan,
+/// codegen-pack-buffers), and so of what the plan's timeline charges.
+constexpr int64_t kArenaAlignment = 64;
+
 struct PackItem {
   int64_t bytes = 0;
   unsigned begin = 0, end = 0;

@@ -79,6 +79,20 @@ struct BufferInterval {
 /// any other op.
 mlir::OpOperand *getTiedInit(mlir::OpResult result);
 
+/// Whether `op`'s result only views its first operand's buffer (reshapes,
+/// slices, casts): the timeline binds it to that buffer.
+bool isBufferView(mlir::Operation *op);
+
+/// The largest table codegen-share-index-generics computes once per step
+/// (its max-bytes' default).
+constexpr int64_t kMaxIndexTableBytes = 1 << 20;
+
+/// Whether `op` computes a table of at most `maxBytes` from its indices
+/// alone: no inputs, one static empty init (what
+/// codegen-share-index-generics computes once).
+bool isIndexTable(mlir::linalg::GenericOp op,
+                  int64_t maxBytes = kMaxIndexTableBytes);
+
 /// For a generic that computes a table from its indices alone (no inputs,
 /// an empty init, at most 1 MiB: what codegen-share-index-generics computes
 /// once per step), a key equal for equal tables: a stable hash of its

@@ -34,8 +34,6 @@ namespace attrs = loom::attrs;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
-
 /// Whether `op` reads the value of its init `operand` (a linalg op whose
 /// payload ignores it does not).
 bool readsInit(OpOperand &operand) {
@@ -119,7 +117,8 @@ struct BlockPlan {
 };
 
 BlockPlan planBlock(Block &block, bool callerOwnedResults) {
-  loom::MemoryTimeline timeline(block, {callerOwnedResults, kAlignment});
+  loom::MemoryTimeline timeline(block,
+                                {callerOwnedResults, loom::kArenaAlignment});
   BlockPlan plan;
   plan.peak = timeline.getPeakBytes();
   SmallVector<loom::PackItem> items;
@@ -150,7 +149,7 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
     items.push_back({body.bytes, unsigned(index), unsigned(index)});
     nested.push_back(std::move(body));
   }
-  loom::Packing packing = loom::packIntervals(items, kAlignment);
+  loom::Packing packing = loom::packIntervals(items, loom::kArenaAlignment);
   plan.bytes = packing.arenaBytes;
   // The live bound: the most bytes live at once, a loop body's region
   // counted at its own bound (the packer saw it at its packed size).
@@ -158,7 +157,7 @@ BlockPlan planBlock(Block &block, bool callerOwnedResults) {
   for (auto [body, item] :
        llvm::zip(nested, MutableArrayRef(atBounds).drop_front(direct.size())))
     item.bytes = body.bound;
-  std::vector<int64_t> live = loom::liveBytes(atBounds, kAlignment);
+  std::vector<int64_t> live = loom::liveBytes(atBounds, loom::kArenaAlignment);
   plan.bound = live.empty() ? 0 : *std::max_element(live.begin(), live.end());
   for (auto [result, offset] : llvm::zip(direct, packing.offsets))
     plan.pins.push_back({result, offset});
@@ -213,7 +212,7 @@ struct CodegenMemoryPlanPass
     builder.setInsertionPointToStart(&block);
     auto arena = memref::AllocOp::create(
         builder, loc, MemRefType::get({plan.bytes}, builder.getI8Type()),
-        builder.getI64IntegerAttr(kAlignment));
+        builder.getI64IntegerAttr(loom::kArenaAlignment));
     arena->setAttr(attrs::kArena, builder.getUnitAttr());
 
     // A tensor in the arena at `offset`, built before `before`.

@@ -19,8 +19,6 @@ namespace attrs = loom::attrs;
 
 namespace {
 
-constexpr int64_t kAlignment = 64;
-
 struct Buffer {
   memref::AllocOp alloc;
   int64_t bytes;
@@ -111,7 +109,7 @@ struct CodegenPackBuffersPass
     SmallVector<loom::PackItem> items;
     for (const Buffer &b : buffers)
       items.push_back({b.bytes, b.begin, b.end});
-    loom::Packing packing = loom::packIntervals(items, kAlignment);
+    loom::Packing packing = loom::packIntervals(items, loom::kArenaAlignment);
     for (auto [b, offset] : llvm::zip(buffers, packing.offsets))
       b.offset = offset;
     int64_t arenaBytes = packing.arenaBytes;
@@ -127,7 +125,7 @@ struct CodegenPackBuffersPass
     Location loc = func.getLoc();
     auto arena = memref::AllocOp::create(
         builder, loc, MemRefType::get({arenaBytes}, builder.getI8Type()),
-        builder.getI64IntegerAttr(kAlignment));
+        builder.getI64IntegerAttr(loom::kArenaAlignment));
     for (Buffer &b : buffers) {
       builder.setInsertionPoint(b.alloc);
       Value offset = arith::ConstantIndexOp::create(builder, loc, b.offset);

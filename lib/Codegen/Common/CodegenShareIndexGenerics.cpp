@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Codegen/Common/Passes.h"
-#include "loom/Dialect/Coll/CollInterfaces.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -20,18 +20,6 @@ namespace loom::codegen {
 using namespace mlir;
 
 namespace {
-
-/// Whether `op` computes a table of at most `maxBytes` from its indices
-/// alone: no inputs, one static empty init.
-bool isIndexTable(linalg::GenericOp op, int64_t maxBytes) {
-  if (!op.hasPureTensorSemantics() || op.getNumDpsInputs() != 0 ||
-      op.getNumDpsInits() != 1 ||
-      !op.getDpsInits()[0].getDefiningOp<tensor::EmptyOp>())
-    return false;
-  std::optional<int64_t> bytes = loom::coll::getStaticSizeInBytes(
-      cast<RankedTensorType>(op.getResult(0).getType()));
-  return bytes && *bytes <= maxBytes;
-}
 
 /// Whether `a` and `b` compute the same table: the same attributes and
 /// body, reading the same values from above.
@@ -63,7 +51,7 @@ struct CodegenShareIndexGenericsPass
       SmallVector<linalg::GenericOp> kept;
       for (auto op :
            llvm::make_early_inc_range(block->getOps<linalg::GenericOp>())) {
-        if (!isIndexTable(op, maxBytes))
+        if (!loom::isIndexTable(op, maxBytes))
           continue;
         auto first = llvm::find_if(
             kept, [&](linalg::GenericOp k) { return sameTable(k, op); });

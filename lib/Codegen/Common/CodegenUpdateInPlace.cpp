@@ -31,17 +31,6 @@ using namespace loom::train;
 
 namespace {
 
-/// The (role, name) of a parameter or state argument or result, or empty.
-std::pair<StringRef, StringRef> keyOf(DictionaryAttr attrs) {
-  if (!attrs)
-    return {};
-  for (StringRef role :
-       {TrainDialect::kParamAttrName, TrainDialect::kStateAttrName})
-    if (auto name = attrs.getAs<StringAttr>(role))
-      return {role, name.getValue()};
-  return {};
-}
-
 /// Whether `op`'s result is a view of its operand: the same buffer after
 /// bufferisation (reshapes, slices, casts).
 bool isView(Operation *op) {
@@ -121,14 +110,15 @@ struct UpdateInPlace
       position[&op] = index;
     std::map<std::pair<StringRef, StringRef>, unsigned> argOf;
     for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      if (auto key = keyOf(func.getArgAttrDict(i)); !key.first.empty())
+      if (auto key = getParamOrStateKey(func.getArgAttrDict(i));
+          !key.first.empty())
         argOf[key] = i;
     Operation *terminator = block.getTerminator();
     SmallVector<int64_t> tied(func.getNumResults(), -1);
     DenseSet<unsigned> taken;
     unsigned count = 0;
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto it = argOf.find(keyOf(func.getResultAttrDict(i)));
+      auto it = argOf.find(getParamOrStateKey(func.getResultAttrDict(i)));
       auto result = dyn_cast<OpResult>(terminator->getOperand(i));
       if (it == argOf.end() || !result || taken.contains(it->second) ||
           llvm::count(terminator->getOperands(), result) != 1 ||

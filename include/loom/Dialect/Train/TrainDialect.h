@@ -13,12 +13,19 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace loom::train {
 
 /// The index of the result tagged `train.loss`, if `func` has one: the
 /// functions the training passes transform.
 std::optional<unsigned> getLossResultIndex(mlir::FunctionOpInterface func);
+
+/// The (role, name) of a parameter or optimizer-state argument or result
+/// (its `train.param` or `train.state` attribute), or empty: an update's
+/// result and the argument it updates share it.
+std::pair<llvm::StringRef, llvm::StringRef>
+getParamOrStateKey(mlir::DictionaryAttr attrs);
 
 /// The one function of `module` with a `train.loss` result. Otherwise emits
 /// "<pass>: expected one <what> (a function with a train.loss result),

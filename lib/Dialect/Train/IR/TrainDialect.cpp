@@ -49,6 +49,17 @@ void TrainDialect::initialize() {
       >();
 }
 
+std::pair<StringRef, StringRef>
+loom::train::getParamOrStateKey(DictionaryAttr attrs) {
+  if (!attrs)
+    return {};
+  for (StringRef role :
+       {TrainDialect::kParamAttrName, TrainDialect::kStateAttrName})
+    if (auto name = attrs.getAs<StringAttr>(role))
+      return {role, name.getValue()};
+  return {};
+}
+
 std::optional<unsigned>
 loom::train::getLossResultIndex(FunctionOpInterface func) {
   for (unsigned i = 0, e = func.getNumResults(); i < e; ++i)

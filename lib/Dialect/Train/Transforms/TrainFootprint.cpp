@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Analysis/ArenaPacker.h"
 #include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
@@ -30,15 +31,6 @@ using namespace mlir;
 using namespace loom::train;
 
 namespace {
-
-/// The memory plan's buffer alignment (codegen-memory-plan).
-constexpr int64_t kAlignment = 64;
-
-/// Whether `op` only views its first operand's buffer.
-bool isView(Operation *op) {
-  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-             tensor::ExtractSliceOp, tensor::CastOp>(op);
-}
 
 /// What makes two train ops lower alike: the name, the inherent and the
 /// discardable attributes (less the ones that place the op in a step) and
@@ -66,7 +58,7 @@ BlockArgument writtenInto(Value value, Block &block) {
     Operation *writer = block.findAncestorOpInBlock(*result.getOwner());
     OpOperand *tied =
         writer == result.getOwner() ? loom::getTiedInit(result) : nullptr;
-    if (!tied || isView(writer))
+    if (!tied || loom::isBufferView(writer))
       return {};
     value = tied->get();
     // Nothing after the write may read the init.
@@ -208,8 +200,8 @@ void TrainFootprintPass::runOnOperation() {
   for (auto [group, func, argumentOf] :
        llvm::zip(groups, funcs, argumentOfOperand)) {
     Block &body = func.getBody().front();
-    loom::MemoryTimeline timeline(body,
-                                  {/*callerOwnedResults=*/false, kAlignment});
+    loom::MemoryTimeline timeline(
+        body, {/*callerOwnedResults=*/false, loom::kArenaAlignment});
     // The tables, which the step computes once for all the ops that need
     // them: not this op's scratch.
     SmallVector<int64_t> tables;
@@ -223,7 +215,7 @@ void TrainFootprintPass::runOnOperation() {
         continue;
       tables.push_back(*key);
       tables.push_back(buffer.bytes);
-      int64_t charged = llvm::alignTo(buffer.bytes, kAlignment);
+      int64_t charged = llvm::alignTo(buffer.bytes, loom::kArenaAlignment);
       for (unsigned i = buffer.begin; i <= buffer.end && i < live.size(); ++i)
         live[i] -= charged;
     }
