@@ -10,9 +10,7 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
-#include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/Symbols.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/Path.h"
@@ -24,8 +22,6 @@ namespace loom::trainer {
 
 using namespace mlir;
 using namespace loom;
-using loom::runtime::StepManifest;
-using loom::runtime::StepTensor;
 using loom::train::TrainDialect;
 
 int64_t loom::trainer::getPredictedPeakBytes(func::FuncOp step) {
@@ -48,23 +44,14 @@ func::FuncOp loom::trainer::findStep(ModuleOp module) {
 
 namespace {
 
-/// The manifest's name of a supported element type, or "".
-std::string dtypeText(Type element) {
-  if (element.isF32())
-    return "f32";
-  if (element.isF64())
-    return "f64";
-  if (element.isBF16())
-    return "bf16";
-  if (element.isSignlessInteger(32))
-    return "i32";
-  if (element.isSignlessInteger(64))
-    return "i64";
-  return "";
+/// Whether `element` is a type the trainer allocates and checkpoints.
+bool isSupportedElement(Type element) {
+  return element.isF32() || element.isF64() || element.isBF16() ||
+         element.isSignlessInteger(32) || element.isSignlessInteger(64);
 }
 
 /// Role and name of a tagged argument or result.
-std::pair<std::string, std::string> roleOf(DictionaryAttr attrs) {
+std::pair<StringRef, StringRef> roleOf(DictionaryAttr attrs) {
   if (!attrs)
     return {"", ""};
   for (StringRef role :
@@ -72,7 +59,7 @@ std::pair<std::string, std::string> roleOf(DictionaryAttr attrs) {
         TrainDialect::kInputAttrName}) {
     if (Attribute value = attrs.get(role)) {
       auto name = dyn_cast<StringAttr>(value);
-      return {role.drop_front(6).str(), name ? name.str() : ""};
+      return {role.drop_front(6), name ? name.getValue() : ""};
     }
   }
   if (attrs.get(TrainDialect::kLossAttrName))
@@ -81,8 +68,9 @@ std::pair<std::string, std::string> roleOf(DictionaryAttr attrs) {
 }
 
 /// The step's tensors, as the trainer allocates them.
-FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
-  SmallVector<StepTensor> tensors;
+FailureOr<ArrayAttr> describeTensors(func::FuncOp step) {
+  MLIRContext *ctx = step.getContext();
+  SmallVector<Attribute> tensors;
   auto fn = cast<FunctionOpInterface>(step.getOperation());
   auto tied = step->getAttrOfType<DenseI64ArrayAttr>(
       loom::train::TrainDialect::kTiedResultsAttrName);
@@ -93,7 +81,7 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     StringRef what = isArg ? "argument" : "result";
     if (!tensor || !tensor.hasStaticShape() ||
-        dtypeText(tensor.getElementType()).empty())
+        !isSupportedElement(tensor.getElementType()))
       return emitError(loc)
              << "trainer-entry-point: " << what << " #" << index << " of @"
              << step.getSymName()
@@ -106,20 +94,19 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
              << step.getSymName()
              << " has no train role; every argument must be a param, state "
                 "or input, and every result the loss, a param or a state";
-    StepTensor t;
-    t.isArgument = isArg;
-    t.role = role;
-    t.name = name;
-    t.dtype = dtypeText(tensor.getElementType());
-    t.localShape.assign(tensor.getShape().begin(), tensor.getShape().end());
-    t.fullShape = t.localShape;
-    if (auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(
-                                loom::train::TrainDialect::kFullShapeAttrName)
-                          : DenseI64ArrayAttr())
-      t.fullShape.assign(full.asArrayRef().begin(), full.asArrayRef().end());
-    t.inPlace =
+    auto full = attrs ? attrs.getAs<DenseI64ArrayAttr>(
+                            loom::train::TrainDialect::kFullShapeAttrName)
+                      : DenseI64ArrayAttr();
+    if (!full)
+      full = DenseI64ArrayAttr::get(ctx, tensor.getShape());
+    bool inPlace =
         !isArg && tied && index < size_t(tied.size()) && tied[index] >= 0;
-    tensors.push_back(std::move(t));
+    auto described = train::ManifestTensorAttr::getChecked(
+        [&] { return emitError(loc, "trainer-entry-point: "); }, ctx,
+        StringRef(isArg ? "arg" : "result"), role, name, tensor, full, inPlace);
+    if (!described)
+      return failure();
+    tensors.push_back(described);
     return success();
   };
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
@@ -130,7 +117,7 @@ FailureOr<SmallVector<StepTensor>> describeTensors(func::FuncOp step) {
     if (failed(describe(fn.getResultTypes()[i], fn.getResultAttrDict(i), false,
                         i)))
       return failure();
-  return tensors;
+  return ArrayAttr::get(ctx, tensors);
 }
 
 /// The model file: the `source` option, else the module's file name.
@@ -142,10 +129,9 @@ std::string sourceOf(ModuleOp module, StringRef source) {
   return "";
 }
 
-/// The manifest's properties the tensor-level step decides.
-FailureOr<std::map<std::string, std::string>>
-describeProperties(func::FuncOp step, StringRef source) {
-  std::map<std::string, std::string> properties;
+/// The manifest of `step`, whose tensors are `tensors`.
+FailureOr<train::StepManifestAttr>
+describeStep(func::FuncOp step, ArrayAttr tensors, StringRef source) {
   int64_t worldSize = 1;
   WalkResult sizes = step.walk([&](coll::CommWorldOp world) {
     int64_t size = world.getComm().getType().getSize();
@@ -160,37 +146,34 @@ describeProperties(func::FuncOp step, StringRef source) {
   });
   if (sizes.wasInterrupted())
     return failure();
-  properties["world_size"] = std::to_string(worldSize);
-  if (auto stage = step->getAttrOfType<IntegerAttr>(
-          loom::train::TrainDialect::kPipelineStageAttrName)) {
-    properties["pipeline_stage"] = std::to_string(stage.getInt());
-    auto pipeline = step->getAttrOfType<loom::train::PipelineAttr>(
-        loom::train::TrainDialect::kPipelineAttrName);
-    properties["pipeline_stages"] =
-        std::to_string(pipeline ? pipeline.getStages() : 1);
-    properties["pipeline_replicas"] =
-        std::to_string(pipeline ? pipeline.getReplicas() : 1);
+  std::optional<int64_t> stage, stages, replicas;
+  if (auto attr = step->getAttrOfType<IntegerAttr>(
+          TrainDialect::kPipelineStageAttrName)) {
+    auto pipeline = step->getAttrOfType<train::PipelineAttr>(
+        TrainDialect::kPipelineAttrName);
+    stage = attr.getInt();
+    stages = pipeline ? pipeline.getStages() : 1;
+    replicas = pipeline ? pipeline.getReplicas() : 1;
   }
-  auto stage = step->getAttrOfType<IntegerAttr>(
-      loom::train::TrainDialect::kZeroStageAttrName);
-  properties["zero_stage"] = std::to_string(stage ? stage.getInt() : 0);
-  if (auto optimizer = step->getAttrOfType<StringAttr>(
-          loom::train::TrainDialect::kOptimizerAttrName))
-    properties["optimizer"] = optimizer.str();
-  if (auto lr = step->getAttrOfType<FloatAttr>(
-          loom::train::TrainDialect::kLearningRateAttrName)) {
-    // As the trainer parses it (strtod), at raw_ostream's precision.
-    std::string text;
-    llvm::raw_string_ostream(text) << lr.getValueAsDouble();
-    properties["lr"] = text;
-  }
-  properties["source"] = sourceOf(step->getParentOfType<ModuleOp>(), source);
+  auto zero =
+      step->getAttrOfType<IntegerAttr>(TrainDialect::kZeroStageAttrName);
+  auto optimizer =
+      step->getAttrOfType<StringAttr>(TrainDialect::kOptimizerAttrName);
+  std::optional<int64_t> scheduled;
   if (auto peak = step->getAttrOfType<IntegerAttr>(
-          loom::train::TrainDialect::kScheduledPeakBytesAttrName))
-    properties["scheduled_peak_bytes"] = std::to_string(peak.getInt());
-  properties["predicted_peak_bytes"] =
-      std::to_string(trainer::getPredictedPeakBytes(step));
-  return properties;
+          TrainDialect::kScheduledPeakBytesAttrName))
+    scheduled = peak.getInt();
+  std::string file = sourceOf(step->getParentOfType<ModuleOp>(), source);
+  auto manifest = train::StepManifestAttr::getChecked(
+      [&] { return step.emitOpError("trainer-entry-point: "); },
+      step.getContext(), worldSize, zero ? zero.getInt() : 0, stage, stages,
+      replicas, optimizer ? optimizer.getValue() : "",
+      step->getAttrOfType<FloatAttr>(TrainDialect::kLearningRateAttrName),
+      StringRef(file), scheduled, trainer::getPredictedPeakBytes(step),
+      tensors);
+  if (!manifest)
+    return failure();
+  return manifest;
 }
 
 /// Adds @loom_step(memref args..., memref results...) calling `step` and
@@ -258,19 +241,15 @@ struct TrainerEntryPointPass
           << runtime::symbols::kStep;
       return signalPassFailure();
     }
-    FailureOr<SmallVector<StepTensor>> tensors = describeTensors(step);
+    FailureOr<ArrayAttr> tensors = describeTensors(step);
     if (failed(tensors))
       return signalPassFailure();
-    FailureOr<std::map<std::string, std::string>> properties =
-        describeProperties(step, source);
-    if (failed(properties))
+    FailureOr<train::StepManifestAttr> manifest =
+        describeStep(step, *tensors, source);
+    if (failed(manifest))
       return signalPassFailure();
-    StepManifest manifest;
-    manifest.properties = std::move(*properties);
-    manifest.tensors.assign(tensors->begin(), tensors->end());
     buildEntryFunction(module, step);
-    module->setAttr(attrs::kStepManifest,
-                    StringAttr::get(&getContext(), manifest.print()));
+    module->setAttr(TrainDialect::kStepManifestAttrName, *manifest);
   }
 };
 

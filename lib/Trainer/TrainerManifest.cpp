@@ -14,9 +14,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/Symbols.h"
-#include "loom/Support/AttrNames.h"
 #include "loom/Trainer/Passes.h"
 
 namespace loom::trainer {
@@ -29,6 +29,52 @@ using namespace loom;
 using loom::runtime::StepManifest;
 using loom::runtime::StepTensor;
 namespace symbols = loom::runtime::symbols;
+
+namespace {} // namespace
+
+StepManifest loom::trainer::getRuntimeManifest(train::StepManifestAttr attr) {
+  StepManifest manifest;
+  auto &p = manifest.properties;
+  p["world_size"] = std::to_string(attr.getWorldSize());
+  p["zero_stage"] = std::to_string(attr.getZeroStage());
+  if (attr.getPipelineStage()) {
+    p["pipeline_stage"] = std::to_string(*attr.getPipelineStage());
+    p["pipeline_stages"] = std::to_string(*attr.getPipelineStages());
+    p["pipeline_replicas"] = std::to_string(*attr.getPipelineReplicas());
+  }
+  if (!attr.getOptimizer().empty())
+    p["optimizer"] = attr.getOptimizer().str();
+  if (FloatAttr lr = attr.getLr()) {
+    // As the trainer parses it (strtod), at raw_ostream's precision.
+    std::string text;
+    llvm::raw_string_ostream(text) << lr.getValueAsDouble();
+    p["lr"] = text;
+  }
+  p["source"] = attr.getSource().str();
+  if (attr.getScheduledPeakBytes())
+    p["scheduled_peak_bytes"] = std::to_string(*attr.getScheduledPeakBytes());
+  p["predicted_peak_bytes"] = std::to_string(attr.getPredictedPeakBytes());
+  for (auto tensor :
+       attr.getTensors().getAsRange<train::ManifestTensorAttr>()) {
+    StepTensor t;
+    t.isArgument = tensor.isArgument();
+    t.role = tensor.getRole().str();
+    t.name = tensor.getName().str();
+    Type element = tensor.getType().getElementType();
+    t.dtype = element.isF32()                 ? "f32"
+              : element.isF64()               ? "f64"
+              : element.isBF16()              ? "bf16"
+              : element.isSignlessInteger(32) ? "i32"
+                                              : "i64";
+    t.localShape.assign(tensor.getType().getShape().begin(),
+                        tensor.getType().getShape().end());
+    t.fullShape.assign(tensor.getFullShape().asArrayRef().begin(),
+                       tensor.getFullShape().asArrayRef().end());
+    t.inPlace = tensor.getInPlace();
+    manifest.tensors.push_back(std::move(t));
+  }
+  return manifest;
+}
 
 namespace {
 
@@ -106,19 +152,15 @@ struct TrainerManifestPass
     : public loom::trainer::impl::TrainerManifestPassBase<TrainerManifestPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto text = module->getAttrOfType<StringAttr>(attrs::kStepManifest);
-    if (!text) {
+    auto attr = module->getAttrOfType<train::StepManifestAttr>(
+        train::TrainDialect::kStepManifestAttrName);
+    if (!attr) {
       module.emitError("trainer-manifest: expected the module's ")
-          << attrs::kStepManifest << " (run trainer-entry-point first)";
+          << train::TrainDialect::kStepManifestAttrName
+          << " (run trainer-entry-point first)";
       return signalPassFailure();
     }
-    StepManifest manifest;
-    std::string error;
-    if (!StepManifest::parse(text.str(), manifest, error)) {
-      module.emitError("trainer-manifest: malformed ")
-          << attrs::kStepManifest << ": " << error;
-      return signalPassFailure();
-    }
+    StepManifest manifest = trainer::getRuntimeManifest(attr);
     // The buffers the trainer allocates, then the arena of the plan and
     // what bufferisation allocated outside it (packed).
     int64_t buffers = 0;
@@ -139,7 +181,7 @@ struct TrainerManifestPass
     p["planned_peak_bytes"] = std::to_string(arena + packed + buffers);
     if (failed(buildPackedEntry(module, manifest)))
       return signalPassFailure();
-    module->removeAttr(attrs::kStepManifest);
+    module->removeAttr(train::TrainDialect::kStepManifestAttrName);
   }
 };
 

@@ -3,7 +3,13 @@
 // the plan's arena on the entry, and the manifest the trainer will read.
 // RUN: loom-opt %s -split-input-file -trainer-entry-point="source=model.mlir" -verify-diagnostics | FileCheck %s
 
-// CHECK-LABEL: module attributes {loom.step_manifest = "loom-step 1\0Alr 1.000000e-01\0Aoptimizer sgd\0Apredicted_peak_bytes 96\0Ascheduled_peak_bytes 120\0Asource model.mlir\0Aworld_size 2\0Azero_stage 3\0Aarg param w f32 4 2x4\0Aarg input x f32 2x4 2x4\0Aresult loss loss f32 - -\0Aresult param w f32 4 2x4 in-place\0A"}
+// CHECK-LABEL: module attributes {train.step_manifest = #train.step_manifest<
+// CHECK-SAME: world_size = 2, zero_stage = 3, optimizer = "sgd", lr = 1.000000e-01 : f64,
+// CHECK-SAME: source = "model.mlir", scheduled_peak_bytes = 120, predicted_peak_bytes = 96, tensors = [
+// CHECK-SAME: #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [2, 4]>,
+// CHECK-SAME: #train.manifest_tensor<kind = "arg", role = "input", name = "x", type = tensor<2x4xf32>, full_shape = [2, 4]>,
+// CHECK-SAME: #train.manifest_tensor<kind = "result", role = "loss", name = "loss", type = tensor<f32>, full_shape = []>,
+// CHECK-SAME: #train.manifest_tensor<kind = "result", role = "param", name = "w", type = tensor<4xf32>, full_shape = [2, 4], in_place = true>]>}
 // CHECK: func.func private @step(
 // CHECK: func.func @loom_step(%[[W:.+]]: memref<4xf32>, %[[X:.+]]: memref<2x4xf32>, %[[LOSS:.+]]: memref<f32>, %[[NEW:.+]]: memref<4xf32>)
 // CHECK-SAME: attributes {train.arena_bound_bytes = 32 : i64, train.arena_bytes = 64 : i64}
@@ -31,7 +37,10 @@ func.func @step(%w: tensor<4xf32> {train.full_shape = array<i64: 2, 4>, train.pa
 // Without a plan, the prediction is the memory timeline of the step with
 // results in the trainer's buffers: the argument, the result and the 16
 // bytes of %e.
-// CHECK-LABEL: module attributes {loom.step_manifest = "loom-step 1\0Apredicted_peak_bytes 36\0Asource model.mlir\0Aworld_size 1\0Azero_stage 0\0Aarg param w f32 4 4\0Aresult loss loss f32 - -\0A"}
+// CHECK-LABEL: module attributes {train.step_manifest = #train.step_manifest<
+// CHECK-SAME: world_size = 1, zero_stage = 0, source = "model.mlir", predicted_peak_bytes = 36, tensors = [
+// CHECK-SAME: #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>,
+// CHECK-SAME: #train.manifest_tensor<kind = "result", role = "loss", name = "loss", type = tensor<f32>, full_shape = []>]>}
 func.func @unplanned(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   %e = tensor.empty() : tensor<4xf32>
   %c = arith.constant 0.0 : f32
@@ -57,6 +66,16 @@ func.func @untagged(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32>) ->
 
 // expected-error @+1 {{trainer-entry-point: argument #1 of @dynamic must be a static tensor of f32, f64, bf16, i32 or i64, got 'tensor<?xf32>'}}
 func.func @dynamic(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<?xf32> {train.input = "x"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.empty() : tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A name the manifest's lines could not carry is refused at compile time,
+// not found malformed by the trainer.
+// expected-error @+1 {{trainer-entry-point: expected a name without blanks, got "layer 0.w"}}
+func.func @blank(%w: tensor<4xf32> {train.param = "layer 0.w"}) -> (tensor<f32> {train.loss}) {
   %l = tensor.empty() : tensor<f32>
   return %l : tensor<f32>
 }

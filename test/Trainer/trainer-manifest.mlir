@@ -6,7 +6,7 @@
 // rank-0 descriptor) and w's update (its pointer unused): 16 + 32 + 4 bytes
 // the trainer allocates, the 64-byte arena and 32 packed bytes.
 // CHECK-LABEL: module {
-// CHECK: llvm.mlir.global external constant @loom_step_manifest("loom-step 1\0Alr 1.000000e-01\0Aplanned_arena_bound_bytes 56\0Aplanned_arena_bytes 96\0Aplanned_peak_bytes 148\0Aunplanned_bytes 32\0Aarg param w f32 4 2x4\0Aarg input x f32 2x4 2x4\0Aresult loss loss f32 - -\0Aresult param w f32 4 2x4 in-place\0A\00")
+// CHECK: llvm.mlir.global external constant @loom_step_manifest("loom-step 1\0Alr 1.000000e-01\0Aplanned_arena_bound_bytes 56\0Aplanned_arena_bytes 96\0Aplanned_peak_bytes 148\0Apredicted_peak_bytes 96\0Asource model.mlir\0Aunplanned_bytes 32\0Aworld_size 2\0Azero_stage 3\0Aarg param w f32 4 2x4\0Aarg input x f32 2x4 2x4\0Aresult loss loss f32 - -\0Aresult param w f32 4 2x4 in-place\0A\00")
 // CHECK: llvm.func @loom_step_packed(%[[BUFFERS:.+]]: !llvm.ptr) {
 // CHECK: %[[P0:.+]] = llvm.getelementptr %[[BUFFERS]][0] : (!llvm.ptr) -> !llvm.ptr, !llvm.ptr
 // CHECK: %[[W:.+]] = llvm.load %[[P0]] : !llvm.ptr -> !llvm.ptr
@@ -15,8 +15,12 @@
 // CHECK: %[[N:.+]] = llvm.load
 // The call: pointer, pointer, offset, then sizes and strides.
 // CHECK: llvm.call @loom_step(%[[W]], %[[W]], %{{.+}}, %{{.+}}, %{{.+}}, %[[X]], %[[X]], %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %[[L]], %[[L]], %{{.+}}, %[[N]], %[[N]], %{{.+}}, %{{.+}}, %{{.+}})
-// CHECK-NOT: loom.step_manifest
-module attributes {loom.step_manifest = "loom-step 1\0Alr 1.000000e-01\0Aarg param w f32 4 2x4\0Aarg input x f32 2x4 2x4\0Aresult loss loss f32 - -\0Aresult param w f32 4 2x4 in-place\0A"} {
+// CHECK-NOT: train.step_manifest
+module attributes {train.step_manifest = #train.step_manifest<world_size = 2, zero_stage = 3, lr = 1.000000e-01 : f64, source = "model.mlir", predicted_peak_bytes = 96, tensors = [
+    #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [2, 4]>,
+    #train.manifest_tensor<kind = "arg", role = "input", name = "x", type = tensor<2x4xf32>, full_shape = [2, 4]>,
+    #train.manifest_tensor<kind = "result", role = "loss", name = "loss", type = tensor<f32>, full_shape = []>,
+    #train.manifest_tensor<kind = "result", role = "param", name = "w", type = tensor<4xf32>, full_shape = [2, 4], in_place = true>]>} {
   llvm.func @loom_step(%a0: !llvm.ptr, %a1: !llvm.ptr, %a2: i64, %a3: i64, %a4: i64,
                        %b0: !llvm.ptr, %b1: !llvm.ptr, %b2: i64, %b3: i64, %b4: i64, %b5: i64, %b6: i64,
                        %c0: !llvm.ptr, %c1: !llvm.ptr, %c2: i64,
@@ -29,25 +33,22 @@ module attributes {loom.step_manifest = "loom-step 1\0Alr 1.000000e-01\0Aarg par
 
 // -----
 
-// expected-error @+1 {{trainer-manifest: expected the module's loom.step_manifest (run trainer-entry-point first)}}
+// expected-error @+1 {{trainer-manifest: expected the module's train.step_manifest (run trainer-entry-point first)}}
 module {
 }
 
-// -----
-
-// expected-error @+1 {{trainer-manifest: malformed loom.step_manifest: line 2: expected 'arg|result ROLE NAME DTYPE LOCAL FULL [in-place]', got 'arg param w f16 4 4'}}
-module attributes {loom.step_manifest = "loom-step 1\0Aarg param w f16 4 4\0A"} {
-}
 
 // -----
 
 // expected-error @+1 {{trainer-manifest: expected the lowered @loom_step (run trainer-entry-point, then lower)}}
-module attributes {loom.step_manifest = "loom-step 1\0Aarg param w f32 4 4\0A"} {
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [
+    #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>]>} {
 }
 
 // -----
 
-module attributes {loom.step_manifest = "loom-step 1\0Aarg param w f32 4 4\0A"} {
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [
+    #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>]>} {
   // expected-error @+1 {{trainer-manifest: expected 5 lowered arguments for the manifest's 1 tensors, got 3}}
   llvm.func @loom_step(%a0: !llvm.ptr, %a1: !llvm.ptr, %a2: i64) {
     llvm.return

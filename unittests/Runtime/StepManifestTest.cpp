@@ -9,7 +9,7 @@
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Dialect/Coll/CollDialect.h"
 #include "loom/Dialect/Train/TrainDialect.h"
-#include "loom/Support/AttrNames.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Trainer/Passes.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -125,13 +125,15 @@ TEST(StepManifestTest, TheTrainerReadsWhatTheCompilerWrites) {
   options.source = "model.mlir";
   pm.addPass(loom::trainer::createTrainerEntryPointPass(options));
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  auto text =
-      (*module)->getAttrOfType<mlir::StringAttr>(loom::attrs::kStepManifest);
-  ASSERT_TRUE(text);
+  auto manifest = (*module)->getAttrOfType<loom::train::StepManifestAttr>(
+      loom::train::TrainDialect::kStepManifestAttrName);
+  ASSERT_TRUE(manifest);
 
+  // What trainer-manifest emits for the trainer, parsed as the trainer does.
+  std::string text = loom::trainer::getRuntimeManifest(manifest).print();
   StepManifest parsed;
   std::string error;
-  ASSERT_TRUE(StepManifest::parse(text.str(), parsed, error)) << error;
+  ASSERT_TRUE(StepManifest::parse(text, parsed, error)) << error;
   EXPECT_EQ(*parsed.getProperty("world_size"), "4");
   EXPECT_EQ(*parsed.getProperty("zero_stage"), "3");
   EXPECT_EQ(*parsed.getProperty("optimizer"), "adamw");

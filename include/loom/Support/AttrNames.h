@@ -4,8 +4,8 @@
 // or a test) reads, by name in one place: markers and the passes' reports.
 // The `train.*` roles and the contracts between passes (microbatches,
 // stages, actions, ZeRO stage, full shapes, the optimizer, the plan's
-// figures) belong to the train dialect, which verifies them
-// (TrainDialect::k*AttrName).
+// figures, the trainer's manifest) belong to the train dialect, which
+// verifies them (TrainDialect::k*AttrName).
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,10 +38,6 @@ inline constexpr llvm::StringLiteral kGpuBlockReductions =
 inline constexpr llvm::StringLiteral kGpuVectorKernels =
     "loom.gpu_vector_kernels";
 inline constexpr llvm::StringLiteral kGpuKernelBytes = "loom.gpu_kernel_bytes";
-
-// On the module (trainer-entry-point, read by trainer-manifest).
-/// The step's manifest (StepManifest text) before lowering.
-inline constexpr llvm::StringLiteral kStepManifest = "loom.step_manifest";
 
 } // namespace loom::attrs
 

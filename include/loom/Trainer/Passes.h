@@ -9,6 +9,13 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Pass/Pass.h"
 
+namespace loom::runtime {
+struct StepManifest;
+} // namespace loom::runtime
+namespace loom::train {
+class StepManifestAttr;
+} // namespace loom::train
+
 namespace loom::trainer {
 
 #define GEN_PASS_DECL
@@ -27,6 +34,11 @@ mlir::func::FuncOp findStep(mlir::ModuleOp module);
 /// timeline of the step as it will be lowered (results in the trainer's
 /// buffers).
 int64_t getPredictedPeakBytes(mlir::func::FuncOp step);
+
+/// The runtime's form of `manifest` (StepManifest.h): the properties the
+/// tensor-level step decided (trainer-entry-point) and its tensors, without
+/// the figures lowering adds (trainer-manifest).
+runtime::StepManifest getRuntimeManifest(train::StepManifestAttr manifest);
 
 } // namespace loom::trainer
 

@@ -37,16 +37,17 @@ def TrainerEntryPointPass : Pass<"trainer-entry-point", "::mlir::ModuleOp"> {
     of the plan (`train.arena_bytes`, `train.arena_bound_bytes`) move to
     `@loom_step`, which the step is inlined into.
 
-    The module gets `loom.step_manifest`, the manifest's text
-    (StepManifest.h) without the figures lowering decides: per argument and
-    result its role, name, element type, local shape and unpartitioned shape
-    (`train.full_shape`, from `zero-partition`), and whether it is written in
-    place; the world size (the step's `coll.comm_world`), the ZeRO stage,
-    the optimizer and learning rate `train-optimizer` recorded, the memory
-    timeline's peak (`train.timeline_peak_bytes`, or the timeline with
-    caller-owned results without a plan), the scheduler's peak and the
+    The module gets `train.step_manifest = #train.step_manifest<...>`, the
+    trainer's manifest without the figures lowering decides: per argument
+    and result (`#train.manifest_tensor`) its role, name, local type and
+    unpartitioned shape (`train.full_shape`, from `zero-partition`), and
+    whether it is written in place; the world size (the step's
+    `coll.comm_world`), the ZeRO stage, a pipeline stage's place in its
+    grid, the optimizer and learning rate `train-optimizer` recorded, the
+    memory timeline's peak (`train.timeline_peak_bytes`, or the timeline
+    with caller-owned results without a plan), the scheduler's peak and the
     source file. Every argument and result must be a static tensor of f32,
-    f64, bf16, i32 or i64 with a train role.
+    f64, bf16, i32 or i64 with a train role and a name without blanks.
 
     ```mlir
     func.func @step(%w: tensor<64xf32> {train.param = "w"}, ...)
@@ -73,8 +74,9 @@ def TrainerEntryPointPass : Pass<"trainer-entry-point", "::mlir::ModuleOp"> {
 def TrainerManifestPass : Pass<"trainer-manifest", "::mlir::ModuleOp"> {
   let summary = "Adds loom_step_packed and the manifest to the lowered step";
   let description = [{
-    On the LLVM-dialect module: completes `loom.step_manifest` with the
-    memory plan as lowered (`planned_arena_bytes`: the plan's arena and what
+    On the LLVM-dialect module: turns `train.step_manifest` into the text
+    the trainer parses (runtime/include/loom/Runtime/StepManifest.h) and
+    completes it with the memory plan as lowered (`planned_arena_bytes`: the plan's arena and what
     `codegen-pack-buffers` packed; `planned_peak_bytes`: that and the
     buffers the trainer allocates; `unplanned_bytes`,
     `planned_arena_bound_bytes`) and emits the two symbols the trainer

@@ -1,7 +1,7 @@
 // Tests that the contracts training passes hand each other (microbatches,
-// pipeline stages and actions, the ZeRO stage, full shapes) are checked by
-// the train dialect: each breach below is rejected when the IR is read, not
-// by the pass that would have trusted it.
+// pipeline stages and actions, the ZeRO stage, full shapes, footprints, the
+// trainer's manifest) are checked by the train dialect: each breach below is
+// rejected when the IR is read, not by the pass that would have trusted it.
 // RUN: loom-opt %s -split-input-file -verify-diagnostics
 
 // expected-error @+1 {{expected 'train.microbatches' in [1, inf) (the microbatches), got 0}}
@@ -167,4 +167,76 @@ func.func @footprint_negative(%x: tensor<4x64xf32>, %w: tensor<64xf32>) -> tenso
   // expected-error @+1 {{expected scratch >= 0 bytes, got -1}}
   %y = train.rms_norm %x, %w eps = 1.0e-05 {train.footprint = #train.footprint<scratch = -1, in_place = [-1]>} : tensor<4x64xf32>, tensor<64xf32>
   return %y : tensor<4x64xf32>
+}
+
+// -----
+
+// The trainer's manifest (trainer-entry-point): typed, on a module, and in
+// agreement with @loom_step's buffers.
+
+// expected-error @+1 {{'train.step_manifest' is only valid on a module}}
+func.func private @manifest_on_func() attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = []>}
+
+// -----
+
+// expected-error @+1 {{expected 'train.step_manifest' to be a #train.step_manifest, got "loom-step 1"}}
+module attributes {train.step_manifest = "loom-step 1"} {
+}
+
+// -----
+
+// expected-error @+2 {{expected role param, state, input or loss, got "grad"}}
+// expected-error @+1 {{failed to parse Train_StepManifestAttr parameter 'tensors'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "grad", name = "w", type = tensor<4xf32>, full_shape = [4]>]>} {
+}
+
+// -----
+
+// expected-error @+2 {{only a result is written in place}}
+// expected-error @+1 {{failed to parse Train_StepManifestAttr parameter 'tensors'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4], in_place = true>]>} {
+}
+
+// -----
+
+// expected-error @+2 {{expected a static tensor of f32, f64, bf16, i32 or i64, got 'tensor<4xf16>'}}
+// expected-error @+1 {{failed to parse Train_StepManifestAttr parameter 'tensors'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf16>, full_shape = [4]>]>} {
+}
+
+// -----
+
+// expected-error @+2 {{expected full_shape array<i64: 3> to hold at least the local 'tensor<4xf32>'}}
+// expected-error @+1 {{failed to parse Train_StepManifestAttr parameter 'tensors'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 2, zero_stage = 3, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [3]>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected stage 2 below 2 stages, and stages x replicas (1) equal to the world size (2)}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 2, zero_stage = 0, pipeline_stage = 2, pipeline_stages = 2, pipeline_replicas = 1, predicted_peak_bytes = 0, tensors = []>} {
+}
+
+// -----
+
+// expected-error @+1 {{expected the arguments before the results}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "result", role = "loss", name = "loss", type = tensor<f32>, full_shape = []>, #train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{'train.step_manifest' describes buffer #1 as 'tensor<f32>', but @loom_step takes 'memref<4xf32>'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>, #train.manifest_tensor<kind = "result", role = "loss", name = "loss", type = tensor<f32>, full_shape = []>]>} {
+  func.func @loom_step(%w: memref<4xf32>, %l: memref<4xf32>) {
+    return
+  }
+}
+
+// -----
+
+// expected-error @+1 {{'train.step_manifest' describes 1 tensors for the 2 buffers of @loom_step}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4]>]>} {
+  func.func @loom_step(%w: memref<4xf32>, %l: memref<f32>) {
+    return
+  }
 }

@@ -16,6 +16,10 @@
 //   train.footprint = #train.footprint<...>
 //                                      on a train op: the memory its lowering
 //                                      allocates (train-footprint)
+//   train.step_manifest = #train.step_manifest<...>
+//                                      on a module with a trainer entry: the
+//                                      trainer's ABI (trainer-entry-point,
+//                                      read by trainer-manifest)
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +75,68 @@ def Train_FootprintAttr : Train_Attr<"Footprint", "footprint"> {
   let parameters = (ins "int64_t":$scratch,
                         "::mlir::DenseI64ArrayAttr":$in_place,
                         OptionalParameter<"::mlir::DenseI64ArrayAttr">:$tables);
+}
+
+def Train_ManifestTensorAttr : Train_Attr<"ManifestTensor", "manifest_tensor"> {
+  let summary = "one buffer the trainer allocates for the compiled step";
+  let description = [{
+    An argument (`kind = "arg"`) or result (`kind = "result"`) of the
+    step, in the order of `@loom_step`'s memrefs: its role (`param`,
+    `state`, `input` or `loss`), its name, its type on this rank (f32, f64,
+    bf16, i32 or i64), its unpartitioned shape (`train.full_shape`: ZeRO
+    shards differ) and, for a result, whether it is written into the
+    buffer of the argument it updates (`in_place`).
+
+    ```mlir
+    #train.manifest_tensor<kind = "result", role = "param", name = "w",
+                           type = tensor<4xf32>, full_shape = [8], in_place = true>
+    ```
+  }];
+  let parameters = (ins StringRefParameter<"arg or result">:$kind,
+                        StringRefParameter<"param, state, input or loss">:$role,
+                        StringRefParameter<"the tensor's name">:$name,
+                        "::mlir::RankedTensorType":$type,
+                        "::mlir::DenseI64ArrayAttr":$full_shape,
+                        DefaultValuedParameter<"bool", "false">:$in_place);
+  let extraClassDeclaration = [{
+    bool isArgument() const { return getKind() == "arg"; }
+  }];
+}
+
+def Train_StepManifestAttr : Train_Attr<"StepManifest", "step_manifest"> {
+  let summary = "what the trainer needs to know of the compiled step";
+  let description = [{
+    On the module, by `trainer-entry-point`, from the tensor-level step:
+    the world size (its `coll.comm_world`), the ZeRO stage, a pipeline
+    stage's place in its grid, the optimizer and learning rate
+    `train-optimizer` recorded, the model file, the scheduler's and the
+    memory timeline's peaks, and one `#train.manifest_tensor` per memref of
+    `@loom_step`. `trainer-manifest` completes it with the plan's figures
+    as lowered and emits it as `loom_step_manifest`'s text
+    (`runtime/include/loom/Runtime/StepManifest.h`). The dialect checks the
+    tensors against `@loom_step`'s memrefs while the entry is a `func.func`.
+
+    ```mlir
+    module attributes {train.step_manifest = #train.step_manifest<
+        world_size = 2, zero_stage = 3, optimizer = "sgd", lr = 1.000000e-01 : f64,
+        source = "model.mlir", scheduled_peak_bytes = 120,
+        predicted_peak_bytes = 96, tensors = [
+          #train.manifest_tensor<kind = "arg", role = "param", name = "w",
+              type = tensor<4xf32>, full_shape = [8]>, ...]>}
+    ```
+  }];
+  let parameters = (ins
+      "int64_t":$world_size,
+      "int64_t":$zero_stage,
+      OptionalParameter<"std::optional<int64_t>">:$pipeline_stage,
+      OptionalParameter<"std::optional<int64_t>">:$pipeline_stages,
+      OptionalParameter<"std::optional<int64_t>">:$pipeline_replicas,
+      StringRefParameter<"adamw, sgd, or empty: none recorded", "\"\"">:$optimizer,
+      OptionalParameter<"::mlir::FloatAttr">:$lr,
+      StringRefParameter<"the model file", "\"\"">:$source,
+      OptionalParameter<"std::optional<int64_t>">:$scheduled_peak_bytes,
+      "int64_t":$predicted_peak_bytes,
+      "::mlir::ArrayAttr":$tensors);
 }
 
 #endif // LOOM_DIALECT_TRAIN_TRAINCONTRACTATTRS_TD

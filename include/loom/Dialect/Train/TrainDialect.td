@@ -110,6 +110,10 @@ def Train_Dialect : Dialect {
     /// (#train.footprint, train-footprint).
     static constexpr ::llvm::StringLiteral kFootprintAttrName =
         "train.footprint";
+    /// On a module with a trainer entry: the trainer's ABI
+    /// (#train.step_manifest, trainer-entry-point).
+    static constexpr ::llvm::StringLiteral kStepManifestAttrName =
+        "train.step_manifest";
     /// On a step: the optimizer it updates with (adamw or sgd) and its
     /// learning rate (f64 >= 0, the trainer's default; train-optimizer).
     static constexpr ::llvm::StringLiteral kOptimizerAttrName =

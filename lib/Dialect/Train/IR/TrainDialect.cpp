@@ -540,8 +540,47 @@ static LogicalResult verifyMicrobatchOfOp(Operation *op, NamedAttribute attr) {
   return success();
 }
 
+/// train.step_manifest: on a module; while its trainer entry (@loom_step)
+/// takes memrefs, before lowering, one tensor per memref, of the memref's
+/// shape and element type.
+static LogicalResult verifyStepManifest(Operation *op, NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  auto module = dyn_cast<ModuleOp>(op);
+  if (!module)
+    return op->emitOpError() << "'" << name << "' is only valid on a module";
+  auto manifest = dyn_cast<StepManifestAttr>(attr.getValue());
+  if (!manifest)
+    return op->emitOpError()
+           << "expected '" << name << "' to be a #train.step_manifest, got "
+           << attr.getValue();
+  auto entry = dyn_cast_or_null<FunctionOpInterface>(
+      SymbolTable::lookupSymbolIn(module, "loom_step"));
+  if (!entry ||
+      !llvm::all_of(entry.getArgumentTypes(), llvm::IsaPred<MemRefType>))
+    return success();
+  ArrayRef<Type> buffers = entry.getArgumentTypes();
+  ArrayRef<Attribute> tensors = manifest.getTensors().getValue();
+  if (buffers.size() != tensors.size())
+    return op->emitOpError()
+           << "'" << name << "' describes " << tensors.size()
+           << " tensors for the " << buffers.size() << " buffers of @loom_step";
+  for (auto [index, pair] : llvm::enumerate(llvm::zip(buffers, tensors))) {
+    auto memref = dyn_cast<MemRefType>(std::get<0>(pair));
+    RankedTensorType type =
+        cast<ManifestTensorAttr>(std::get<1>(pair)).getType();
+    if (!memref || memref.getShape() != type.getShape() ||
+        memref.getElementType() != type.getElementType())
+      return op->emitOpError()
+             << "'" << name << "' describes buffer #" << index << " as " << type
+             << ", but @loom_step takes " << std::get<0>(pair);
+  }
+  return success();
+}
+
 LogicalResult TrainDialect::verifyOperationAttribute(Operation *op,
                                                      NamedAttribute attr) {
+  if (attr.getName() == kStepManifestAttrName)
+    return verifyStepManifest(op, attr);
   if (attr.getName() == kTargetAttrName) {
     if (!isa<ModuleOp>(op))
       return op->emitOpError()
