@@ -4,6 +4,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -11,6 +12,104 @@
 using namespace loom;
 
 namespace {
+
+/// The buffers live at a position, each handed out once: a segment tree
+/// over positions whose nodes list the buffers that cover them whole. Taking
+/// a position empties the nodes on its path, so every entry is visited once
+/// and a whole breadth order costs O((n + positions) log positions).
+class CoverIndex {
+public:
+  CoverIndex(llvm::ArrayRef<PackItem> items, unsigned positions) {
+    while (leaves < positions)
+      leaves *= 2;
+    nodes.resize(2 * leaves);
+    for (auto [index, item] : llvm::enumerate(items))
+      for (unsigned lo = item.begin + leaves, hi = item.end + 1 + leaves;
+           lo < hi; lo /= 2, hi /= 2) {
+        if (lo & 1)
+          nodes[lo++].push_back(index);
+        if (hi & 1)
+          nodes[--hi].push_back(index);
+      }
+  }
+
+  /// Appends the buffers live at `position` not taken before to `out`, and
+  /// marks them in `seen`.
+  void take(unsigned position, std::vector<bool> &seen,
+            llvm::SmallVectorImpl<unsigned> &out) {
+    for (unsigned node = position + leaves; node >= 1; node /= 2) {
+      for (unsigned index : nodes[node])
+        if (!seen[index]) {
+          seen[index] = true;
+          out.push_back(index);
+        }
+      nodes[node].clear();
+    }
+  }
+
+private:
+  unsigned leaves = 1;
+  std::vector<llvm::SmallVector<unsigned, 0>> nodes;
+};
+
+/// Bytes live at each position under range updates, with the first
+/// position holding the most: a segment tree whose node holds its own
+/// pending addition plus the most of its children.
+class LiveTree {
+public:
+  explicit LiveTree(const std::vector<int64_t> &live) {
+    while (leaves < live.size())
+      leaves *= 2;
+    most.assign(2 * leaves, std::numeric_limits<int64_t>::min() / 4);
+    pending.assign(2 * leaves, 0);
+    std::copy(live.begin(), live.end(), most.begin() + leaves);
+    for (unsigned node = leaves - 1; node >= 1; --node)
+      most[node] = std::max(most[2 * node], most[2 * node + 1]);
+  }
+
+  /// Adds `delta` at positions [lo, hi).
+  void add(unsigned lo, unsigned hi, int64_t delta) {
+    add(1, 0, leaves, lo, hi, delta);
+  }
+
+  /// Sets the bytes at `position` to `value`.
+  void set(unsigned position, int64_t value) {
+    unsigned leaf = position + leaves;
+    int64_t above = 0;
+    for (unsigned node = leaf / 2; node >= 1; node /= 2)
+      above += pending[node];
+    most[leaf] = value - above;
+    for (unsigned node = leaf / 2; node >= 1; node /= 2)
+      most[node] = pending[node] + std::max(most[2 * node], most[2 * node + 1]);
+  }
+
+  /// The first position with the most bytes.
+  unsigned getFirstMax() const {
+    unsigned node = 1;
+    while (node < leaves)
+      node = most[2 * node] >= most[2 * node + 1] ? 2 * node : 2 * node + 1;
+    return node - leaves;
+  }
+
+private:
+  void add(unsigned node, unsigned from, unsigned to, unsigned lo, unsigned hi,
+           int64_t delta) {
+    if (hi <= from || to <= lo)
+      return;
+    if (lo <= from && to <= hi) {
+      most[node] += delta;
+      pending[node] += delta;
+      return;
+    }
+    unsigned middle = (from + to) / 2;
+    add(2 * node, from, middle, lo, hi, delta);
+    add(2 * node + 1, middle, to, lo, hi, delta);
+    most[node] = pending[node] + std::max(most[2 * node], most[2 * node + 1]);
+  }
+
+  unsigned leaves = 1;
+  std::vector<int64_t> most, pending;
+};
 
 struct Packer {
   llvm::ArrayRef<PackItem> items;
@@ -28,11 +127,13 @@ struct Packer {
     std::vector<unsigned> byBegin(items.size());
     std::iota(byBegin.begin(), byBegin.end(), 0);
     llvm::sort(byBegin, [&](unsigned a, unsigned b) {
-      return std::make_pair(items[a].begin, a) < std::make_pair(items[b].begin, b);
+      return std::make_pair(items[a].begin, a) <
+             std::make_pair(items[b].begin, b);
     });
     std::vector<unsigned> active;
     for (unsigned i : byBegin) {
-      llvm::erase_if(active, [&](unsigned a) { return items[a].end < items[i].begin; });
+      llvm::erase_if(active,
+                     [&](unsigned a) { return items[a].end < items[i].begin; });
       for (unsigned a : active) {
         overlaps[a].push_back(i);
         overlaps[i].push_back(a);
@@ -47,13 +148,21 @@ struct Packer {
   }
 
   /// Places items in `order`, each at the first (or the tightest) gap among
-  /// the placed items it overlaps. Returns the arena size.
+  /// the placed items it overlaps. Returns the arena size. With `start`,
+  /// the items before it keep their offsets in `kept` (a placement of an
+  /// order that shares them: placing is greedy, so they would land there
+  /// again) and placing resumes there.
   int64_t place(llvm::ArrayRef<unsigned> order, bool bestFit,
-                std::vector<int64_t> &offsets) const {
+                std::vector<int64_t> &offsets, size_t start = 0,
+                llvm::ArrayRef<int64_t> kept = {}) const {
     offsets.assign(items.size(), -1);
     int64_t arena = 0;
+    for (unsigned i : order.take_front(start)) {
+      offsets[i] = kept[i];
+      arena = std::max(arena, kept[i] + sizes[i]);
+    }
     llvm::SmallVector<std::pair<int64_t, int64_t>> taken;
-    for (unsigned i : order) {
+    for (unsigned i : order.drop_front(start)) {
       taken.clear();
       for (unsigned o : overlaps[i])
         if (offsets[o] >= 0)
@@ -83,35 +192,34 @@ struct Packer {
   /// recounts the live bytes of the unplaced buffers after each position.
   template <typename Key>
   std::vector<unsigned> breadthOrder(Key key, bool dynamic) const {
-    std::vector<int64_t> live = this->live;
-    unsigned last = live.size() - 1;
+    unsigned positions = live.size();
+    CoverIndex covers(items, positions);
+    LiveTree remaining(live);
+    std::vector<unsigned> byLive;
+    if (!dynamic) {
+      byLive.resize(positions);
+      std::iota(byLive.begin(), byLive.end(), 0);
+      llvm::stable_sort(
+          byLive, [&](unsigned a, unsigned b) { return live[a] > live[b]; });
+    }
     std::vector<unsigned> order;
     std::vector<bool> seen(items.size(), false);
-    std::vector<unsigned> positions(last + 1);
-    std::iota(positions.begin(), positions.end(), 0);
-    llvm::stable_sort(positions,
-                      [&](unsigned a, unsigned b) { return live[a] > live[b]; });
+    llvm::SmallVector<unsigned> here;
     for (size_t next = 0; order.size() < items.size();) {
-      unsigned p;
-      if (dynamic) {
-        p = unsigned(std::max_element(live.begin(), live.end()) - live.begin());
-      } else {
-        p = positions[next++];
-      }
-      llvm::SmallVector<unsigned> here;
-      for (unsigned i = 0; i < items.size(); ++i)
-        if (!seen[i] && items[i].begin <= p && p <= items[i].end)
-          here.push_back(i);
-      llvm::stable_sort(here, [&](unsigned a, unsigned b) { return key(a) < key(b); });
+      unsigned p = dynamic ? remaining.getFirstMax() : byLive[next++];
+      here.clear();
+      covers.take(p, seen, here);
+      // In index order, then by key: ties keep the index order.
+      std::sort(here.begin(), here.end());
+      llvm::stable_sort(
+          here, [&](unsigned a, unsigned b) { return key(a) < key(b); });
       for (unsigned i : here) {
-        seen[i] = true;
         order.push_back(i);
         if (dynamic)
-          for (unsigned q = items[i].begin; q <= items[i].end; ++q)
-            live[q] -= sizes[i];
+          remaining.add(items[i].begin, items[i].end + 1, -sizes[i]);
       }
       if (dynamic && here.empty())
-        live[p] = -1;
+        remaining.set(p, -1);
     }
     return order;
   }
@@ -125,15 +233,16 @@ struct Packer {
       return items[i].begin <= peak && peak <= items[i].end;
     };
     return orderBy([&](unsigned i) {
-      return std::make_tuple(!atPeak(i), atPeak(i) ? int64_t(items[i].begin) : 0,
-                             -sizes[i], i);
+      return std::make_tuple(
+          !atPeak(i), atPeak(i) ? int64_t(items[i].begin) : 0, -sizes[i], i);
     });
   }
 
   template <typename Key> std::vector<unsigned> orderBy(Key key) const {
     std::vector<unsigned> order(items.size());
     std::iota(order.begin(), order.end(), 0);
-    llvm::stable_sort(order, [&](unsigned a, unsigned b) { return key(a) < key(b); });
+    llvm::stable_sort(order,
+                      [&](unsigned a, unsigned b) { return key(a) < key(b); });
     return order;
   }
 };
@@ -218,17 +327,35 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   };
   std::vector<std::vector<unsigned>> orders = {
       packer.peakFirstOrder(),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(size(i), i); }, false),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(size(i), i); }, true),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(begin(i), size(i)); }, false),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(-int64_t(items[i].end), size(i)); }, false),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(-int64_t(items[i].end), size(i)); }, true),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(length(i), size(i)); }, false),
-      packer.breadthOrder([&](unsigned i) { return std::make_pair(length(i), size(i)); }, true),
-      packer.orderBy([&](unsigned i) { return std::make_pair(size(i), begin(i)); }),
-      packer.orderBy([&](unsigned i) { return std::make_pair(begin(i), size(i)); }),
-      packer.orderBy([&](unsigned i) { return std::make_pair(length(i), size(i)); }),
-      packer.orderBy([&](unsigned i) { return std::make_pair(area(i), begin(i)); })};
+      packer.breadthOrder(
+          [&](unsigned i) { return std::make_pair(size(i), i); }, false),
+      packer.breadthOrder(
+          [&](unsigned i) { return std::make_pair(size(i), i); }, true),
+      packer.breadthOrder(
+          [&](unsigned i) { return std::make_pair(begin(i), size(i)); }, false),
+      packer.breadthOrder(
+          [&](unsigned i) {
+            return std::make_pair(-int64_t(items[i].end), size(i));
+          },
+          false),
+      packer.breadthOrder(
+          [&](unsigned i) {
+            return std::make_pair(-int64_t(items[i].end), size(i));
+          },
+          true),
+      packer.breadthOrder(
+          [&](unsigned i) { return std::make_pair(length(i), size(i)); },
+          false),
+      packer.breadthOrder(
+          [&](unsigned i) { return std::make_pair(length(i), size(i)); }, true),
+      packer.orderBy(
+          [&](unsigned i) { return std::make_pair(size(i), begin(i)); }),
+      packer.orderBy(
+          [&](unsigned i) { return std::make_pair(begin(i), size(i)); }),
+      packer.orderBy(
+          [&](unsigned i) { return std::make_pair(length(i), size(i)); }),
+      packer.orderBy(
+          [&](unsigned i) { return std::make_pair(area(i), begin(i)); })};
   for (const std::vector<unsigned> &order : orders)
     for (bool bestFit : {false, true})
       if (tryOrder(order, bestFit))
@@ -248,9 +375,8 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
     return result;
   }
   if (atBound.status == CapacityFit::Infeasible)
-    return bisect(items, alignment, nodeBudget - std::min(nodeBudget,
-                                                          atBound.nodes),
-                  result);
+    return bisect(items, alignment,
+                  nodeBudget - std::min(nodeBudget, atBound.nodes), result);
 
   // Local search from the best order: move a buffer that sticks out above
   // the bound (or, now and then, any buffer) earlier. A move is kept when
@@ -285,6 +411,9 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
         if (currentOffsets[i] + packer.sizes[i] > result.lowerBound)
           sticking.push_back(i);
       order = current;
+      // The first position a move changes: the order before it, and so its
+      // placement, is the current one's.
+      size_t first = order.size();
       for (unsigned m = 0, moves = 1 + rng() % 3; m < moves; ++m) {
         unsigned item = !sticking.empty() && rng() % 10 < 7
                             ? sticking[rng() % sticking.size()]
@@ -293,8 +422,10 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
         size_t to = rng() % (from + 1);
         std::rotate(order.begin() + to, order.begin() + from,
                     order.begin() + from + 1);
+        first = std::min(first, to);
       }
-      int64_t arena = packer.place(order, bestFit, offsets);
+      int64_t arena =
+          packer.place(order, bestFit, offsets, first, currentOffsets);
       ++result.tries;
       int64_t over = overflow(offsets);
       if (std::make_pair(arena, over) >

@@ -49,6 +49,9 @@ struct Search {
 
   // Search state.
   std::vector<int64_t> offsets, minOffsets, floors, totals, solution;
+  /// Per section, the candidate that last listed it as affected.
+  std::vector<uint64_t> listedBy;
+  uint64_t candidate = 0;
   std::vector<unsigned> preorder; // buffer -> preorder index
   std::vector<unsigned> byPreorder;
   int64_t nodesLeft = 0;
@@ -63,9 +66,10 @@ struct Search {
       ends.push_back(item.end);
     }
     std::vector<unsigned> lasts(ends);
-    llvm::sort(lasts);
+    std::sort(lasts.begin(), lasts.end());
     lasts.erase(std::unique(lasts.begin(), lasts.end()), lasts.end());
     members.resize(lasts.size());
+    listedBy.assign(lasts.size(), 0);
     spans.resize(n);
     overlaps.resize(n);
     for (unsigned i = 0; i < n; ++i) {
@@ -123,7 +127,8 @@ struct Search {
     llvm::SmallVector<std::pair<unsigned, int64_t>> floorUndo;
     llvm::SmallVector<unsigned> affected;
     for (auto [offset, index] : candidates) {
-      if (std::make_pair(offset, index) < std::make_pair(parentOffset, parentIndex))
+      if (std::make_pair(offset, index) <
+          std::make_pair(parentOffset, parentIndex))
         continue;
       // Candidates come by offset: the rest are dominated too.
       if (offset >= minHeight)
@@ -138,6 +143,7 @@ struct Search {
       offsetUndo.clear();
       floorUndo.clear();
       affected.clear();
+      ++candidate;
       bool hatless = true;
       for (unsigned o : overlaps[b]) {
         if (offsets[o] >= 0)
@@ -148,16 +154,16 @@ struct Search {
         offsetUndo.push_back({o, minOffsets[o]});
         minOffsets[o] = top;
         for (unsigned s = spans[o].first; s < spans[o].second; ++s)
-          affected.push_back(s);
+          if (listedBy[s] != candidate) {
+            listedBy[s] = candidate;
+            affected.push_back(s);
+          }
       }
       for (unsigned s = spans[b].first; s < spans[b].second; ++s) {
         floorUndo.push_back({s, floors[s]});
         floors[s] = std::max(floors[s], top);
         totals[s] -= sizes[b];
       }
-      llvm::sort(affected);
-      affected.erase(std::unique(affected.begin(), affected.end()),
-                     affected.end());
       for (unsigned s : affected) {
         int64_t lowest = INT64_MAX;
         for (unsigned i : members[s])
@@ -247,8 +253,7 @@ CapacityFit loom::packAtCapacity(llvm::ArrayRef<PackItem> items,
   std::vector<std::vector<unsigned>> preorders;
   for (llvm::StringRef keys : kPreorders)
     preorders.push_back(search.preorderFor(keys));
-  for (uint64_t limit = std::max<uint64_t>(2 * sized.size(), 64);;
-       limit *= 2) {
+  for (uint64_t limit = std::max<uint64_t>(2 * sized.size(), 64);; limit *= 2) {
     for (const std::vector<unsigned> &order : preorders) {
       uint64_t nodes = std::min<uint64_t>(limit, nodeBudget - fit.nodes);
       if (nodes == 0) {
@@ -271,8 +276,8 @@ CapacityFit loom::packAtCapacity(llvm::ArrayRef<PackItem> items,
         fit.offsets.assign(items.size(), 0);
         for (auto [index, offset] : llvm::enumerate(search.solution)) {
           fit.offsets[original[index]] = offset * alignment;
-          fit.arenaBytes = std::max(
-              fit.arenaBytes, (offset + search.sizes[index]) * alignment);
+          fit.arenaBytes = std::max(fit.arenaBytes,
+                                    (offset + search.sizes[index]) * alignment);
         }
         return fit;
       }
