@@ -88,8 +88,11 @@ static Value buildRotationTable(LinalgBuilder &lb, int64_t seq, int64_t half,
       });
 }
 
-/// Splits the head dimension in halves, rotates each pair with elementwise
-/// generics against cos/sin tables, and concatenates the halves again.
+/// Splits the head dimension in halves and rotates each pair with elementwise
+/// generics against cos/sin tables, each writing its half of the result in
+/// place: a slice of the result is its destination, so no tensor.empty is
+/// left for eliminate-empty-tensors to replace (which re-sorts the block per
+/// replacement: quadratic on an unrolled pipeline stage).
 FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
   Location loc = getLoc();
   LinalgBuilder lb(builder, loc);
@@ -122,27 +125,24 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
   SmallVector<AffineMap> maps = {lb.identity(4), lb.identity(4),
                                  lb.map(4, {1, 3}), lb.map(4, {1, 3}),
                                  lb.identity(4)};
-  // out_a = a * cos -/+ b * sin
-  auto rotate = [&](Value a, Value b, bool subtract) {
-    return lb.generic(lb.empty(halfShape, elementType), {a, b, cos, sin}, maps,
-                      [&](OpBuilder &bb, Location l, ValueRange args) -> Value {
-                        Value x =
-                            arith::MulFOp::create(bb, l, args[0], args[2]);
-                        Value y =
-                            arith::MulFOp::create(bb, l, args[1], args[3]);
-                        if (subtract)
-                          return arith::SubFOp::create(bb, l, x, y);
-                        return arith::AddFOp::create(bb, l, x, y);
-                      });
-  };
-  Value outFirst = rotate(first, second, /*subtract=*/true);
-  Value outSecond = rotate(second, first, /*subtract=*/false);
-  // The halves side by side (what tensor.concat means, as the destination
-  // style ops the memory plan places).
+  // out_a = a * cos -/+ b * sin, into the result's half at `start`.
   Value result = lb.empty(shape, elementType);
-  result = tensor::InsertSliceOp::create(builder, loc, outFirst, result,
-                                         offsets(0), sizes, strides);
-  result = tensor::InsertSliceOp::create(builder, loc, outSecond, result,
-                                         offsets(half), sizes, strides);
+  auto rotate = [&](Value a, Value b, bool subtract, int64_t start) {
+    Value into = tensor::ExtractSliceOp::create(builder, loc, halfType, result,
+                                                offsets(start), sizes, strides);
+    Value rotated =
+        lb.generic(into, {a, b, cos, sin}, maps,
+                   [&](OpBuilder &bb, Location l, ValueRange args) -> Value {
+                     Value x = arith::MulFOp::create(bb, l, args[0], args[2]);
+                     Value y = arith::MulFOp::create(bb, l, args[1], args[3]);
+                     if (subtract)
+                       return arith::SubFOp::create(bb, l, x, y);
+                     return arith::AddFOp::create(bb, l, x, y);
+                   });
+    result = tensor::InsertSliceOp::create(builder, loc, rotated, result,
+                                           offsets(start), sizes, strides);
+  };
+  rotate(first, second, /*subtract=*/true, 0);
+  rotate(second, first, /*subtract=*/false, half);
   return SmallVector<Value>{result};
 }
