@@ -85,8 +85,14 @@ def run_opt(source: str, args: Sequence[str] = (), timeout_s: float = 1800.0) ->
     ``timeout_s`` is kept for callers of the former subprocess version and
     unused: a pass runs to its end."""
     del timeout_s
+    return run_opt_with_diagnostics(source, args)[0]
+
+
+def run_opt_with_diagnostics(source: str, args: Sequence[str] = ()) -> tuple[str, str]:
+    """As :func:`run_opt`, and the remarks and warnings the passes printed
+    (as ``loom-opt`` prints them to stderr)."""
     from loom.compiler import _extension
-    ok, result = _extension().opt(source, list(args))
+    ok, result, diagnostics = _extension().opt(source, list(args))
     if not ok:
         raise LoomOptError("loom-opt", 1, result)
-    return result
+    return result, diagnostics

@@ -290,11 +290,12 @@ py::tuple report(const std::string &source, const std::string &name,
 /// Runs loom-opt's passes on `source` in-process: each of `args` is a pass
 /// flag as loom-opt takes it (`--canonicalize`, `--zero-partition=stage=3
 /// world-size=4`), `--pass-pipeline=...`, or `--mlir-print-debuginfo`.
-/// Returns (True, the printed module) or (False, diagnostics).
+/// Returns (True, the printed module, the passes' remarks and warnings) or
+/// (False, diagnostics, "").
 py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
   std::string diagnostics;
   llvm::raw_string_ostream os(diagnostics);
-  auto fail = [&] { return py::make_tuple(false, diagnostics); };
+  auto fail = [&] { return py::make_tuple(false, diagnostics, ""); };
   registerCompilePasses();
   std::unique_ptr<MLIRContext> context = makeContext();
   PassManager pm(context.get(), ModuleOp::getOperationName(),
@@ -350,7 +351,7 @@ py::tuple opt(const std::string &source, const std::vector<std::string> &args) {
   llvm::raw_string_ostream out(text);
   module->print(out, printing);
   out << "\n";
-  return py::make_tuple(true, text);
+  return py::make_tuple(true, text, diagnostics);
 }
 
 } // namespace

@@ -14,6 +14,7 @@ import pytest
 
 import loom
 from loom.models.llama import LlamaConfig, build_forward
+from loom.opt import run_opt_with_diagnostics
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,21 @@ def test_run_opt_nests_function_passes(forward, no_subprocess):
     # train-fuse-linear-cross-entropy runs on func.func: nested, as loom-opt does.
     fused = loom.run_opt(forward, ["--train-fuse-linear-cross-entropy=chunk-tokens=8"])
     assert "train.linear_cross_entropy" in fused
+
+
+def test_run_opt_returns_the_remarks(no_subprocess):
+    # A pass's remarks on success (what loom-opt prints to stderr) come back
+    # beside the module: tests count the scheduler's fallbacks by them.
+    step = ("func.func @f(%x: tensor<64xf32> {train.param = \"x\"}) -> tensor<64xf32> {\n"
+            "  %c = coll.comm_world : !coll.comm<4>\n"
+            "  %f = coll.all_gather_start %x on %c gather_axis = 0 : (tensor<64xf32>, "
+            "!coll.comm<4>) -> !coll.future<tensor<256xf32>>\n"
+            "  %w = coll.wait %f : !coll.future<tensor<256xf32>>\n"
+            "  return %x : tensor<64xf32>\n}\n")
+    text, remarks = run_opt_with_diagnostics(
+        step, ["--loom-set-target=device=cpu",
+               "--coll-overlap-schedule=memory-limit-mb=0.0001 synchronous-below-floor=true"])
+    assert "coll.wait" in text
+    assert "remark: coll-overlap-schedule: memory-limit-mb=0.00 is below the synchronous" in remarks
+    _, quiet = run_opt_with_diagnostics(step, ["--canonicalize"])
+    assert quiet == ""
