@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <tuple>
 
@@ -194,9 +195,11 @@ struct Packer {
   std::vector<unsigned> breadthOrder(Key key, bool dynamic) const {
     unsigned positions = live.size();
     CoverIndex covers(items, positions);
-    LiveTree remaining(live);
+    std::optional<LiveTree> remaining;
     std::vector<unsigned> byLive;
-    if (!dynamic) {
+    if (dynamic) {
+      remaining.emplace(live);
+    } else {
       byLive.resize(positions);
       std::iota(byLive.begin(), byLive.end(), 0);
       llvm::stable_sort(
@@ -206,7 +209,7 @@ struct Packer {
     std::vector<bool> seen(items.size(), false);
     llvm::SmallVector<unsigned> here;
     for (size_t next = 0; order.size() < items.size();) {
-      unsigned p = dynamic ? remaining.getFirstMax() : byLive[next++];
+      unsigned p = dynamic ? remaining->getFirstMax() : byLive[next++];
       here.clear();
       covers.take(p, seen, here);
       // In index order, then by key: ties keep the index order.
@@ -216,10 +219,10 @@ struct Packer {
       for (unsigned i : here) {
         order.push_back(i);
         if (dynamic)
-          remaining.add(items[i].begin, items[i].end + 1, -sizes[i]);
+          remaining->add(items[i].begin, items[i].end + 1, -sizes[i]);
       }
       if (dynamic && here.empty())
-        remaining.set(p, -1);
+        remaining->set(p, -1);
     }
     return order;
   }

@@ -152,13 +152,7 @@ void CompileOptions::fill(ShardingOptions &sharding) const {
   // phase will.
   MemoryPlanOptions lowering;
   fill(lowering);
-  lowering.memoryPlan = false;
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << "builtin.module(loom-memory-plan-pipeline";
-  lowering.print(os);
-  os << ")";
-  sharding.footprintLowering = text;
+  sharding.footprintLowering = getFootprintLowering(lowering);
 }
 
 void CompileOptions::fill(MemoryPlanOptions &plan) const {

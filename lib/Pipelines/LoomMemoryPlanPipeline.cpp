@@ -72,3 +72,13 @@ void loom::buildMemoryPlanPipeline(OpPassManager &pm,
   plan.callerOwnedResults = true;
   func.addPass(codegen::createCodegenMemoryPlanPass(plan));
 }
+
+std::string loom::getFootprintLowering(MemoryPlanOptions &plan) {
+  plan.memoryPlan = false;
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "builtin.module(loom-memory-plan-pipeline";
+  plan.print(os);
+  os << ")";
+  return text;
+}

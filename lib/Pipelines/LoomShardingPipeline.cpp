@@ -36,11 +36,7 @@ void loom::buildShardingPipeline(OpPassManager &pm,
     // The memory-plan phase's default lowering for the target.
     MemoryPlanOptions plan;
     plan.target = options.target.getValue();
-    plan.memoryPlan = false;
-    OpPassManager lowering(ModuleOp::getOperationName());
-    buildMemoryPlanPipeline(lowering, plan);
-    llvm::raw_string_ostream os(footprint.lowering);
-    lowering.printAsTextualPipeline(os);
+    footprint.lowering = getFootprintLowering(plan);
   }
   pm.addPass(train::createTrainFootprintPass(footprint));
   if (options.zeroStage != ZeroStage::None) {

@@ -44,12 +44,6 @@ func::FuncOp loom::trainer::findStep(ModuleOp module) {
 
 namespace {
 
-/// Whether `element` is a type the trainer allocates and checkpoints.
-bool isSupportedElement(Type element) {
-  return element.isF32() || element.isF64() || element.isBF16() ||
-         element.isSignlessInteger(32) || element.isSignlessInteger(64);
-}
-
 /// Role and name of a tagged argument or result.
 std::pair<StringRef, StringRef> roleOf(DictionaryAttr attrs) {
   if (!attrs)
@@ -81,7 +75,8 @@ FailureOr<ArrayAttr> describeTensors(func::FuncOp step) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     StringRef what = isArg ? "argument" : "result";
     if (!tensor || !tensor.hasStaticShape() ||
-        !isSupportedElement(tensor.getElementType()))
+        train::ManifestTensorAttr::getElementName(tensor.getElementType())
+            .empty())
       return emitError(loc)
              << "trainer-entry-point: " << what << " #" << index << " of @"
              << step.getSymName()

@@ -60,12 +60,9 @@ StepManifest loom::trainer::getRuntimeManifest(train::StepManifestAttr attr) {
     t.isArgument = tensor.isArgument();
     t.role = tensor.getRole().str();
     t.name = tensor.getName().str();
-    Type element = tensor.getType().getElementType();
-    t.dtype = element.isF32()                 ? "f32"
-              : element.isF64()               ? "f64"
-              : element.isBF16()              ? "bf16"
-              : element.isSignlessInteger(32) ? "i32"
-                                              : "i64";
+    t.dtype = train::ManifestTensorAttr::getElementName(
+                  tensor.getType().getElementType())
+                  .str();
     t.localShape.assign(tensor.getType().getShape().begin(),
                         tensor.getType().getShape().end());
     t.fullShape.assign(tensor.getFullShape().asArrayRef().begin(),

@@ -391,6 +391,10 @@ void buildShardingPipeline(mlir::OpPassManager &pm,
                            const ShardingOptions &options);
 void buildMemoryPlanPipeline(mlir::OpPassManager &pm,
                              const MemoryPlanOptions &options);
+/// train-footprint's lowering (loom-sharding-pipeline's footprint-lowering):
+/// `plan`'s memory-plan phase without the plan itself (memory-plan=false,
+/// set here), as a textual pipeline on builtin.module.
+std::string getFootprintLowering(MemoryPlanOptions &plan);
 void buildEntryPipeline(mlir::OpPassManager &pm, const EntryOptions &options);
 void buildLowerToCpuPipeline(mlir::OpPassManager &pm,
                              const LowerToCpuOptions &options);

@@ -100,6 +100,9 @@ def Train_ManifestTensorAttr : Train_Attr<"ManifestTensor", "manifest_tensor"> {
                         DefaultValuedParameter<"bool", "false">:$in_place);
   let extraClassDeclaration = [{
     bool isArgument() const { return getKind() == "arg"; }
+    /// The trainer's name of `element` (f32, f64, bf16, i32 or i64), or ""
+    /// for a type the trainer does not allocate.
+    static ::llvm::StringRef getElementName(::mlir::Type element);
   }];
 }
 

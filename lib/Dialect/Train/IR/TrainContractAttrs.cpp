@@ -63,6 +63,20 @@ TargetAttr loom::train::getTarget(Operation *op) {
   return {};
 }
 
+StringRef ManifestTensorAttr::getElementName(Type element) {
+  if (element.isF32())
+    return "f32";
+  if (element.isF64())
+    return "f64";
+  if (element.isBF16())
+    return "bf16";
+  if (element.isSignlessInteger(32))
+    return "i32";
+  if (element.isSignlessInteger(64))
+    return "i64";
+  return "";
+}
+
 LogicalResult
 ManifestTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                            StringRef kind, StringRef role, StringRef name,
@@ -85,10 +99,7 @@ ManifestTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expected an input to be an argument";
   if (inPlace && kind != "result")
     return emitError() << "only a result is written in place";
-  Type element = type.getElementType();
-  if (!type.hasStaticShape() ||
-      !(element.isF32() || element.isF64() || element.isBF16() ||
-        element.isSignlessInteger(32) || element.isSignlessInteger(64)))
+  if (!type.hasStaticShape() || getElementName(type.getElementType()).empty())
     return emitError() << "expected a static tensor of f32, f64, bf16, i32 "
                           "or i64, got "
                        << type;
