@@ -4,6 +4,8 @@
 #include "loom/Analysis/OpIds.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
+#include "loom/Runtime/Symbols.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/CastInterfaces.h"
@@ -206,20 +208,43 @@ OpWork CostModel::getWork(Operation *op) {
   auto elements = [](Value v) {
     return double(cast<RankedTensorType>(v.getType()).getNumElements());
   };
+  // q k^T and p v: 2 FLOPs per multiply-add each (the forward's `factor`
+  // 4); causal halves them. The gradient recomputes the scores and adds the
+  // four backward products: 2.5x the forward (`factor` 10).
+  auto attentionFlops = [](RankedTensorType q, RankedTensorType k,
+                           bool causal, double factor) {
+    double full = factor * q.getDimSize(0) * q.getDimSize(2) *
+                  q.getDimSize(1) * k.getDimSize(1) * q.getDimSize(3);
+    return causal ? full / 2 : full;
+  };
   if (auto attention = dyn_cast<train::AttentionOp>(op)) {
-    // q k^T and p v: 2 FLOPs per multiply-add each; causal halves them.
-    auto q = attention.getQuery().getType();
-    auto k = attention.getKey().getType();
-    double full = 4.0 * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
-                  k.getDimSize(1) * q.getDimSize(3);
-    work.flops = attention.getCausal() ? full / 2 : full;
+    work.flops = attentionFlops(attention.getQuery().getType(),
+                                attention.getKey().getType(),
+                                attention.getCausal(), 4.0);
   } else if (auto grad = dyn_cast<train::AttentionGradOp>(op)) {
-    // Recomputing scores plus the four backward products: 2.5x the forward.
-    auto q = grad.getQuery().getType();
-    auto k = grad.getKey().getType();
-    double full = 10.0 * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
-                  k.getDimSize(1) * q.getDimSize(3);
-    work.flops = grad.getCausal() ? full / 2 : full;
+    work.flops = attentionFlops(grad.getQuery().getType(),
+                                grad.getKey().getType(), grad.getCausal(),
+                                10.0);
+  } else if (auto call = dyn_cast<train::CallKernelOp>(op)) {
+    // train-fuse-attention's kernels do the work of the ops they replace.
+    // Their scalars are batch, seq, heads, kv heads, head dim, causal,
+    // scale; a causal flag that is not a constant counts as causal.
+    namespace symbols = loom::runtime::symbols;
+    StringRef callee = call.getCallee();
+    bool forward = callee == symbols::kAttentionF32 ||
+                   callee == symbols::kAttentionBf16;
+    bool backward = callee == symbols::kAttentionGradF32 ||
+                    callee == symbols::kAttentionGradBf16;
+    if ((forward || backward) && call.getInputs().size() >= 2 &&
+        call.getScalars().size() == 7) {
+      auto q = dyn_cast<RankedTensorType>(call.getInputs()[0].getType());
+      auto k = dyn_cast<RankedTensorType>(call.getInputs()[1].getType());
+      APInt causal;
+      bool full = matchPattern(call.getScalars()[5], m_ConstantInt(&causal)) &&
+                  causal.isZero();
+      if (q && k && q.getRank() == 4 && k.getRank() == 4)
+        work.flops = attentionFlops(q, k, !full, forward ? 4.0 : 10.0);
+    }
   } else if (isa<train::LinearCrossEntropyOp, train::LinearCrossEntropyGradOp>(
                  op)) {
     // The logits' projection (2 FLOPs per multiply-add) and the loss on

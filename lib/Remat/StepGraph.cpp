@@ -51,7 +51,9 @@ bool isLoss(Operation *op) {
 }
 
 bool isHeavy(Operation *op) {
-  if (isa<train::AttentionOp, train::LinearCrossEntropyOp>(op))
+  // A runtime kernel is a fused attention or loss (train-fuse-attention).
+  if (isa<train::AttentionOp, train::LinearCrossEntropyOp,
+          train::CallKernelOp>(op))
     return true;
   auto linalgOp = dyn_cast<linalg::LinalgOp>(op);
   return linalgOp && linalg::isaContractionOpInterface(linalgOp);

@@ -6,11 +6,13 @@
 # with layers alone (max-segment=1) Loom always keeps each layer's input, so
 # fractions below that floor are refused with the least it reaches, while
 # runs of layers reach below it; where both reach, runs are never slower
-# (their candidates include the layers'); with budget-mb both bounds hold.
+# (their candidates include the layers'); the fused attention kernels are
+# recomputed as the decomposition is; with budget-mb both bounds hold.
 # RUN: %python %s | FileCheck %s
 # CHECK: layers alone: floor {{0\.[0-9]+}}; {{[0-9]+}} fractions met
 # CHECK: layers alone below the floor: error: train-remat: activation-budget=[[HALF:0\.[0-9]+]] is below the least activations rematerialisation keeps, {{[0-9.]+}} MiB ({{[0-9]+}} bytes, 0.{{[0-9]+}} of the {{[0-9.]+}} MiB the step keeps at the loss)
 # CHECK: runs of layers: floor {{0\.0[0-9]+}}; {{[0-9]+}} fractions met, [[HALF]] by runs of {{[2-4]}} layers
+# CHECK: fused attention: floor 0.00{{[0-9]}}
 # CHECK: runs of layers never slower where both reach
 # CHECK: with budget-mb: peak and activations within both
 # CHECK-NOT: FAIL
@@ -91,6 +93,17 @@ def main():
               f"of {runs} layers")
         if not floor4 < floor1:
             print(f"FAIL: runs of layers reach {floor4:.3f}, layers alone {floor1:.3f}")
+            failed = True
+        # The fused attention kernels (loomc's default, train-fuse-attention
+        # in the sharding phase) are recomputed as the decomposition is.
+        fused = os.path.join(work, "fused.mlir")
+        subprocess.run([OPT, step, "--pass-pipeline=builtin.module(func.func(train-fuse-attention))",
+                        "-o", fused], check=True)
+        error = remat(fused, "activation-budget=0 max-segment=4")
+        fused_floor = float(re.search(r"bytes, (0\.[0-9]+) of", error).group(1))
+        print(f"fused attention: floor {fused_floor:.3f}")
+        if fused_floor > floor4 + 1e-3:
+            print(f"FAIL: fused attention reaches {fused_floor:.3f}, the decomposition {floor4:.3f}")
             failed = True
         slower = [f for f in met1 if f in met4 and
                   met4[f]["recompute_us"] > met1[f]["recompute_us"] * (1 + 1e-9)]

@@ -180,6 +180,52 @@ TEST_F(CostModelTest, FusedLossCountsItsProjection) {
   EXPECT_DOUBLE_EQ(CostModel::getWork(ops[0]).flops, projection + loss);
 }
 
+TEST_F(CostModelTest, FusedAttentionCountsTheAttention) {
+  // train-fuse-attention's kernels (batch 2, seq 128, 4 heads, 2 kv heads,
+  // head dim 16, causal) do the work of train.attention and its gradient:
+  // q k^T and p v (4 x b h s s d, halved by the mask), and the backward's
+  // 2.5x that; a call whose causal flag is 0 counts the whole square.
+  SmallVector<Operation *> ops = parse(
+      "%q: tensor<2x128x4x16xf32>, %k: tensor<2x128x2x16xf32>, "
+      "%o: tensor<2x128x4x16xf32>, %l: tensor<2x4x128xf32>, "
+      "%dk: tensor<2x128x2x16xf32>",
+      "%b = arith.constant 2 : i64\n"
+      "%s = arith.constant 128 : i64\n"
+      "%h = arith.constant 4 : i64\n"
+      "%g = arith.constant 2 : i64\n"
+      "%d = arith.constant 16 : i64\n"
+      "%c = arith.constant 1 : i32\n"
+      "%n = arith.constant 0 : i32\n"
+      "%x = arith.constant 0.25 : f32\n"
+      "%a = train.attention %q, %k, %k causal scale = 0.25 : "
+      "tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>\n"
+      "%f:2 = train.call_kernel @loomrt_attention_f32(%b, %s, %h, %g, %d, "
+      "%c, %x : i64, i64, i64, i64, i64, i32, f32) ins(%q, %k, %k : "
+      "tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>, "
+      "tensor<2x128x2x16xf32>) outs(%o, %l : tensor<2x128x4x16xf32>, "
+      "tensor<2x4x128xf32>) -> tensor<2x128x4x16xf32>, tensor<2x4x128xf32>\n"
+      "%r:2 = train.call_kernel @loomrt_attention_f32(%b, %s, %h, %g, %d, "
+      "%n, %x : i64, i64, i64, i64, i64, i32, f32) ins(%q, %k, %k : "
+      "tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>, "
+      "tensor<2x128x2x16xf32>) outs(%o, %l : tensor<2x128x4x16xf32>, "
+      "tensor<2x4x128xf32>) -> tensor<2x128x4x16xf32>, tensor<2x4x128xf32>\n"
+      "%w:4 = train.call_kernel @loomrt_attention_grad_f32(%b, %s, %h, %g, "
+      "%d, %c, %x : i64, i64, i64, i64, i64, i32, f32) ins(%q, %k, %k, %o, "
+      "%l, %o : tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>, "
+      "tensor<2x128x2x16xf32>, tensor<2x128x4x16xf32>, tensor<2x4x128xf32>, "
+      "tensor<2x128x4x16xf32>) outs(%o, %dk, %dk, %l : "
+      "tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>, "
+      "tensor<2x128x2x16xf32>, tensor<2x4x128xf32>) -> "
+      "tensor<2x128x4x16xf32>, tensor<2x128x2x16xf32>, "
+      "tensor<2x128x2x16xf32>, tensor<2x4x128xf32>");
+  ASSERT_EQ(ops.size(), 13u); // 8 constants, 4 ops, the return
+  double square = 4.0 * 2 * 4 * 128 * 128 * 16;
+  EXPECT_DOUBLE_EQ(CostModel::getWork(ops[8]).flops, square / 2);
+  EXPECT_DOUBLE_EQ(CostModel::getWork(ops[9]).flops, square / 2);
+  EXPECT_DOUBLE_EQ(CostModel::getWork(ops[10]).flops, square);
+  EXPECT_DOUBLE_EQ(CostModel::getWork(ops[11]).flops, 2.5 * square / 2);
+}
+
 TEST_F(CostModelTest, ElementwiseIsMemoryBound) {
   SmallVector<Operation *> ops =
       parse("%a: tensor<1048576xf32>, %b: tensor<1048576xf32>",

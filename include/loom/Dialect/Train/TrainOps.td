@@ -404,7 +404,8 @@ def Train_LinearCrossEntropyGradOp
 
 def Train_CallKernelOp : Train_Op<"call_kernel", [
     AttrSizedOperandSegments, DestinationStyleOpInterface,
-    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>]> {
+    DeclareOpInterfaceMethods<MemoryEffectsOpInterface>,
+    DeclareOpInterfaceMethods<ConditionallySpeculatable>]> {
   let summary = "a runtime kernel in destination-passing style";
   let description = [{
     Calls the runtime function `callee`, which reads `inputs` and overwrites
@@ -417,6 +418,9 @@ def Train_CallKernelOp : Train_Op<"call_kernel", [
     lowers it, on buffers, to a `func.call` of `callee` with each buffer's
     aligned address (contiguous row-major, copied there if need be) and then
     the scalars. `train-fuse-attention` makes the fused attention kernels.
+    On tensors the op is pure (a runtime kernel is a function of what it
+    reads), so it may be recomputed or erased like a linalg op; on buffers
+    it reads and writes them.
 
     ```mlir
     %o, %lse = train.call_kernel @loomrt_attention_f32(%b, %s, %h, %kvh, %d,

@@ -317,6 +317,13 @@ LogicalResult CallKernelOp::verify() {
   return success();
 }
 
+Speculation::Speculatability CallKernelOp::getSpeculatability() {
+  // On tensors a kernel's results are a function of its operands, as a
+  // linalg op's are (its effects are on buffers only).
+  return hasPureTensorSemantics() ? Speculation::Speculatable
+                                  : Speculation::NotSpeculatable;
+}
+
 void CallKernelOp::getEffects(
     SmallVectorImpl<SideEffects::EffectInstance<MemoryEffects::Effect>>
         &effects) {
