@@ -5,9 +5,9 @@
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Runtime/Symbols.h"
-#include "mlir/IR/Matchers.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Interfaces/CastInterfaces.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/Support/FileSystem.h"
@@ -211,10 +211,10 @@ OpWork CostModel::getWork(Operation *op) {
   // q k^T and p v: 2 FLOPs per multiply-add each (the forward's `factor`
   // 4); causal halves them. The gradient recomputes the scores and adds the
   // four backward products: 2.5x the forward (`factor` 10).
-  auto attentionFlops = [](RankedTensorType q, RankedTensorType k,
-                           bool causal, double factor) {
-    double full = factor * q.getDimSize(0) * q.getDimSize(2) *
-                  q.getDimSize(1) * k.getDimSize(1) * q.getDimSize(3);
+  auto attentionFlops = [](RankedTensorType q, RankedTensorType k, bool causal,
+                           double factor) {
+    double full = factor * q.getDimSize(0) * q.getDimSize(2) * q.getDimSize(1) *
+                  k.getDimSize(1) * q.getDimSize(3);
     return causal ? full / 2 : full;
   };
   if (auto attention = dyn_cast<train::AttentionOp>(op)) {
@@ -222,17 +222,17 @@ OpWork CostModel::getWork(Operation *op) {
                                 attention.getKey().getType(),
                                 attention.getCausal(), 4.0);
   } else if (auto grad = dyn_cast<train::AttentionGradOp>(op)) {
-    work.flops = attentionFlops(grad.getQuery().getType(),
-                                grad.getKey().getType(), grad.getCausal(),
-                                10.0);
+    work.flops =
+        attentionFlops(grad.getQuery().getType(), grad.getKey().getType(),
+                       grad.getCausal(), 10.0);
   } else if (auto call = dyn_cast<train::CallKernelOp>(op)) {
     // train-fuse-attention's kernels do the work of the ops they replace.
     // Their scalars are batch, seq, heads, kv heads, head dim, causal,
     // scale; a causal flag that is not a constant counts as causal.
     namespace symbols = loom::runtime::symbols;
     StringRef callee = call.getCallee();
-    bool forward = callee == symbols::kAttentionF32 ||
-                   callee == symbols::kAttentionBf16;
+    bool forward =
+        callee == symbols::kAttentionF32 || callee == symbols::kAttentionBf16;
     bool backward = callee == symbols::kAttentionGradF32 ||
                     callee == symbols::kAttentionGradBf16;
     if ((forward || backward) && call.getInputs().size() >= 2 &&
