@@ -27,9 +27,11 @@
 //    right before its first use. Between two stages, messages are received
 //    in the order they are sent (NCCL matches them by order; the tag is the
 //    message's index, which the MPI backend checks). A send is waited after
-//    a received value that depends on it (then the peer has surely received
-//    it: the activation's send is complete once its gradient is back), else
-//    at the end of the program. The MPI backend and loom-run post sends and
+//    the first message received from its peer that the peer sends after its
+//    first use of the sent value (then the peer has surely received it: an
+//    activation's send is complete once the peer's next message after its
+//    forward is back, a gradient's once the peer's next forward's activation
+//    is), else at the end of the program. The MPI backend and loom-run post sends and
 //    complete them without waiting for the receiver, so no schedule that is
 //    valid with buffered transfers deadlocks. NCCL, whose send waits for
 //    its receive on an in-order stream, would need crossing transfers
@@ -757,35 +759,33 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
   }
   auto newRet = func::ReturnOp::create(b, ret.getLoc(), returned);
 
-  // Each send is waited right after the first received value that depends
-  // on it (the peer has received it by then), else before the return. The
-  // search follows the peer's ops of the sent value's microbatch (what the
-  // value's gradient is computed from), not the accumulation across them.
+  // Each send is waited right after the first message received from its
+  // peer that the peer sends after its first use of the sent value: the
+  // peer has then received it, so the wait does not wait for the peer.
+  // An activation's send is complete once a message the peer computes
+  // after its forward is back (at the latest, the activation's gradient),
+  // a gradient's once the peer's next forward's activation is. Else the
+  // send is waited before the return.
+  DenseMap<Operation *, size_t> peerPosition;
+  int64_t positionsOf = -1;
   for (auto [value, peer, send] : sends) {
-    int64_t microbatch = info[value.getDefiningOp()].microbatch;
-    if (microbatch < 0) {
-      b.setInsertionPoint(newRet);
-      coll::WaitOp::create(b, send.getLoc(), send.getFuture());
-      continue;
+    if (positionsOf != peer) {
+      peerPosition.clear();
+      for (auto [index, op] : llvm::enumerate(order[peer]))
+        peerPosition[op] = index;
+      positionsOf = peer;
     }
-    DenseSet<Operation *> reached;
-    SmallVector<Operation *> worklist;
+    std::optional<size_t> firstUse;
     for (Operation *user : value.getUsers())
       if (Operation *top = topLevel(user))
-        worklist.push_back(top);
-    while (!worklist.empty()) {
-      Operation *op = worklist.pop_back_val();
-      if (info[op].stage != peer || info[op].microbatch != microbatch ||
-          !reached.insert(op).second)
-        continue;
-      for (Operation *user : op->getUsers())
-        if (Operation *top = topLevel(user))
-          worklist.push_back(top);
-    }
+        if (auto it = peerPosition.find(top); it != peerPosition.end())
+          firstUse = std::min(firstUse.value_or(it->second), it->second);
     Operation *after = nullptr;
-    for (Value back : messages[{peer, s}]) {
+    for (Value back : firstUse ? ArrayRef<Value>(messages[{peer, s}])
+                               : ArrayRef<Value>()) {
+      auto it = peerPosition.find(back.getDefiningOp());
       Operation *wait = recvWaitOf.lookup(back);
-      if (wait && reached.contains(back.getDefiningOp()) &&
+      if (it != peerPosition.end() && it->second >= *firstUse && wait &&
           send->isBeforeInBlock(wait) &&
           (!after || wait->isBeforeInBlock(after)))
         after = wait;

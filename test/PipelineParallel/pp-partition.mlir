@@ -3,6 +3,7 @@
 // actions (train.action) with the sends and receives between them; the last
 // stage computes and returns the loss, each stage updates its parameters.
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
+// RUN: loom-opt %s --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF4
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
@@ -48,6 +49,30 @@
 // ONEF: train.cross_entropy_grad {{.*}}train.action = "B1"
 // ONEF: coll.send_start {{.*}} to = 0 tag = 1
 // ONEF: return
+
+// 1F1B with four microbatches: stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3. The
+// last stage waits each gradient's send once the activation stage 0 sends
+// after using that gradient is in (stage 0 has received it by then), so it
+// holds two gradients' sends, not one per microbatch; the last two, with no
+// message after them, are waited at the end.
+// ONEF4-LABEL: func.func @mlp_stage1(
+// ONEF4: %[[G0:.+]] = coll.send_start {{.*}} to = 0 tag = 0
+// ONEF4-NOT: coll.wait %[[G0]]
+// ONEF4: %[[G1:.+]] = coll.send_start {{.*}} to = 0 tag = 1
+// ONEF4-NOT: coll.wait %[[G0]]
+// ONEF4: %[[A2:.+]] = coll.recv_start on %{{.+}} from = 0 tag = 2
+// ONEF4-NEXT: coll.wait %[[A2]]
+// ONEF4-NEXT: coll.wait %[[G0]] : !coll.future<tensor<0xf32>>
+// ONEF4-NOT: coll.wait %[[G1]]
+// ONEF4: %[[G2:.+]] = coll.send_start {{.*}} to = 0 tag = 2
+// ONEF4-NOT: coll.wait %[[G1]]
+// ONEF4: %[[A3:.+]] = coll.recv_start on %{{.+}} from = 0 tag = 3
+// ONEF4-NEXT: coll.wait %[[A3]]
+// ONEF4-NEXT: coll.wait %[[G1]] : !coll.future<tensor<0xf32>>
+// ONEF4: %[[G3:.+]] = coll.send_start {{.*}} to = 0 tag = 3
+// ONEF4: coll.wait %[[G2]]
+// ONEF4-NEXT: coll.wait %[[G3]]
+// ONEF4-NEXT: return
 
 // GPipe: every forward, then every backward.
 // GPIPE-LABEL: func.func @mlp_stage1(
