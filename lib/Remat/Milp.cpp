@@ -6,6 +6,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <mutex>
 
 #include "CbcModel.hpp"
@@ -28,18 +29,63 @@ void Milp::addRow(llvm::ArrayRef<std::pair<int, double>> terms, double lo,
   rowHi.push_back(hi);
 }
 
+std::string Milp::getKey(double relativeGap, llvm::ArrayRef<double> start,
+                         int64_t maxNodes) const {
+  std::string key;
+  auto append = [&](const auto &value) {
+    key.append(reinterpret_cast<const char *>(&value), sizeof(value));
+  };
+  auto appendAll = [&](const auto &values) {
+    append(values.size());
+    for (const auto &value : values)
+      append(value);
+  };
+  append(relativeGap);
+  append(maxNodes);
+  appendAll(start);
+  appendAll(costs);
+  appendAll(rowLo);
+  appendAll(rowHi);
+  append(rows.size());
+  for (const auto &row : rows)
+    for (auto [column, coefficient] : row) {
+      append(column);
+      append(coefficient);
+    }
+  return key;
+}
+
 Milp::Result Milp::solve(double timeLimitSeconds, double relativeGap,
                          llvm::ArrayRef<double> start, int64_t maxNodes) const {
   // CbcMain1 parses its arguments into process-wide state: one solve at a
   // time. CBC reports internal failures by throwing CoinError: a failed
   // solve.
   static std::mutex cbcMutex;
+  // Earlier solves that ended within their limits, by their programs;
+  // dropped whole when it grows large (a long-lived process compiling many
+  // models).
+  static std::map<std::string, Result> solved;
+  constexpr size_t kMaxSolved = 4096;
+  std::string key = getKey(relativeGap, start, maxNodes);
   std::lock_guard<std::mutex> lock(cbcMutex);
+  if (auto it = solved.find(key); it != solved.end()) {
+    Result result = it->second;
+    result.seconds = 0;
+    result.cached = true;
+    return result;
+  }
+  Result result;
   try {
-    return solveWithCbc(timeLimitSeconds, relativeGap, start, maxNodes);
+    result = solveWithCbc(timeLimitSeconds, relativeGap, start, maxNodes);
   } catch (const CoinError &) {
     return Result{};
   }
+  if (result.status != Result::Optimal && result.status != Result::Infeasible)
+    return result;
+  if (solved.size() >= kMaxSolved)
+    solved.clear();
+  solved.emplace(std::move(key), result);
+  return result;
 }
 
 Milp::Result Milp::solveWithCbc(double timeLimitSeconds, double relativeGap,

@@ -46,6 +46,8 @@ public:
     double gap = 0;
     /// The warm start was the best solution CBC returned.
     bool startKept = false;
+    /// The result of an earlier solve of the same program (see solve).
+    bool cached = false;
     bool hasSolution() const {
       return status == Optimal || status == TimeLimitFeasible;
     }
@@ -54,10 +56,20 @@ public:
   /// assignment of every column (CBC's MIP start). `maxNodes` >= 0 bounds
   /// the branch-and-bound nodes (a limit that, unlike the clock, stops the
   /// search at the same place on every machine).
+  ///
+  /// A program solved before in this process, with the same gap, node
+  /// bound and start, and whose solve ended within its limits (optimal or
+  /// infeasible, not stopped by the clock or the node bound), returns that
+  /// result without running CBC again (`seconds` 0, `cached` set): loomc's
+  /// --remat-budget-mb compiles the step once per probe of its search, each
+  /// with the same layer programs and a different share of the time.
   Result solve(double timeLimitSeconds, double relativeGap,
                llvm::ArrayRef<double> start = {}, int64_t maxNodes = -1) const;
 
 private:
+  /// The program, its gap, node bound and start, as bytes.
+  std::string getKey(double relativeGap, llvm::ArrayRef<double> start,
+                     int64_t maxNodes) const;
   Result solveWithCbc(double timeLimitSeconds, double relativeGap,
                       llvm::ArrayRef<double> start, int64_t maxNodes) const;
 

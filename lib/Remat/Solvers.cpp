@@ -17,6 +17,7 @@ void SolveStats::add(const SolveStats &other) {
   unsolved += other.unsolved;
   startsKept += other.startsKept;
   layerFallbacks += other.layerFallbacks;
+  reused += other.reused;
   seconds += other.seconds;
   worstGap = std::max(worstGap, other.worstGap);
 }
@@ -33,6 +34,8 @@ static void record(SolveStats &stats, const Milp::Result &result) {
     ++stats.unsolved;
   if (result.startKept)
     ++stats.startsKept;
+  if (result.cached)
+    ++stats.reused;
   stats.worstGap = std::max(stats.worstGap, result.gap);
 }
 

@@ -41,6 +41,8 @@ struct LayerOption {
 struct SolveStats {
   unsigned solves = 0, timeouts = 0, infeasible = 0, unsolved = 0,
            startsKept = 0, layerFallbacks = 0;
+  /// Solves answered by an earlier solve of the same program (Milp::solve).
+  unsigned reused = 0;
   double seconds = 0, worstGap = 0;
   void add(const SolveStats &other);
 };

@@ -643,6 +643,7 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       b.getNamedAttr("candidate_peak_bytes",
                      b.getDenseI64ArrayAttr(candidatePeaks)),
       b.getNamedAttr("cbc_solves", b.getI64IntegerAttr(stats.solves)),
+      b.getNamedAttr("cbc_reused", b.getI64IntegerAttr(stats.reused)),
       b.getNamedAttr("cbc_starts_kept", b.getI64IntegerAttr(stats.startsKept)),
       b.getNamedAttr("cbc_timeouts", b.getI64IntegerAttr(stats.timeouts)),
       b.getNamedAttr("cbc_worst_gap", b.getF64FloatAttr(stats.worstGap)),
@@ -689,7 +690,12 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
       << "), activations " << formatMiB(after.activationBytes) << " (from "
       << formatMiB(keptAll.activationBytes) << "); "
       << llvm::formatv("{0:F2}", seconds) << " s, CBC "
-      << llvm::formatv("{0:F2}", stats.seconds) << " s";
+      << llvm::formatv("{0:F2}", stats.seconds) << " s"
+      << (stats.reused ? llvm::formatv(" ({0} of {1} solves reused from "
+                                       "earlier in this process)",
+                                       stats.reused, stats.solves)
+                             .str()
+                       : std::string());
   return success();
 }
 

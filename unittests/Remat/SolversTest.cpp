@@ -51,6 +51,30 @@ TEST(Milp, ImprovesOnAWorseWarmStart) {
   EXPECT_EQ(result.values, (std::vector<double>{0, 1}));
 }
 
+TEST(Milp, ReusesASolveThatEndedWithinItsLimits) {
+  // A program of its own (no other test solves it): solved once, then
+  // taken from the earlier solve whatever the time limit; another start or
+  // another gap is another solve.
+  Milp milp;
+  int a = milp.addBinary(-3), b = milp.addBinary(-5), c = milp.addBinary(-4);
+  milp.addRow({{a, 2}, {b, 4}, {c, 3}}, -1e30, 5.5);
+  Milp::Result first = milp.solve(10, 0);
+  ASSERT_EQ(first.status, Milp::Result::Optimal);
+  EXPECT_FALSE(first.cached);
+  Milp::Result again = milp.solve(3, 0);
+  EXPECT_TRUE(again.cached);
+  EXPECT_EQ(again.seconds, 0);
+  EXPECT_EQ(again.values, first.values);
+  EXPECT_DOUBLE_EQ(again.objective, first.objective);
+  EXPECT_FALSE(milp.solve(10, 0, {1, 0, 1}).cached);
+  EXPECT_FALSE(milp.solve(10, 0.5).cached);
+  // A changed program is not the one solved.
+  milp.setCost(a, -6);
+  Milp::Result changed = milp.solve(10, 0);
+  EXPECT_FALSE(changed.cached);
+  EXPECT_EQ(changed.values, (std::vector<double>{1, 0, 1}));
+}
+
 /// A random chain: each layer's options from keeping everything (first) to
 /// keeping little, more time the less kept; the keep-all timeline's needs
 /// grow with the phantoms alive.
