@@ -240,10 +240,11 @@ OpWork CostModel::getWork(Operation *op) {
       auto q = dyn_cast<RankedTensorType>(call.getInputs()[0].getType());
       auto k = dyn_cast<RankedTensorType>(call.getInputs()[1].getType());
       APInt causal;
-      bool full = matchPattern(call.getScalars()[5], m_ConstantInt(&causal)) &&
-                  causal.isZero();
+      bool notCausal =
+          matchPattern(call.getScalars()[5], m_ConstantInt(&causal)) &&
+          causal.isZero();
       if (q && k && q.getRank() == 4 && k.getRank() == 4)
-        work.flops = attentionFlops(q, k, !full, forward ? 4.0 : 10.0);
+        work.flops = attentionFlops(q, k, !notCausal, forward ? 4.0 : 10.0);
     }
   } else if (isa<train::LinearCrossEntropyOp, train::LinearCrossEntropyGradOp>(
                  op)) {

@@ -30,12 +30,13 @@
 //    the first message received from its peer that the peer sends after its
 //    first use of the sent value (then the peer has surely received it: an
 //    activation's send is complete once the peer's next message after its
-//    forward is back, a gradient's once the peer's next forward's activation
-//    is), else at the end of the program. The MPI backend and loom-run post sends and
-//    complete them without waiting for the receiver, so no schedule that is
-//    valid with buffered transfers deadlocks. NCCL, whose send waits for
-//    its receive on an in-order stream, would need crossing transfers
-//    grouped: the CUDA target does not take stages yet.
+//    forward is back, a gradient's once the peer's next forward's
+//    activation is), else at the end of the program. The MPI backend and
+//    loom-run post sends and complete them without waiting for the
+//    receiver, so no schedule that is valid with buffered transfers
+//    deadlocks. NCCL, whose send waits for its receive on an in-order
+//    stream, would need crossing transfers grouped: the CUDA target does
+//    not take stages yet.
 //
 //===----------------------------------------------------------------------===//
 

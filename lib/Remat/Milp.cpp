@@ -47,11 +47,13 @@ std::string Milp::getKey(double relativeGap, llvm::ArrayRef<double> start,
   appendAll(rowLo);
   appendAll(rowHi);
   append(rows.size());
-  for (const auto &row : rows)
+  for (const auto &row : rows) {
+    append(row.size());
     for (auto [column, coefficient] : row) {
       append(column);
       append(coefficient);
     }
+  }
   return key;
 }
 
