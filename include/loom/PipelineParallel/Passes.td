@@ -60,9 +60,12 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
 
     Between two stages, values are received in the order they are sent (the
     tag is the message's index). A send is waited right after the first
-    received value that depends on it, else at the end: sends never wait
-    for their receiver earlier, so a schedule that is valid with buffered
-    transfers cannot deadlock.
+    message received from its peer that the peer sends after its first use
+    of the sent value (an activation's send once the peer's next message
+    after that forward is back, a gradient's once the peer's next forward's
+    activation is), else at the end: the peer has received the value by
+    then, so sends never wait for their receiver, and a schedule that is
+    valid with buffered transfers cannot deadlock.
 
     The last stage returns the loss (the other stages return none), each
     stage its parameters' and their state's updates; a shared counter's
