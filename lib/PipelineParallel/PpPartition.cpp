@@ -85,6 +85,8 @@ struct OpInfo {
   bool inputGrad = false;
   /// Its place in its stage's action list.
   int64_t position = 0;
+  /// Its index in its stage's program (`order`).
+  size_t index = 0;
 };
 
 /// One step split into stages: each method is one of the steps the file's
@@ -525,10 +527,13 @@ void Partitioner::placeInSchedules() {
   for (Operation *op : ops)
     if (info[op].stage != kFree)
       order[info[op].stage].push_back(op);
-  for (auto &stageOps : order)
+  for (auto &stageOps : order) {
     llvm::stable_sort(stageOps, [&](Operation *a, Operation *b) {
       return info[a].position < info[b].position;
     });
+    for (auto [index, op] : llvm::enumerate(stageOps))
+      info[op].index = index;
+  }
 }
 
 /// The values each stage sends each other stage, in the sender's order.
@@ -767,30 +772,23 @@ LogicalResult Partitioner::emitStage(int64_t s, OpBuilder &moduleBuilder) {
   // after its forward is back (at the latest, the activation's gradient),
   // a gradient's once the peer's next forward's activation is. Else the
   // send is waited before the return.
-  DenseMap<Operation *, size_t> peerPosition;
-  int64_t positionsOf = -1;
   for (auto [value, peer, send] : sends) {
-    if (positionsOf != peer) {
-      peerPosition.clear();
-      for (auto [index, op] : llvm::enumerate(order[peer]))
-        peerPosition[op] = index;
-      positionsOf = peer;
-    }
     std::optional<size_t> firstUse;
     for (Operation *user : value.getUsers())
-      if (Operation *top = topLevel(user))
-        if (auto it = peerPosition.find(top); it != peerPosition.end())
-          firstUse = std::min(firstUse.value_or(it->second), it->second);
+      if (Operation *top = topLevel(user)) {
+        OpInfo use = info.lookup(top);
+        if (use.stage == peer)
+          firstUse = std::min(firstUse.value_or(use.index), use.index);
+      }
     Operation *after = nullptr;
-    for (Value back : firstUse ? ArrayRef<Value>(messages[{peer, s}])
-                               : ArrayRef<Value>()) {
-      auto it = peerPosition.find(back.getDefiningOp());
-      Operation *wait = recvWaitOf.lookup(back);
-      if (it != peerPosition.end() && it->second >= *firstUse && wait &&
-          send->isBeforeInBlock(wait) &&
-          (!after || wait->isBeforeInBlock(after)))
-        after = wait;
-    }
+    if (firstUse)
+      for (Value back : messages[{peer, s}]) {
+        Operation *wait = recvWaitOf.lookup(back);
+        if (info.lookup(back.getDefiningOp()).index >= *firstUse && wait &&
+            send->isBeforeInBlock(wait) &&
+            (!after || wait->isBeforeInBlock(after)))
+          after = wait;
+      }
     if (after)
       b.setInsertionPointAfter(after);
     else

@@ -682,20 +682,18 @@ LogicalResult TrainRematPass::runOnStep(func::FuncOp func, Policy policy,
         << formatMiB(after.peakBytes)
         << " is above budget-mb=" << llvm::formatv("{0:F2}", double(budgetMb))
         << " (baselines do not meet a budget)";
-  emitRemark(func.getLoc())
-      << "train-remat: " << solver << " recomputes " << recomputed.count()
-      << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)
-      << " ms); peak " << formatMiB(after.peakBytes)
-      << " (keeping everything: " << formatMiB(keptAll.peakBytes)
-      << "), activations " << formatMiB(after.activationBytes) << " (from "
-      << formatMiB(keptAll.activationBytes) << "); "
-      << llvm::formatv("{0:F2}", seconds) << " s, CBC "
-      << llvm::formatv("{0:F2}", stats.seconds) << " s"
-      << (stats.reused ? llvm::formatv(" ({0} of {1} solves reused from "
-                                       "earlier in this process)",
-                                       stats.reused, stats.solves)
-                             .str()
-                       : std::string());
+  InFlightDiagnostic summary = emitRemark(func.getLoc());
+  summary << "train-remat: " << solver << " recomputes " << recomputed.count()
+          << " ops (" << llvm::formatv("{0:F3}", recomputeSeconds * 1e3)
+          << " ms); peak " << formatMiB(after.peakBytes)
+          << " (keeping everything: " << formatMiB(keptAll.peakBytes)
+          << "), activations " << formatMiB(after.activationBytes) << " (from "
+          << formatMiB(keptAll.activationBytes) << "); "
+          << llvm::formatv("{0:F2}", seconds) << " s, CBC "
+          << llvm::formatv("{0:F2}", stats.seconds) << " s";
+  if (stats.reused)
+    summary << " (" << stats.reused << " of " << stats.solves
+            << " solves reused from earlier in this process)";
   return success();
 }
 
