@@ -164,6 +164,34 @@ TEST(ArenaPackerTest, ExactSearchProvesTheBoundUnreachable) {
   EXPECT_TRUE(packing.optimal);
 }
 
+// The unreachable step above, repeated in disjoint windows of time: no
+// constructive order reaches the bound, so the exact search is next. Its
+// node budget (about 2e8 steps over 4 per buffer plus 1 per position)
+// must cover two nodes per buffer, or it could only give up: below that
+// it is skipped (a pipeline stage of 12,310 buffers had 2,367 nodes and
+// spent 1.3 s giving up).
+TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
+  std::vector<PackItem> step = {{128, 2, 3}, {128, 2, 4}, {192, 4, 5},
+                                {64, 3, 5},  {192, 0, 2}, {192, 5, 6},
+                                {192, 0, 0}, {64, 3, 4}};
+  auto repeated = [&](unsigned copies) {
+    std::vector<PackItem> items;
+    for (unsigned k = 0; k < copies; ++k)
+      for (PackItem item : step)
+        items.push_back({item.bytes, item.begin + 7 * k, item.end + 7 * k});
+    return items;
+  };
+  // 400 copies: 3,200 buffers, 12,820 nodes; 600: 4,800 and 8,547.
+  Packing searched = packIntervals(repeated(400));
+  EXPECT_GT(searched.searchNodes, 0u);
+  EXPECT_EQ(searched.lowerBound, 448);
+  std::vector<PackItem> items = repeated(600);
+  Packing skipped = packIntervals(items);
+  EXPECT_EQ(skipped.searchNodes, 0u);
+  EXPECT_EQ(skipped.lowerBound, 448);
+  expectValid(items, skipped, 64);
+}
+
 TEST(ArenaPackerTest, IsDeterministic) {
   std::mt19937_64 rng(11);
   std::vector<PackItem> items;

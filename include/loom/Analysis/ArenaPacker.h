@@ -11,7 +11,8 @@
 //      side by side), greedy by breadth (the positions with the most live
 //      bytes first), and largest, earliest, longest, largest-area first;
 //   2. while above the bound, an exact branch-and-bound search for a
-//      placement at the bound (packAtCapacity, within a node budget);
+//      placement at the bound (packAtCapacity, within a node budget;
+//      skipped when the budget cannot place every buffer once);
 //   3. if it gave up, a local search from the best order: a buffer
 //      that sticks out above the bound moves earlier, kept when neither the
 //      arena nor the bytes above the bound grow (a fixed seed, a budget of
