@@ -3,7 +3,10 @@
 // The lowered modules translated to LLVM IR (a pipeline's stages linked into
 // one module), optimised and compiled for --cpu and --cpu-features (default:
 // this machine's CPU and the features it really has), and linked with the
-// loomrt runtime and the trainer main.
+// loomrt runtime and the trainer main. A CPU trainer's machine code is
+// generated in partitions of its functions on the machine's threads, as
+// LTO's parallel code generation does (a pipeline's stages are many
+// functions: its actions).
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +15,8 @@
 #include "loom/Runtime/DurableFile.h"
 #include "loom/Runtime/Symbols.h"
 #include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -24,9 +29,15 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/Signals.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 #include "llvm/TargetParser/SubtargetFeature.h"
+#include "llvm/Transforms/Utils/Cloning.h"
+#include <thread>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 using namespace mlir;
 using namespace llvm;
@@ -66,9 +77,167 @@ void optimize(llvm::Module &module, TargetMachine *machine,
   pipeline.run(module, modules);
 }
 
-/// Links `object` with the runtime and trainer main via mpicxx's flags (and
+/// `module`'s object, compiled by `machine`.
+std::string generateCode(llvm::Module &module, TargetMachine &machine,
+                         SmallString<0> &object) {
+  raw_svector_ostream os(object);
+  legacy::PassManager pm;
+  if (machine.addPassesToEmitFile(pm, os, nullptr, CodeGenFileType::ObjectFile))
+    return "the target cannot emit object files";
+  pm.run(module);
+  return "";
+}
+
+/// The partition that generates each function's code.
+using Partitions = llvm::DenseMap<const llvm::Function *, unsigned>;
+
+/// Each defined function's partition, for code generation on `threads`
+/// threads: largest first, each to the partition with the fewest
+/// instructions so far. Empty when one partition would hold nearly all
+/// the code (an unpipelined step is one function): splitting would then
+/// cost more than it saves.
+Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
+  SmallVector<std::pair<unsigned, const llvm::Function *>> functions;
+  uint64_t total = 0;
+  for (const llvm::Function &function : module)
+    if (!function.isDeclaration()) {
+      functions.push_back({function.getInstructionCount(), &function});
+      total += functions.back().first;
+    }
+  Partitions owner;
+  unsigned partitions = std::min<size_t>(threads, functions.size());
+  if (partitions < 2)
+    return owner;
+  // Ties in module order: the split is deterministic.
+  llvm::stable_sort(functions, [](const auto &a, const auto &b) {
+    return a.first > b.first;
+  });
+  SmallVector<uint64_t> load(partitions, 0);
+  for (auto [size, function] : functions) {
+    unsigned least = std::min_element(load.begin(), load.end()) - load.begin();
+    owner[function] = least;
+    load[least] += size;
+  }
+  if (*std::max_element(load.begin(), load.end()) * 10 >= total * 9)
+    owner.clear();
+  return owner;
+}
+
+/// -v's line: how many partitions generate the code of how many functions.
+void reportPartitions(const llvm::Module &module, const Partitions &owner,
+                      const CompileOptions &options, Reporter &reporter) {
+  if (!options.verbose)
+    return;
+  unsigned partitions = 1;
+  for (auto [function, partition] : owner)
+    partitions = std::max(partitions, partition + 1);
+  unsigned functions = llvm::count_if(
+      module, [](const llvm::Function &f) { return !f.isDeclaration(); });
+  reporter.stream() << reporter.getTool() << ": code generation: "
+                    << partitions
+                    << (partitions == 1 ? " partition" : " partitions")
+                    << " of " << functions << " functions\n";
+}
+
+/// The objects of the optimised `module` (which a split leaves without
+/// bodies): one, or with `owner` one per partition, each a clone of `module`
+/// that defines its functions (the first partition also its data) and declares
+/// the rest, compiled in its own context and thread with its own machine. As
+/// LTO's parallel code generation does, the split follows the whole module's
+/// optimisation, so calls between partitions keep what it made of them (fast
+/// calls, dead arguments dropped); locals become hidden globals, linked in one
+/// trainer.
+LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
+                              const CompileOptions &options,
+                              const Partitions &owner,
+                              SmallVectorImpl<SmallString<0>> &objects,
+                              Reporter &reporter) {
+  objects.clear();
+  unsigned partitions = 0;
+  for (auto [function, partition] : owner)
+    partitions = std::max(partitions, partition + 1);
+  if (partitions < 2) {
+    std::string error = generateCode(module, machine, objects.emplace_back());
+    if (!error.empty()) {
+      reporter.error(error);
+      return failure();
+    }
+    return success();
+  }
+  for (llvm::GlobalValue &value : module.global_values()) {
+    if (!value.hasLocalLinkage())
+      continue;
+    value.setLinkage(llvm::GlobalValue::ExternalLinkage);
+    value.setVisibility(llvm::GlobalValue::HiddenVisibility);
+    if (!value.hasName())
+      value.setName("loom.partition.unnamed");
+  }
+  // Partitions leave this context as bitcode: an LLVMContext is one
+  // thread's.
+  SmallVector<SmallString<0>> bitcode(partitions);
+  for (unsigned k = 0; k < partitions; ++k) {
+    ValueToValueMapTy map;
+    std::unique_ptr<llvm::Module> part =
+        CloneModule(module, map, [&](const llvm::GlobalValue *value) {
+          if (auto *function = dyn_cast<llvm::Function>(value))
+            return owner.lookup(function) == k;
+          return k == 0;
+        });
+    raw_svector_ostream os(bitcode[k]);
+    WriteBitcodeToFile(*part, os);
+  }
+  // The partitions hold the code now: the module's bodies go, and the
+  // memory they held goes back to the system before the threads allocate
+  // (glibc's threads allocate from arenas of their own).
+  for (llvm::Function &function : module)
+    function.deleteBody();
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+  // The machines are made here: target registration is not thread-safe.
+  SmallVector<std::unique_ptr<TargetMachine>> machines;
+  for (unsigned k = 0; k < partitions; ++k) {
+    std::string error;
+    machines.push_back(createTargetMachine(options, error));
+    if (!machines.back()) {
+      reporter.error(error);
+      return failure();
+    }
+  }
+  objects.resize(partitions);
+  SmallVector<std::string> errors(partitions);
+  auto generate = [&](unsigned k) {
+    LLVMContext context;
+    Expected<std::unique_ptr<llvm::Module>> part = parseBitcodeFile(
+        MemoryBufferRef(StringRef(bitcode[k].data(), bitcode[k].size()),
+                        "partition"),
+        context);
+    SmallString<0>().swap(bitcode[k]);
+    if (!part) {
+      errors[k] = "partition " + std::to_string(k) +
+                  " does not read back: " + toString(part.takeError());
+      return;
+    }
+    errors[k] = generateCode(**part, *machines[k], objects[k]);
+  };
+  // The first partition on this thread, the others on threads of their own.
+  std::vector<std::thread> threads;
+  for (unsigned k = 1; k < partitions; ++k)
+    threads.emplace_back(generate, k);
+  generate(0);
+  for (std::thread &thread : threads)
+    thread.join();
+  for (const std::string &error : errors)
+    if (!error.empty()) {
+      reporter.error(error);
+      return failure();
+    }
+  return success();
+}
+
+/// Links `objects` with the runtime and trainer main via mpicxx's flags (and
 /// cuBLAS, NCCL and cudart for the CUDA target).
-LogicalResult link(StringRef object, StringRef exe,
+LogicalResult link(ArrayRef<std::string> objects, StringRef exe,
                    const CompileOptions &options, Reporter &reporter) {
   ErrorOr<std::string> cxx = sys::findProgramByName("clang++-22");
   if (!cxx)
@@ -108,9 +277,10 @@ LogicalResult link(StringRef object, StringRef exe,
     }
   // Each library calls only into the ones after it: the trainer main into
   // the backend, both into the heap's counters.
-  std::vector<std::string> args = {
-      *cxx,      "-fuse-ld=lld",      object.str(),        "-o",
-      exe.str(), trainer.str().str(), runtime.str().str(), heap.str().str()};
+  std::vector<std::string> args = {*cxx, "-fuse-ld=lld"};
+  args.insert(args.end(), objects.begin(), objects.end());
+  args.insert(args.end(), {"-o", exe.str(), trainer.str().str(),
+                           runtime.str().str(), heap.str().str()});
   for (StringRef f : mpiFlags)
     args.push_back(f.str());
   if (cuda) {
@@ -247,18 +417,15 @@ LogicalResult loom::driver::emitObject(llvm::Module &module,
                                        TargetMachine &machine,
                                        const CompileOptions &options,
                                        StringRef path, Reporter &reporter) {
+  // One object: one partition.
   optimize(module, &machine, options);
-  SmallString<0> object;
-  raw_svector_ostream os(object);
-  legacy::PassManager pm;
-  if (machine.addPassesToEmitFile(pm, os, nullptr,
-                                  CodeGenFileType::ObjectFile)) {
-    reporter.error("the target cannot emit object files");
+  SmallVector<SmallString<0>> objects;
+  reportPartitions(module, Partitions(), options, reporter);
+  if (failed(generateObjects(module, machine, options, Partitions(), objects,
+                             reporter)))
     return failure();
-  }
-  pm.run(module);
-  std::string error =
-      runtime::writeFileDurably(path.str(), object.data(), object.size());
+  std::string error = runtime::writeFileDurably(
+      path.str(), objects.front().data(), objects.front().size());
   if (!error.empty()) {
     reporter.error(error);
     return failure();
@@ -270,39 +437,61 @@ LogicalResult loom::driver::buildTrainer(llvm::Module &module,
                                          TargetMachine &machine,
                                          const CompileOptions &options,
                                          StringRef path, Reporter &reporter) {
-  // The object is a temporary; the trainer is linked beside its path and
-  // put in place durably (a trainer already there is replaced whole), or
-  // where it is for a file with other hard links.
-  SmallString<128> object;
-  if (std::error_code ec =
-          sys::fs::createTemporaryFile("loomc-step", "o", object)) {
-    reporter.error("cannot create a temporary object file: " + ec.message());
-    return failure();
-  }
+  // The trainer is linked beside its path and put in place durably (a
+  // trainer already there is replaced whole), or where it is for a file
+  // with other hard links.
   runtime::DurableTarget exe = runtime::planDurableWrite(path.str());
   if (exe.error.empty() && exe.append)
     exe.error = path.str() + " is not a regular file: a trainer cannot be "
                              "written there";
   if (!exe.error.empty()) {
     reporter.error(exe.error);
-    sys::fs::remove(object);
     return failure();
   }
   // A trainer rewritten where it is (other hard links) is linked to a
   // scratch file first, and copied over it only once linked.
   if (std::string error = runtime::writeToScratch(exe); !error.empty()) {
     reporter.error(error);
-    sys::fs::remove(object);
     return failure();
   }
-  // Neither temporary outlives an interrupt.
-  sys::RemoveFileOnSignal(object);
+  // No temporary outlives an interrupt.
   sys::RemoveFileOnSignal(exe.write);
-  LogicalResult linked = success(
-      succeeded(emitObject(module, machine, options, object, reporter)) &&
-      succeeded(link(object, exe.write, options, reporter)));
-  sys::fs::remove(object);
-  sys::DontRemoveFileOnSignal(object);
+  SmallVector<std::string> objectPaths;
+  auto linked = [&]() -> LogicalResult {
+    optimize(module, &machine, options);
+    // The CUDA target's host code is one function of launch glue.
+    Partitions owner;
+    if (options.target != loom::Target::Cuda)
+      owner = assignPartitions(
+          module, llvm::hardware_concurrency().compute_thread_count());
+    reportPartitions(module, owner, options, reporter);
+    SmallVector<SmallString<0>> objects;
+    if (failed(generateObjects(module, machine, options, owner, objects,
+                               reporter)))
+      return failure();
+    for (const SmallString<0> &object : objects) {
+      SmallString<128> objectPath;
+      if (std::error_code ec =
+              sys::fs::createTemporaryFile("loomc-step", "o", objectPath)) {
+        reporter.error("cannot create a temporary object file: " +
+                       ec.message());
+        return failure();
+      }
+      sys::RemoveFileOnSignal(objectPath);
+      objectPaths.push_back(objectPath.str().str());
+      if (std::string error = runtime::writeFileDurably(
+              objectPaths.back(), object.data(), object.size());
+          !error.empty()) {
+        reporter.error(error);
+        return failure();
+      }
+    }
+    return link(objectPaths, exe.write, options, reporter);
+  }();
+  for (const std::string &objectPath : objectPaths) {
+    sys::fs::remove(objectPath);
+    sys::DontRemoveFileOnSignal(objectPath);
+  }
   std::string error;
   if (succeeded(linked))
     error = runtime::installFileDurably(exe);

@@ -246,6 +246,11 @@ struct CompileCLOptions {
                                  "--pass-pipeline takes it) and the link "
                                  "command"),
                         cl::init(defaults.verbose), cl::cat(cat)};
+  cl::opt<bool> verifyEach{
+      "verify-each",
+      cl::desc("verify the IR after every pass (a pass that breaks it is "
+               "named), not only after every phase"),
+      cl::init(defaults.verifyEach), cl::cat(cat)};
 
   // The training step.
   cl::opt<int64_t> fuseChunk{
@@ -473,6 +478,7 @@ struct CompileCLOptions {
     o.target = target;
     o.emit = emit;
     o.verbose = verbose;
+    o.verifyEach = verifyEach;
     o.fuseCrossEntropy = fuseChunk;
     o.fuseCrossEntropyVocab = fuseVocab;
     o.optimizer = optimizer;

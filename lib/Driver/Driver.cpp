@@ -25,6 +25,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
@@ -45,12 +46,15 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 /// Runs the passes `build` adds on `module` as the phase `phase`; on
 /// failure says which phase failed.
-LogicalResult runPasses(ModuleOp module, StringRef phase, Reporter &reporter,
+LogicalResult runPasses(ModuleOp module, StringRef phase, bool verifyEach,
+                        Reporter &reporter,
                         llvm::function_ref<void(OpPassManager &)> build) {
   PassManager pm(module.getContext());
-  // Every pass's result is verified: a pass that leaves invalid IR is an
-  // error that names it, never a miscompile further on.
-  pm.enableVerifier(true);
+  // Every phase's result is verified, and with --verify-each every pass's:
+  // a pass that leaves invalid IR is an error, never a miscompile further
+  // on. Verifying after every pass costs a fifth of the phases' time on a
+  // pipeline's unrolled stages; it names the pass (as opt's -verify-each).
+  pm.enableVerifier(verifyEach);
   // --mlir-timing, --mlir-print-ir-after-all... as the client's command
   // line set them (registered here too, at their defaults, for a client
   // without one: applying unregistered options fails).
@@ -66,6 +70,12 @@ LogicalResult runPasses(ModuleOp module, StringRef phase, Reporter &reporter,
   build(pm);
   if (failed(pm.run(module))) {
     reporter.error("the " + phase + " phase failed (see above)");
+    return failure();
+  }
+  if (!verifyEach && failed(mlir::verify(module))) {
+    reporter.error("the " + phase +
+                   " phase left invalid IR (see above; --verify-each names "
+                   "the pass)");
     return failure();
   }
   return success();
@@ -96,7 +106,7 @@ template <typename Options>
 LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
                        const Options &options,
                        void (*build)(OpPassManager &, const Options &),
-                       bool verbose, Reporter &reporter,
+                       bool verbose, bool verifyEach, Reporter &reporter,
                        Stages stages = Stages::None) {
   if (verbose) {
     std::string pipeline;
@@ -107,7 +117,7 @@ LogicalResult runPhase(ModuleOp module, StringRef phase, StringRef name,
       pipeline = "builtin.module(" + pipeline + ")";
     reporter.stream() << phaseLine(reporter, phase, pipeline) << "\n";
   }
-  return runPasses(module, phase, reporter, [&](OpPassManager &pm) {
+  return runPasses(module, phase, verifyEach, reporter, [&](OpPassManager &pm) {
     build(stages == Stages::Nested ? pm.nest<ModuleOp>() : pm, options);
   });
 }
@@ -131,7 +141,7 @@ private:
                       const Options &phaseOptions,
                       void (*build)(OpPassManager &, const Options &)) {
     return runPhase(module, phase, name, phaseOptions, build, options.verbose,
-                    reporter, stages);
+                    options.verifyEach, reporter, stages);
   }
   LogicalResult sharding(ModuleOp module, const ShardingOptions &sharding) {
     return phase(module, "sharding", "loom-sharding-pipeline", sharding,
@@ -457,14 +467,14 @@ void Reporter::remark(const Twine &message) {
 /// registered phases are.
 static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                                   std::unique_ptr<Pass> pass, bool verbose,
-                                  Reporter &reporter) {
+                                  bool verifyEach, Reporter &reporter) {
   if (verbose) {
     std::string pipeline;
     raw_string_ostream os(pipeline);
     pass->printAsTextualPipeline(os);
     reporter.stream() << phaseLine(reporter, phase, pipeline) << "\n";
   }
-  return runPasses(module, phase, reporter,
+  return runPasses(module, phase, verifyEach, reporter,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
 
@@ -488,14 +498,14 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   options.fill(setTarget);
   if (failed(runPassPhase(*module, "target",
                           target::createLoomSetTargetPass(setTarget),
-                          options.verbose, reporter)))
+                          options.verbose, options.verifyEach, reporter)))
     return failure();
   // 1. The training step.
   TrainingStepOptions step;
   options.fill(step);
   if (failed(runPhase(*module, "training-step", "loom-training-step-pipeline",
                       step, buildTrainingStepPipeline, options.verbose,
-                      reporter)))
+                      options.verifyEach, reporter)))
     return failure();
   if (options.emit == EmitPoint::TrainingStep)
     return success();
@@ -506,7 +516,7 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
   // step, one memory plan), nested in the step, the phases running on them
   // with nested pass managers as loom-opt runs them.
   if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
-                          options.verbose, reporter)))
+                          options.verbose, options.verifyEach, reporter)))
     return failure();
   if (failed(StageCompiler(options, reporter, Stages::Nested)
                  .run(module, 0, plans)))
@@ -515,7 +525,7 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
     return success();
   // The lowered stages, linked into one module for one object.
   return runPassPhase(*module, "link", pp::createPPLinkStagesPass(),
-                      options.verbose, reporter);
+                      options.verbose, options.verifyEach, reporter);
 }
 
 void loom::driver::printPtx(ModuleOp module, raw_ostream &os) {

@@ -137,6 +137,9 @@ int main(int argc, char **argv) {
       translateToLlvm(*module, llvmContext, reporter);
   if (!llvmModule)
     return 1;
+  // The LLVM IR is all that is left to compile: the MLIR module's memory
+  // goes back before LLVM's optimisation and code generation.
+  module = nullptr;
   setTarget(*llvmModule, *machine);
   if (options.emit == EmitPoint::Llvm)
     return writeText(outputFile, reporter,

@@ -37,6 +37,8 @@ struct CompileOptions {
   /// Print each phase's pipeline as loom-opt's --pass-pipeline takes it,
   /// and the link command.
   bool verbose = false;
+  /// Verify the IR after every pass, not only after every phase.
+  bool verifyEach = false;
   /// The input's file name, which the trainer reports (entry's source=).
   std::string sourceName;
 

@@ -99,9 +99,11 @@ mlir::LogicalResult emitObject(llvm::Module &module,
                                const CompileOptions &options,
                                llvm::StringRef path, Reporter &reporter);
 
-/// The trainer executable at `path`: the object linked with the runtime and
-/// the trainer main, installed atomically and durably (a file with other
-/// hard links is rewritten in place once the link succeeded).
+/// The trainer executable at `path`: the optimised `module`'s objects (a CPU
+/// trainer's functions compiled in partitions on the machine's threads,
+/// which leaves `module` without bodies) linked with the runtime and the
+/// trainer main, installed atomically and durably (a file with other hard
+/// links is rewritten in place once the link succeeded).
 mlir::LogicalResult buildTrainer(llvm::Module &module,
                                  llvm::TargetMachine &machine,
                                  const CompileOptions &options,
