@@ -50,7 +50,8 @@ if platform.machine() in ("x86_64", "AMD64"):
     config.available_features.add("x86_64-host")
 
 # loomc generates code on several threads where the machine has them.
-if len(os.sched_getaffinity(0)) >= 2:
+if (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else os.cpu_count() or 1) >= 2:
     config.available_features.add("multicore")
 
 # loomc --target=cuda: the CUDA toolkit and NCCL were found at build time.

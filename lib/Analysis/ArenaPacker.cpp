@@ -366,17 +366,20 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
 
   // An exact search for a placement at the bound, with a budget of about
   // 2e8 steps (a node costs a pass over the buffers and the sections). A
-  // placement places each buffer once, at two nodes a buffer (the node and
-  // its candidate): a budget below that cannot place them all, and at the
-  // bound the first levels prune nothing, so the search could only give
-  // up (a pipeline stage of 12k buffers: 2.4k nodes, 1.3 s, given up).
+  // placement costs two nodes a buffer (the node and its candidate) and the
+  // search's restarts first try three orders at a limit of that size, so
+  // below 8 nodes a buffer it cannot place them all. Skipped there: it
+  // could then only give up, or prove the bound unreachable by exhausting
+  // every placement of the first buffers within that budget, which at the
+  // bound (where the first levels prune nothing) it does not (a pipeline
+  // stage of 12,310 buffers: 2,367 nodes, given up after 1.3 s).
   uint64_t nodeBudget = std::max<uint64_t>(
       1000, 200'000'000 / (4 * items.size() + packer.live.size() + 1));
   size_t sized = llvm::count_if(items, [](const PackItem &item) {
     return item.bytes > 0;
   });
   CapacityFit atBound;
-  if (nodeBudget > 2 * sized)
+  if (nodeBudget > 8 * sized)
     atBound = packAtCapacity(items, alignment, result.lowerBound, nodeBudget);
   result.searchNodes += atBound.nodes;
   if (atBound.status == CapacityFit::Fits) {
@@ -393,10 +396,9 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   // the bound (or, now and then, any buffer) earlier. A move is kept when
   // the arena, then the bytes sticking out above the bound, do not grow, so
   // the search walks plateaus. Deterministic: a fixed seed and a budget of
-  // tries scaled to the problem (about 5e7 overlap visits: a visit, with
-  // the sort of a buffer's placed neighbours, costs about 20 ns, so 1 s on
-  // the 2-core machine), ending early after 2000 tries without progress;
-  // from the four best constructive orders in turn.
+  // tries scaled to the problem (about 2e8 overlap visits), ending early
+  // after 2000 tries without progress; from the four best constructive
+  // orders in turn.
   auto overflow = [&](const std::vector<int64_t> &placed) {
     int64_t bytes = 0;
     for (auto [offset, size] : llvm::zip(placed, packer.sizes))
@@ -407,7 +409,7 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   for (const auto &o : packer.overlaps)
     pairs += o.size();
   unsigned budget = unsigned(std::min<size_t>(
-      40000, 50'000'000 / std::max<size_t>(1, pairs + items.size())));
+      40000, 200'000'000 / std::max<size_t>(1, pairs + items.size())));
   std::mt19937_64 rng(0x4c6f6f6d); // "Loom"
   std::vector<unsigned> sticking, order;
   // Local search from one start; the global best lives in `result`.

@@ -18,6 +18,8 @@
 #include "llvm/Bitcode/BitcodeReader.h"
 #include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/IR/Constants.h"
+#include "llvm/IR/DiagnosticInfo.h"
+#include "llvm/IR/DiagnosticPrinter.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
 #include "llvm/MC/MCSubtargetInfo.h"
@@ -97,6 +99,14 @@ using Partitions = llvm::DenseMap<const llvm::Function *, unsigned>;
 /// the code (an unpipelined step is one function): splitting would then
 /// cost more than it saves.
 Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
+  Partitions owner;
+  // What ties definitions together (an alias to its aliasee, a comdat's
+  // members) stays in one partition: the module is not split.
+  if (!module.alias_empty() || !module.ifunc_empty() ||
+      llvm::any_of(module.global_values(), [](const llvm::GlobalValue &value) {
+        return value.hasComdat();
+      }))
+    return owner;
   SmallVector<std::pair<unsigned, const llvm::Function *>> functions;
   uint64_t total = 0;
   for (const llvm::Function &function : module)
@@ -104,7 +114,6 @@ Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
       functions.push_back({function.getInstructionCount(), &function});
       total += functions.back().first;
     }
-  Partitions owner;
   unsigned partitions = std::min<size_t>(threads, functions.size());
   if (partitions < 2)
     return owner;
@@ -133,8 +142,7 @@ void reportPartitions(const llvm::Module &module, const Partitions &owner,
     partitions = std::max(partitions, partition + 1);
   unsigned functions = llvm::count_if(
       module, [](const llvm::Function &f) { return !f.isDeclaration(); });
-  reporter.stream() << reporter.getTool() << ": code generation: "
-                    << partitions
+  reporter.stream() << reporter.getTool() << ": code generation: " << partitions
                     << (partitions == 1 ? " partition" : " partitions")
                     << " of " << functions << " functions\n";
 }
@@ -164,13 +172,15 @@ LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
     }
     return success();
   }
+  // Locals become hidden globals under names of their own (as ThinLTO's
+  // promoted locals are), which no library of the trainer defines.
   for (llvm::GlobalValue &value : module.global_values()) {
     if (!value.hasLocalLinkage())
       continue;
     value.setLinkage(llvm::GlobalValue::ExternalLinkage);
     value.setVisibility(llvm::GlobalValue::HiddenVisibility);
-    if (!value.hasName())
-      value.setName("loom.partition.unnamed");
+    value.setName((value.hasName() ? value.getName() : "unnamed") +
+                  ".loom.partition");
   }
   // Partitions leave this context as bitcode: an LLVMContext is one
   // thread's.
@@ -194,9 +204,10 @@ LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
 #ifdef __GLIBC__
   malloc_trim(0);
 #endif
-  // The machines are made here: target registration is not thread-safe.
+  // A machine per thread (the first partition's is `machine`), made here
+  // where an error reaches the reporter.
   SmallVector<std::unique_ptr<TargetMachine>> machines;
-  for (unsigned k = 0; k < partitions; ++k) {
+  for (unsigned k = 1; k < partitions; ++k) {
     std::string error;
     machines.push_back(createTargetMachine(options, error));
     if (!machines.back()) {
@@ -208,6 +219,18 @@ LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
   SmallVector<std::string> errors(partitions);
   auto generate = [&](unsigned k) {
     LLVMContext context;
+    // An error is this partition's to report (the default handler would
+    // exit from this thread, leaving the others and the scratch files).
+    context.setDiagnosticHandlerCallBack(
+        [](const DiagnosticInfo *info, void *out) {
+          if (info->getSeverity() != DS_Error)
+            return;
+          raw_string_ostream os(*static_cast<std::string *>(out));
+          DiagnosticPrinterRawOStream printer(os);
+          info->print(printer);
+          os << "\n";
+        },
+        &errors[k]);
     Expected<std::unique_ptr<llvm::Module>> part = parseBitcodeFile(
         MemoryBufferRef(StringRef(bitcode[k].data(), bitcode[k].size()),
                         "partition"),
@@ -218,7 +241,10 @@ LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
                   " does not read back: " + toString(part.takeError());
       return;
     }
-    errors[k] = generateCode(**part, *machines[k], objects[k]);
+    std::string error =
+        generateCode(**part, k == 0 ? machine : *machines[k - 1], objects[k]);
+    if (!error.empty())
+      errors[k] += error;
   };
   // The first partition on this thread, the others on threads of their own.
   std::vector<std::thread> threads;
@@ -459,11 +485,14 @@ LogicalResult loom::driver::buildTrainer(llvm::Module &module,
   SmallVector<std::string> objectPaths;
   auto linked = [&]() -> LogicalResult {
     optimize(module, &machine, options);
-    // The CUDA target's host code is one function of launch glue.
+    // At most 8 partitions: each thread holds its partition's code
+    // generation in memory. The CUDA target's host code (launch glue and
+    // the kernel modules its constructor loads) stays one object.
     Partitions owner;
-    if (options.target != loom::Target::Cuda)
+    if (options.target != loom::Target::Cuda && llvm::llvm_is_multithreaded())
       owner = assignPartitions(
-          module, llvm::hardware_concurrency().compute_thread_count());
+          module,
+          std::min(8u, llvm::hardware_concurrency().compute_thread_count()));
     reportPartitions(module, owner, options, reporter);
     SmallVector<SmallString<0>> objects;
     if (failed(generateObjects(module, machine, options, owner, objects,

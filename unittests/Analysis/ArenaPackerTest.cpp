@@ -167,7 +167,8 @@ TEST(ArenaPackerTest, ExactSearchProvesTheBoundUnreachable) {
 // The unreachable step above, repeated in disjoint windows of time: no
 // constructive order reaches the bound, so the exact search is next. Its
 // node budget (about 2e8 steps over 4 per buffer plus 1 per position)
-// must cover two nodes per buffer, or it could only give up: below that
+// must cover 8 nodes per buffer (three first tries at two nodes a buffer,
+// then one that can place them all), or it could only give up: below that
 // it is skipped (a pipeline stage of 12,310 buffers had 2,367 nodes and
 // spent 1.3 s giving up).
 TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
@@ -181,8 +182,8 @@ TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
         items.push_back({item.bytes, item.begin + 7 * k, item.end + 7 * k});
     return items;
   };
-  // 400 copies: 3,200 buffers, 12,820 nodes; 600: 4,800 and 8,547.
-  Packing searched = packIntervals(repeated(400));
+  // 200 copies: 1,600 buffers, 25,637 nodes; 600: 4,800 and 8,546.
+  Packing searched = packIntervals(repeated(200));
   EXPECT_GT(searched.searchNodes, 0u);
   EXPECT_EQ(searched.lowerBound, 448);
   std::vector<PackItem> items = repeated(600);

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringMap.h"
@@ -188,6 +189,11 @@ void TrainFootprintPass::runOnOperation() {
     });
     lowered = runPipeline(lowerings, scratch);
   }
+  // The nested pipeline verifies after each pass only where the outer one
+  // does (loomc verifies at the end of each phase): the copy is measured
+  // here and then dropped, so it is verified here.
+  if (succeeded(lowered))
+    lowered = mlir::verify(scratch);
   if (failed(lowered)) {
     groups.front().front()->emitError(
         "train-footprint: lowering a copy of the train ops failed (see "
