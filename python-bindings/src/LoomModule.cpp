@@ -219,6 +219,8 @@ py::tuple compile(const std::string &source,
       translateToLlvm(*module, llvmContext, reporter);
   if (!llvmModule)
     return fail();
+  // As loomc: the MLIR module's memory goes back before LLVM's passes.
+  module = nullptr;
   setTarget(*llvmModule, *machine);
   if (options.emit == EmitPoint::Llvm) {
     std::string text;

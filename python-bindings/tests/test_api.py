@@ -59,6 +59,18 @@ def test_pipeline_stages_each_planned(forward, no_subprocess):
     assert "module @stage0" in planned.text and "module @stage1" in planned.text
 
 
+def test_llvm_and_trainer_in_process(forward, tmp_path):
+    """The backend in-process, after the MLIR module is freed: LLVM IR, and
+    a pipeline trainer whose code is generated in partitions (the link is
+    a subprocess, so no no_subprocess here)."""
+    llvm = loom.compile(forward, emit="llvm", world_size=2, pipeline_stages=2, microbatches=2)
+    assert "define" in llvm.text and "loom_step" in llvm.text
+    trainer = loom.compile(forward, tmp_path / "trainer", world_size=2, pipeline_stages=2,
+                           microbatches=2)
+    assert trainer.path == str(tmp_path / "trainer")
+    assert os.access(trainer.path, os.X_OK)
+
+
 def test_manifest_names_the_parameters(forward, no_subprocess):
     lowered = loom.compile(forward, emit="llvm-mlir", world_size=2, zero_stage=3)
     (manifest,) = lowered.manifests
