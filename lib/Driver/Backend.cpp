@@ -90,8 +90,12 @@ std::string generateCode(llvm::Module &module, TargetMachine &machine,
   return "";
 }
 
-/// The partition that generates each function's code.
-using Partitions = llvm::DenseMap<const llvm::Function *, unsigned>;
+/// The partition that generates each function's code, and how many there
+/// are (one: the module is not split).
+struct Partitions {
+  llvm::DenseMap<const llvm::Function *, unsigned> owner;
+  unsigned count = 1;
+};
 
 /// Each defined function's partition, for code generation on `threads`
 /// threads: largest first, each to the partition with the fewest
@@ -99,14 +103,14 @@ using Partitions = llvm::DenseMap<const llvm::Function *, unsigned>;
 /// the code (an unpipelined step is one function): splitting would then
 /// cost more than it saves.
 Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
-  Partitions owner;
+  Partitions split;
   // What ties definitions together (an alias to its aliasee, a comdat's
   // members) stays in one partition: the module is not split.
   if (!module.alias_empty() || !module.ifunc_empty() ||
       llvm::any_of(module.global_values(), [](const llvm::GlobalValue &value) {
         return value.hasComdat();
       }))
-    return owner;
+    return split;
   SmallVector<std::pair<unsigned, const llvm::Function *>> functions;
   uint64_t total = 0;
   for (const llvm::Function &function : module)
@@ -116,7 +120,7 @@ Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
     }
   unsigned partitions = std::min<size_t>(threads, functions.size());
   if (partitions < 2)
-    return owner;
+    return split;
   // Ties in module order: the split is deterministic.
   llvm::stable_sort(functions, [](const auto &a, const auto &b) {
     return a.first > b.first;
@@ -124,22 +128,20 @@ Partitions assignPartitions(const llvm::Module &module, unsigned threads) {
   SmallVector<uint64_t> load(partitions, 0);
   for (auto [size, function] : functions) {
     unsigned least = std::min_element(load.begin(), load.end()) - load.begin();
-    owner[function] = least;
+    split.owner[function] = least;
     load[least] += size;
   }
   if (*std::max_element(load.begin(), load.end()) * 10 >= total * 9)
-    owner.clear();
-  return owner;
+    return Partitions();
+  split.count = partitions;
+  return split;
 }
 
 /// -v's line: how many partitions generate the code of how many functions.
-void reportPartitions(const llvm::Module &module, const Partitions &owner,
+void reportPartitions(const llvm::Module &module, unsigned partitions,
                       const CompileOptions &options, Reporter &reporter) {
   if (!options.verbose)
     return;
-  unsigned partitions = 1;
-  for (auto [function, partition] : owner)
-    partitions = std::max(partitions, partition + 1);
   unsigned functions = llvm::count_if(
       module, [](const llvm::Function &f) { return !f.isDeclaration(); });
   reporter.stream() << reporter.getTool() << ": code generation: " << partitions
@@ -148,7 +150,7 @@ void reportPartitions(const llvm::Module &module, const Partitions &owner,
 }
 
 /// The objects of the optimised `module` (which a split leaves without
-/// bodies): one, or with `owner` one per partition, each a clone of `module`
+/// bodies): one, or with `split` one per partition, each a clone of `module`
 /// that defines its functions (the first partition also its data) and declares
 /// the rest, compiled in its own context and thread with its own machine. As
 /// LTO's parallel code generation does, the split follows the whole module's
@@ -157,13 +159,11 @@ void reportPartitions(const llvm::Module &module, const Partitions &owner,
 /// trainer.
 LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
                               const CompileOptions &options,
-                              const Partitions &owner,
+                              const Partitions &split,
                               SmallVectorImpl<SmallString<0>> &objects,
                               Reporter &reporter) {
   objects.clear();
-  unsigned partitions = 0;
-  for (auto [function, partition] : owner)
-    partitions = std::max(partitions, partition + 1);
+  unsigned partitions = split.count;
   if (partitions < 2) {
     std::string error = generateCode(module, machine, objects.emplace_back());
     if (!error.empty()) {
@@ -190,7 +190,7 @@ LogicalResult generateObjects(llvm::Module &module, TargetMachine &machine,
     std::unique_ptr<llvm::Module> part =
         CloneModule(module, map, [&](const llvm::GlobalValue *value) {
           if (auto *function = dyn_cast<llvm::Function>(value))
-            return owner.lookup(function) == k;
+            return split.owner.lookup(function) == k;
           return k == 0;
         });
     raw_svector_ostream os(bitcode[k]);
@@ -445,13 +445,11 @@ LogicalResult loom::driver::emitObject(llvm::Module &module,
                                        StringRef path, Reporter &reporter) {
   // One object: one partition.
   optimize(module, &machine, options);
-  SmallVector<SmallString<0>> objects;
-  reportPartitions(module, Partitions(), options, reporter);
-  if (failed(generateObjects(module, machine, options, Partitions(), objects,
-                             reporter)))
-    return failure();
-  std::string error = runtime::writeFileDurably(
-      path.str(), objects.front().data(), objects.front().size());
+  reportPartitions(module, 1, options, reporter);
+  SmallString<0> object;
+  std::string error = generateCode(module, machine, object);
+  if (error.empty())
+    error = runtime::writeFileDurably(path.str(), object.data(), object.size());
   if (!error.empty()) {
     reporter.error(error);
     return failure();
@@ -488,14 +486,14 @@ LogicalResult loom::driver::buildTrainer(llvm::Module &module,
     // At most 8 partitions: each thread holds its partition's code
     // generation in memory. The CUDA target's host code (launch glue and
     // the kernel modules its constructor loads) stays one object.
-    Partitions owner;
+    Partitions split;
     if (options.target != loom::Target::Cuda && llvm::llvm_is_multithreaded())
-      owner = assignPartitions(
+      split = assignPartitions(
           module,
           std::min(8u, llvm::hardware_concurrency().compute_thread_count()));
-    reportPartitions(module, owner, options, reporter);
+    reportPartitions(module, split.count, options, reporter);
     SmallVector<SmallString<0>> objects;
-    if (failed(generateObjects(module, machine, options, owner, objects,
+    if (failed(generateObjects(module, machine, options, split, objects,
                                reporter)))
       return failure();
     for (const SmallString<0> &object : objects) {
