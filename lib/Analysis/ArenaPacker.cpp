@@ -119,6 +119,8 @@ struct Packer {
   std::vector<llvm::SmallVector<unsigned>> overlaps;
   /// Aligned bytes live at each position.
   std::vector<int64_t> live;
+  /// Scratch of an incremental placement (place with `kept`).
+  std::vector<bool> stale;
 
   Packer(llvm::ArrayRef<PackItem> items, int64_t alignment) : items(items) {
     for (const PackItem &item : items)
@@ -149,21 +151,38 @@ struct Packer {
   }
 
   /// Places items in `order`, each at the first (or the tightest) gap among
-  /// the placed items it overlaps. Returns the arena size. With `start`,
-  /// the items before it keep their offsets in `kept` (a placement of an
-  /// order that shares them: placing is greedy, so they would land there
-  /// again) and placing resumes there.
+  /// the placed items it overlaps. Returns the arena size.
+  ///
+  /// With `kept`, the offsets of a placement of an order that `order` makes
+  /// by moving the items `moved` earlier, no earlier than `start`: placing
+  /// is greedy, so an item lands where it did unless it moved or one of the
+  /// items it overlaps that are placed before it moved or landed elsewhere.
+  /// Only those are placed again (the others keep their offsets), which
+  /// gives the offsets a full placement gives, at the cost of what changed.
   int64_t place(llvm::ArrayRef<unsigned> order, bool bestFit,
                 std::vector<int64_t> &offsets, size_t start = 0,
-                llvm::ArrayRef<int64_t> kept = {}) const {
+                llvm::ArrayRef<int64_t> kept = {},
+                llvm::ArrayRef<unsigned> moved = {}) {
     offsets.assign(items.size(), -1);
     int64_t arena = 0;
     for (unsigned i : order.take_front(start)) {
       offsets[i] = kept[i];
       arena = std::max(arena, kept[i] + sizes[i]);
     }
+    // `stale`: an item to place again: it moved, or an item it overlaps
+    // was placed before it and moved or landed elsewhere.
+    if (!kept.empty()) {
+      stale.assign(items.size(), false);
+      for (unsigned i : moved)
+        stale[i] = true;
+    }
     llvm::SmallVector<std::pair<int64_t, int64_t>> taken;
     for (unsigned i : order.drop_front(start)) {
+      if (!kept.empty() && !stale[i]) {
+        offsets[i] = kept[i];
+        arena = std::max(arena, kept[i] + sizes[i]);
+        continue;
+      }
       taken.clear();
       for (unsigned o : overlaps[i])
         if (offsets[o] >= 0)
@@ -184,6 +203,9 @@ struct Packer {
         chosen = cursor;
       offsets[i] = chosen;
       arena = std::max(arena, chosen + size);
+      if (!kept.empty() && (chosen != kept[i] || llvm::is_contained(moved, i)))
+        for (unsigned o : overlaps[i])
+          stale[o] = true;
     }
     return arena;
   }
@@ -411,7 +433,7 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   unsigned budget = unsigned(std::min<size_t>(
       40000, 200'000'000 / std::max<size_t>(1, pairs + items.size())));
   std::mt19937_64 rng(0x4c6f6f6d); // "Loom"
-  std::vector<unsigned> sticking, order;
+  std::vector<unsigned> sticking, order, moved;
   // Local search from one start; the global best lives in `result`.
   auto search = [&](std::vector<unsigned> current, bool bestFit,
                     unsigned tries) {
@@ -428,6 +450,7 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
       // The first position a move changes: the order before it, and so its
       // placement, is the current one's.
       size_t first = order.size();
+      moved.clear();
       for (unsigned m = 0, moves = 1 + rng() % 3; m < moves; ++m) {
         unsigned item = !sticking.empty() && rng() % 10 < 7
                             ? sticking[rng() % sticking.size()]
@@ -437,9 +460,10 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
         std::rotate(order.begin() + to, order.begin() + from,
                     order.begin() + from + 1);
         first = std::min(first, to);
+        moved.push_back(item);
       }
       int64_t arena =
-          packer.place(order, bestFit, offsets, first, currentOffsets);
+          packer.place(order, bestFit, offsets, first, currentOffsets, moved);
       ++result.tries;
       int64_t over = overflow(offsets);
       if (std::make_pair(arena, over) >

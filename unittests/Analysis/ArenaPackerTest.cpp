@@ -193,6 +193,30 @@ TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
   expectValid(items, skipped, 64);
 }
 
+// The local search places again only what a move changes: the items that
+// moved, and those overlapping an item placed before them that moved or
+// landed elsewhere; the rest keep their offsets. On 3,000 buffers (too many
+// for the exact search) whose constructive orders miss the bound, the
+// search's ~900 tries must end in a valid packing: it is not if an item
+// that had to move keeps its old offset.
+TEST(ArenaPackerTest, LocalSearchPlacesAgainWhatAMoveChanges) {
+  std::mt19937_64 rng(2);
+  std::vector<PackItem> items;
+  unsigned positions = 3000;
+  for (int i = 0; i < 3000; ++i) {
+    unsigned begin = rng() % positions;
+    unsigned length = rng() % 4 == 0 ? rng() % 300 : rng() % 8;
+    int64_t bytes = int64_t(64) << (rng() % 12);
+    bytes += int64_t(rng() % uint64_t(bytes));
+    items.push_back({bytes, begin, std::min(positions - 1, begin + length)});
+  }
+  Packing packing = packIntervals(items);
+  EXPECT_EQ(packing.searchNodes, 0u);
+  EXPECT_GT(packing.tries, 500u) << "the local search did not run";
+  EXPECT_GT(packing.arenaBytes, packing.lowerBound);
+  expectValid(items, packing, 64);
+}
+
 TEST(ArenaPackerTest, IsDeterministic) {
   std::mt19937_64 rng(11);
   std::vector<PackItem> items;

@@ -16,7 +16,9 @@
 //   3. if it gave up, a local search from the best order: a buffer
 //      that sticks out above the bound moves earlier, kept when neither the
 //      arena nor the bytes above the bound grow (a fixed seed, a budget of
-//      tries scaled to the problem).
+//      tries scaled to the problem). A try places again only the buffers
+//      its move can change: those that moved, and those overlapping one
+//      placed before them that moved or landed elsewhere.
 //
 //   4. if the exact search proved the bound unreachable, a bisection with
 //      it between the bound and the best arena found, which ends with a
