@@ -106,7 +106,19 @@ LogicalResult loom::autodiff::differentiateTrainOp(ReverseMode &rm,
           rm.accumulate(bias, grads.getBiasGrad());
         return success();
       })
-      .Case<RMSNormOp, RoPEOp>([&](Operation *o) {
+      .Case([&](RoPEOp o) {
+        // A rotation: its transpose is its inverse, one op that decomposes
+        // into halves written in place, as the forward does.
+        Value g = rm.getAdjoint(o.getResult());
+        if (!g)
+          return success();
+        auto grad =
+            RoPEOp::create(b, loc, g.getType(), g, o.getThetaAttr(),
+                           o.getInverse() ? UnitAttr() : b.getUnitAttr());
+        rm.accumulate(o.getInput(), grad.getResult());
+        return success();
+      })
+      .Case<RMSNormOp>([&](Operation *o) {
         return differentiateByDecomposition(rm,
                                             cast<DecomposableOpInterface>(o));
       })

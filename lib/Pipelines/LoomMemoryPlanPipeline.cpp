@@ -14,9 +14,10 @@
 //   codegen-update-in-place      updates written into their arguments
 //   codegen-memory-plan          every buffer at an arena offset
 //
-// eliminate-empty-tensors runs before the plan so that an op whose result
-// is inserted into a slice of a new tensor (RoPE's halves) writes into that
-// slice, and the plan sees no copy.
+// codegen-eliminate-empty-tensors (upstream's, where it can replace
+// something) runs before the plan so that an op whose result is inserted
+// into a slice of a new tensor writes into that slice, and the plan sees no
+// copy.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,7 +27,6 @@
 #include "loom/Conversion/Passes.h"
 #include "loom/Dialect/Train/TrainPasses.h"
 #include "loom/Pipelines/Pipelines.h"
-#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
@@ -65,7 +65,7 @@ void loom::buildMemoryPlanPipeline(OpPassManager &pm,
   }
   if (!options.memoryPlan)
     return;
-  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  pm.addPass(codegen::createCodegenEliminateEmptyTensorsPass());
   OpPassManager &func = pm.nest<func::FuncOp>();
   func.addPass(codegen::createCodegenUpdateInPlacePass());
   codegen::CodegenMemoryPlanPassOptions plan;

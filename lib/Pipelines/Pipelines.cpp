@@ -53,7 +53,7 @@ void loom::pipelines::addBufferize(OpPassManager &pm) {
 
 void loom::pipelines::addStepBufferization(OpPassManager &pm, bool memoryPlan) {
   pm.addPass(train::createTrainDropRolesPass());
-  pm.addPass(bufferization::createEmptyTensorEliminationPass());
+  pm.addPass(codegen::createCodegenEliminateEmptyTensorsPass());
   addBufferize(pm);
   pm.addPass(createCanonicalizerPass());
   if (memoryPlan)

@@ -132,6 +132,33 @@ func.func @attention_and_norm(%q: tensor<1x4x2x8xf32> {train.param = "q"}, %k: t
 
 // -----
 
+// train.rope is a rotation: its gradient is the inverse rotation of the
+// result's gradient, one op (decomposed later into halves written in place),
+// and an inverse rope's gradient is the rope again.
+// CHECK-LABEL: func.func @rope
+// CHECK: %[[Y:.+]] = train.rope %{{.+}} theta = 1.000000e+04 : tensor<1x4x2x8xf32>
+// CHECK: %[[Z:.+]] = train.rope %[[Y]] theta = 1.000000e+04 inverse : tensor<1x4x2x8xf32>
+// CHECK: %[[DZ:.+]] = linalg.generic
+// CHECK: %[[DY:.+]] = train.rope %[[DZ]] theta = 1.000000e+04 : tensor<1x4x2x8xf32>
+// CHECK: %[[DX:.+]] = train.rope %[[DY]] theta = 1.000000e+04 inverse : tensor<1x4x2x8xf32>
+// CHECK: return %{{.+}}, %[[DX]]
+func.func @rope(%x: tensor<1x4x2x8xf32> {train.param = "x"}) -> (tensor<f32> {train.loss}) {
+  %y = train.rope %x theta = 10000.0 : tensor<1x4x2x8xf32>
+  %w = train.rope %y theta = 10000.0 inverse : tensor<1x4x2x8xf32>
+  %z = arith.constant 0.0 : f32
+  %e0 = tensor.empty() : tensor<f32>
+  %f0 = linalg.fill ins(%z : f32) outs(%e0 : tensor<f32>) -> tensor<f32>
+  %l = linalg.reduce ins(%w : tensor<1x4x2x8xf32>) outs(%f0 : tensor<f32>) dimensions = [0, 1, 2, 3]
+    (%in: f32, %acc: f32) {
+      %sq = arith.mulf %in, %in : f32
+      %r = arith.addf %sq, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %l : tensor<f32>
+}
+
+// -----
+
 // RoPE splits a tensor into halves and rejoins them. The gradient of each
 // half is read straight from the output's gradient (past the zeros the
 // second insertion's rule puts in its slice), and the halves' gradients,

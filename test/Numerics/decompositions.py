@@ -55,6 +55,9 @@ for dtype, rtol, atol in [(np.float64, 1e-12, 1e-12), (np.float32, 2e-5, 2e-6)]:
     check(f"rms_norm {tag}", y, ref.rms_norm(x, w, 1e-6), rtol, atol)
     (y,) = run_op(f"train.rope %a0 theta = 10000.0 : {mlir_type(x)}", [x], [mlir_type(x)])
     check(f"rope {tag}", y, ref.rope(x, 10000.0), rtol, atol)
+    (z,) = run_op(f"train.rope %a0 theta = 10000.0 inverse : {mlir_type(x)}", [y], [mlir_type(x)])
+    check(f"rope inverse {tag}", z, ref.rope(y, 10000.0, inverse=True), rtol, atol)
+    check(f"rope inverse of rope {tag}", z, x, rtol, atol)
 
     q = rng.standard_normal((2, 6, 4, 8)).astype(dtype)
     k = rng.standard_normal((2, 6, 2, 8)).astype(dtype)

@@ -198,6 +198,8 @@ check("train.rms_norm", [("x", (2, 3, 8)), ("w", (8,))], """
   %y = train.rms_norm %x, %w eps = 1.0e-05 : tensor<2x3x8xf64>, tensor<8xf64>""", (2, 3, 8))
 check("train.rope", [("x", (2, 5, 3, 8))], """
   %y = train.rope %x theta = 10000.0 : tensor<2x5x3x8xf64>""", (2, 5, 3, 8))
+check("train.rope inverse", [("x", (2, 5, 3, 8))], """
+  %y = train.rope %x theta = 10000.0 inverse : tensor<2x5x3x8xf64>""", (2, 5, 3, 8))
 for causal in ("causal ", ""):
     check(f"train.attention {causal or 'full '}(GQA 4 heads / 2 kv heads)",
           [("q", (2, 5, 4, 6)), ("k", (2, 5, 2, 6)), ("v", (2, 5, 2, 6))], f"""

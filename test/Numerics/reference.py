@@ -64,13 +64,14 @@ def rms_norm(x, w, eps):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w
 
 
-def rope(x, theta):
+def rope(x, theta, inverse=False):
+    """Rotate-half RoPE; `inverse` turns by the negative angle."""
     seq, head_dim = x.shape[1], x.shape[3]
     half = head_dim // 2
     inv_freq = theta ** (-np.arange(half, dtype=np.float64) * 2.0 / head_dim)
     angle = np.arange(seq, dtype=np.float64)[:, None] * inv_freq[None]
     cos = np.cos(angle)[None, :, None, :].astype(x.dtype)
-    sin = np.sin(angle)[None, :, None, :].astype(x.dtype)
+    sin = np.sin(-angle if inverse else angle)[None, :, None, :].astype(x.dtype)
     x1, x2 = x[..., :half], x[..., half:]
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], -1)
 

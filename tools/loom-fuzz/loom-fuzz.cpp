@@ -205,6 +205,7 @@ const char *const kPasses[] = {
     "trainer-entry-point",
     "canonicalize",
     "eliminate-empty-tensors",
+    "codegen-eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries}",
     "train-microbatch{microbatches=[2;1;3;4;0]}",
     "pp-partition{" PP_OPTIONS "}",

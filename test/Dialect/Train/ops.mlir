@@ -19,7 +19,9 @@ func.func @norm_and_rope(%x: tensor<4x32x8x16xf32>, %w: tensor<16xf32>) -> (tens
   %n = train.rms_norm %x, %w eps = 1.0e-5 : tensor<4x32x8x16xf32>, tensor<16xf32>
   // CHECK: train.rope %{{.+}} theta = 5.000000e+05 : tensor<4x32x8x16xf32>
   %r = train.rope %n theta = 500000.0 : tensor<4x32x8x16xf32>
-  return %n, %r : tensor<4x32x8x16xf32>, tensor<4x32x8x16xf32>
+  // CHECK: train.rope %{{.+}} theta = 5.000000e+05 inverse : tensor<4x32x8x16xf32>
+  %i = train.rope %r theta = 500000.0 inverse : tensor<4x32x8x16xf32>
+  return %n, %i : tensor<4x32x8x16xf32>, tensor<4x32x8x16xf32>
 }
 
 // CHECK-LABEL: func.func @attention

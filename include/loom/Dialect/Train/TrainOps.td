@@ -134,10 +134,22 @@ def Train_RoPEOp : Train_DecomposableOp<"rope",
     ```mlir
     %q2 = train.rope %q theta = 500000.0 : tensor<4x32x8x16xf32>
     ```
+
+    With `inverse`, each pair turns by the negative angle (`sin` changes
+    sign): the inverse of the rotation and its transpose, so the gradient of
+    a `train.rope` is the `inverse` one of the result's gradient (what
+    `train-autodiff` builds), decomposed like the forward, each half written
+    into its slice of the result.
+
+    ```mlir
+    %dq = train.rope %dq2 theta = 500000.0 inverse : tensor<4x32x8x16xf32>
+    ```
   }];
-  let arguments = (ins Train_FloatTensor:$input, Train_PositiveF64Attr:$theta);
+  let arguments = (ins Train_FloatTensor:$input, Train_PositiveF64Attr:$theta,
+                       UnitAttr:$inverse);
   let results = (outs Train_FloatTensor:$result);
-  let assemblyFormat = "$input `theta` `=` $theta attr-dict `:` type($input)";
+  let assemblyFormat =
+      "$input `theta` `=` $theta (`inverse` $inverse^)? attr-dict `:` type($input)";
 }
 
 //===----------------------------------------------------------------------===//

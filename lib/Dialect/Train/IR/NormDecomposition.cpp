@@ -142,7 +142,9 @@ FailureOr<SmallVector<Value>> RoPEOp::decompose(OpBuilder &builder) {
     result = tensor::InsertSliceOp::create(builder, loc, rotated, result,
                                            offsets(start), sizes, strides);
   };
-  rotate(first, second, /*subtract=*/true, 0);
-  rotate(second, first, /*subtract=*/false, half);
+  // The inverse turns by the negative angle: sin changes sign.
+  bool inverse = getInverse();
+  rotate(first, second, /*subtract=*/!inverse, 0);
+  rotate(second, first, /*subtract=*/inverse, half);
   return SmallVector<Value>{result};
 }
