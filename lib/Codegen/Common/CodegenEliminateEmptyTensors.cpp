@@ -14,6 +14,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Interfaces/SubsetOpInterface.h"
 
 namespace loom::codegen {
@@ -56,11 +58,127 @@ bool mayStartAtEmpty(Value value) {
   }
 }
 
+/// Whether every read of `buffer` (a function argument) through a
+/// `bufferization.to_tensor` of it, and through what may alias that tensor,
+/// comes before `writer` in its block or is `writer` itself. Only tensor
+/// ops are known: a destination-passing op reading it as an input reads it
+/// there, as does an op free of memory effects with no tensor result (a
+/// `tensor.extract`), and a `tensor.extract` in an op's region (an
+/// embedding's gather) where that op is; another such op with tensor
+/// results (a slice, a reshape) may alias it and is followed; anything else
+/// (a call, a collective that reads until its wait, a write into it)
+/// fails.
+bool readsEndAt(Value buffer, Operation *writer,
+                bufferization::MaterializeInDestinationOp materialize) {
+  SmallVector<Value> tensors;
+  for (Operation *user : buffer.getUsers()) {
+    if (user == materialize)
+      continue;
+    auto toTensor = dyn_cast<bufferization::ToTensorOp>(user);
+    if (!toTensor || toTensor->getBlock() != writer->getBlock())
+      return false;
+    tensors.push_back(toTensor.getResult());
+  }
+  while (!tensors.empty()) {
+    Value tensor = tensors.pop_back_val();
+    for (OpOperand &use : tensor.getUses()) {
+      Operation *user = use.getOwner();
+      if (user->getBlock() != writer->getBlock()) {
+        Operation *at = writer->getBlock()->findAncestorOpInBlock(*user);
+        if (!at || !isa<tensor::ExtractOp>(user) ||
+            (at != writer && !at->isBeforeInBlock(writer)))
+          return false;
+        continue;
+      }
+      if (auto dps = dyn_cast<DestinationStyleOpInterface>(user)) {
+        if (!dps.hasPureTensorSemantics() || dps.isDpsInit(&use))
+          return false;
+        if (user != writer && !user->isBeforeInBlock(writer))
+          return false;
+        continue;
+      }
+      if (user->getNumRegions() != 0 || !isMemoryEffectFree(user))
+        return false;
+      // A read (a scalar extract) where it is; a tensor result may alias.
+      bool aliases = false;
+      for (Value result : user->getResults())
+        if (isa<TensorType>(result.getType())) {
+          tensors.push_back(result);
+          aliases = true;
+        }
+      if (!aliases && user != writer && !user->isBeforeInBlock(writer))
+        return false;
+    }
+  }
+  return true;
+}
+
+/// Whether `use` only reads the tensor, where it is: an input of a
+/// destination-passing op on tensors, or an op free of memory effects with
+/// no tensor result (a `tensor.extract`), in the block or in a region.
+bool onlyReads(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+    return dps.hasPureTensorSemantics() && !dps.isDpsInit(&use);
+  return user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
+         llvm::none_of(user->getResultTypes(),
+                       [](Type type) { return isa<TensorType>(type); });
+}
+
+/// What upstream's elimination makes of a step's result written into its
+/// caller's buffer (the trainer's entry point: the result materialised in a
+/// function argument), made without its analysis: the result's op writes
+/// into the buffer (`bufferization.to_tensor restrict writable`, where the
+/// `tensor.empty` it started from was). Only where that is safe on its
+/// face: the op is destination-passing on tensors, its init a
+/// `tensor.empty` used by it alone, its result only read besides the
+/// materialisation (AdamW's new step count is), and every read of the
+/// buffer (a parameter the step updates) ends at the op. Returns how many
+/// it replaced.
+unsigned writeResultsIntoCallerBuffers(ModuleOp module) {
+  unsigned replaced = 0;
+  module.walk([&](bufferization::MaterializeInDestinationOp materialize) {
+    auto buffer = dyn_cast<BlockArgument>(materialize.getDest());
+    auto source = dyn_cast<OpResult>(materialize.getSource());
+    if (!buffer || !isa<BaseMemRefType>(buffer.getType()) || !source ||
+        !materialize.getRestrict() || !materialize.getWritable() ||
+        !llvm::all_of(source.getUses(), [&](OpOperand &use) {
+          return use.getOwner() == materialize || onlyReads(use);
+        }))
+      return;
+    auto op = dyn_cast<DestinationStyleOpInterface>(source.getOwner());
+    if (!op || !op.hasPureTensorSemantics() ||
+        op->getBlock() != materialize->getBlock() ||
+        buffer.getOwner()->getParentOp() !=
+            op->getParentOfType<FunctionOpInterface>().getOperation())
+      return;
+    OpOperand *init = op.getTiedOpOperand(source);
+    auto empty = init->get().getDefiningOp<tensor::EmptyOp>();
+    if (!empty || !empty->hasOneUse() ||
+        empty.getType() != materialize.getSource().getType() ||
+        !readsEndAt(buffer, op, materialize))
+      return;
+    OpBuilder builder(empty);
+    auto toTensor = bufferization::ToTensorOp::create(
+        builder, empty.getLoc(), empty.getType(), buffer);
+    toTensor.setRestrict(true);
+    toTensor.setWritable(true);
+    init->set(toTensor.getResult());
+    empty.erase();
+    // The buffer now has a tensor of its own besides the materialisation,
+    // which so no longer holds its only access (as upstream leaves it).
+    materialize.setRestrict(false);
+    ++replaced;
+  });
+  return replaced;
+}
+
 struct CodegenEliminateEmptyTensorsPass
     : public loom::codegen::impl::CodegenEliminateEmptyTensorsPassBase<
           CodegenEliminateEmptyTensorsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    numIntoCallerBuffers += writeResultsIntoCallerBuffers(module);
     bool found = module
                      .walk([](SubsetInsertionOpInterface op) {
                        return mayStartAtEmpty(op.getSourceOperand().get())

@@ -154,6 +154,16 @@ def CodegenEliminateEmptyTensorsPass
     replacement when the decompositions already write into their slices
     (RoPE's halves). Where it can replace, it runs as upstream does.
 
+    A step's result written into its caller's buffer (the trainer's entry
+    point materialises each result in a function argument: an output, or
+    the parameter it updates) is first written there directly, as upstream
+    would, where that is safe on its face: the result's op is
+    destination-passing on tensors, its init a `tensor.empty` only it uses,
+    its result read by the materialisation alone, and every read of the
+    buffer (through a `bufferization.to_tensor` of it and the slices and
+    reshapes of that) at or before the op. What remains decides whether
+    upstream runs.
+
     ```mlir
     // Replaced (upstream runs): the generic writes into the slice.
     %e = tensor.empty() : tensor<4x8xf32>
@@ -168,6 +178,9 @@ def CodegenEliminateEmptyTensorsPass
   let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
                            "::mlir::tensor::TensorDialect"];
   let statistics = [
+    Statistic<"numIntoCallerBuffers", "into-caller-buffers",
+              "Results written into their caller's buffer without the "
+              "analysis">,
     Statistic<"numRuns", "analysed-modules",
               "Modules analysed and given to upstream's elimination">,
     Statistic<"numSkipped", "skipped-modules",
