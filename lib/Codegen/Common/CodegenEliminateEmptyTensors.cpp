@@ -159,8 +159,8 @@ unsigned writeResultsIntoCallerBuffers(ModuleOp module) {
         !readsEndAt(buffer, op, materialize))
       return;
     OpBuilder builder(empty);
-    auto toTensor = bufferization::ToTensorOp::create(
-        builder, empty.getLoc(), empty.getType(), buffer);
+    auto toTensor = bufferization::ToTensorOp::create(builder, empty.getLoc(),
+                                                      empty.getType(), buffer);
     toTensor.setRestrict(true);
     toTensor.setWritable(true);
     init->set(toTensor.getResult());
