@@ -30,9 +30,10 @@ namespace {
 /// Whether upstream's search from `value` (up the chain of tensors it
 /// shares a buffer with, same type or casts) may reach a `tensor.empty`.
 /// Follows a destination-passing op's result to its init and a cast to its
-/// source, as upstream does; stops at any other op (an extract_slice, a
-/// reshape: not followed upstream either). What it does not follow but
-/// upstream might (a region op's result, a block argument of a region)
+/// source, as upstream does; stops at an op whose operands have other types
+/// (an extract_slice, a reshape: not followed upstream either). What it
+/// does not follow but upstream might (another op with an operand of the
+/// result's type, a region op's result, a block argument of a region)
 /// counts as a maybe.
 bool mayStartAtEmpty(Value value) {
   while (true) {
@@ -54,7 +55,10 @@ bool mayStartAtEmpty(Value value) {
       value = dps.getTiedOpOperand(cast<OpResult>(value))->get();
       continue;
     }
-    return def->getNumRegions() > 0;
+    // Another op may return a tensor equivalent to an operand of its type
+    // (upstream asks the op): a maybe, as is a region op's result.
+    return def->getNumRegions() > 0 ||
+           llvm::is_contained(def->getOperandTypes(), value.getType());
   }
 }
 
