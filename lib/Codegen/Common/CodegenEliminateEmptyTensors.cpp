@@ -182,7 +182,8 @@ struct CodegenEliminateEmptyTensorsPass
           CodegenEliminateEmptyTensorsPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    numIntoCallerBuffers += writeResultsIntoCallerBuffers(module);
+    unsigned written = writeResultsIntoCallerBuffers(module);
+    numIntoCallerBuffers += written;
     bool found = module
                      .walk([](SubsetInsertionOpInterface op) {
                        return mayStartAtEmpty(op.getSourceOperand().get())
@@ -192,7 +193,8 @@ struct CodegenEliminateEmptyTensorsPass
                      .wasInterrupted();
     if (!found) {
       ++numSkipped;
-      markAllAnalysesPreserved();
+      if (written == 0)
+        markAllAnalysesPreserved();
       return;
     }
     ++numRuns;
