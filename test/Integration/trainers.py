@@ -313,8 +313,8 @@ def cpu(work: str) -> None:
     lacking = next((feature for feature, flag in candidates.items()
                     if flag not in flags), None)
     if lacking is None:
-        print("skipped: this CPU has every candidate feature (avx512f, avx512fp16, "
-              "amx-tile, xop), so none can be missing")
+        print(f"skipped: this CPU has every candidate feature ({', '.join(candidates)}), "
+              "so none can be missing")
     else:
         exe = os.path.join(work, f"r1-plus-{lacking}")
         built = subprocess.run([loomc, forward, "--cpu-features", f"+{lacking}", "-O1",

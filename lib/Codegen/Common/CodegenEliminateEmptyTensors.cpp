@@ -62,6 +62,18 @@ bool mayStartAtEmpty(Value value) {
   }
 }
 
+/// Whether `use` only reads the tensor, where it is: an input of a
+/// destination-passing op on tensors, or an op free of memory effects with
+/// no tensor result (a `tensor.extract`), in the block or in a region.
+bool onlyReads(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
+    return dps.hasPureTensorSemantics() && !dps.isDpsInit(&use);
+  return user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
+         llvm::none_of(user->getResultTypes(),
+                       [](Type type) { return isa<TensorType>(type); });
+}
+
 /// Whether every read of `buffer` (a function argument) through a
 /// `bufferization.to_tensor` of it, and through what may alias that tensor,
 /// comes before `writer` in its block or is `writer` itself. Only tensor
@@ -94,39 +106,21 @@ bool readsEndAt(Value buffer, Operation *writer,
           return false;
         continue;
       }
-      if (auto dps = dyn_cast<DestinationStyleOpInterface>(user)) {
-        if (!dps.hasPureTensorSemantics() || dps.isDpsInit(&use))
-          return false;
+      if (onlyReads(use)) {
         if (user != writer && !user->isBeforeInBlock(writer))
           return false;
         continue;
       }
-      if (user->getNumRegions() != 0 || !isMemoryEffectFree(user))
+      // A view (a slice, a reshape): its tensor results may alias.
+      if (isa<DestinationStyleOpInterface>(user) ||
+          user->getNumRegions() != 0 || !isMemoryEffectFree(user))
         return false;
-      // A read (a scalar extract) where it is; a tensor result may alias.
-      bool aliases = false;
       for (Value result : user->getResults())
-        if (isa<TensorType>(result.getType())) {
+        if (isa<TensorType>(result.getType()))
           tensors.push_back(result);
-          aliases = true;
-        }
-      if (!aliases && user != writer && !user->isBeforeInBlock(writer))
-        return false;
     }
   }
   return true;
-}
-
-/// Whether `use` only reads the tensor, where it is: an input of a
-/// destination-passing op on tensors, or an op free of memory effects with
-/// no tensor result (a `tensor.extract`), in the block or in a region.
-bool onlyReads(OpOperand &use) {
-  Operation *user = use.getOwner();
-  if (auto dps = dyn_cast<DestinationStyleOpInterface>(user))
-    return dps.hasPureTensorSemantics() && !dps.isDpsInit(&use);
-  return user->getNumRegions() == 0 && isMemoryEffectFree(user) &&
-         llvm::none_of(user->getResultTypes(),
-                       [](Type type) { return isa<TensorType>(type); });
 }
 
 /// What upstream's elimination makes of a step's result written into its
@@ -158,9 +152,7 @@ unsigned writeResultsIntoCallerBuffers(ModuleOp module) {
       return;
     OpOperand *init = op.getTiedOpOperand(source);
     auto empty = init->get().getDefiningOp<tensor::EmptyOp>();
-    if (!empty || !empty->hasOneUse() ||
-        empty.getType() != materialize.getSource().getType() ||
-        !readsEndAt(buffer, op, materialize))
+    if (!empty || !empty->hasOneUse() || !readsEndAt(buffer, op, materialize))
       return;
     OpBuilder builder(empty);
     auto toTensor = bufferization::ToTensorOp::create(builder, empty.getLoc(),
