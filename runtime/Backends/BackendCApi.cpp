@@ -8,6 +8,7 @@
 #include "Backends/Backend.h"
 #include "Backends/RuntimeSupport.h"
 #include "loom/Runtime/CommGroups.h"
+#include "loom/Runtime/HeapScope.h"
 #include "loom/Runtime/Symbols.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -18,15 +19,6 @@
 using loom::runtime::backend;
 using loom::runtime::recorder;
 
-namespace {
-/// What the backend allocates for a collective's bookkeeping (its table
-/// entry, its queued call) on the step's thread: a named line of the
-/// trainer's heap measurement, not the step's.
-struct RuntimeHeapScope {
-  RuntimeHeapScope() { loomrt_heap_runtime_begin(); }
-  ~RuntimeHeapScope() { loomrt_heap_runtime_end(); }
-};
-} // namespace
 
 // Each name the compiler calls is a function loomrt.h declares.
 #define LOOMRT_CHECK_SYMBOL(constant, function)                                \
@@ -171,13 +163,16 @@ int64_t loomrt_coll_start(int64_t kind, int64_t reduction, int64_t dtype,
   if (kind == LOOMRT_BROADCAST && (arg < 0 || arg >= c.size))
     backend().abort("loomrt_coll_start: broadcast from root " +
                     std::to_string(arg) + " of " + std::to_string(c.size));
-  RuntimeHeapScope scope;
+  // What the backend allocates for a collective's bookkeeping (its table
+  // entry, its queued call) is a named line of the trainer's heap, not the
+  // step's.
+  loom::runtime::HeapScope scope(LOOMRT_HEAP_RUNTIME);
   return backend().start(
       {kind, reduction, dtype, comm, arg, in, inCount, out, outCount, opId});
 }
 
 void loomrt_coll_wait(int64_t handle, int64_t in, int64_t out) {
-  RuntimeHeapScope scope;
+  loom::runtime::HeapScope scope(LOOMRT_HEAP_RUNTIME);
   backend().wait(handle, in, out);
 }
 

@@ -8,6 +8,7 @@
 #include "Backends/Backend.h"
 #include "Backends/RuntimeSupport.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Runtime/HeapScope.h"
 
 #include <cstdio>
 
@@ -248,6 +249,8 @@ Recorder &loom::runtime::recorder() {
 extern "C" {
 
 loomrt_stats loomrt_take_stats(void) {
+  // The call it queues on the communication thread is the runtime's.
+  loom::runtime::HeapScope scope(LOOMRT_HEAP_RUNTIME);
   loom::runtime::backend().stepBoundary();
   return loom::runtime::recorder().take();
 }

@@ -10,6 +10,7 @@
 #include "loom/Runtime/Bf16.h"
 #include "loom/Runtime/CpuFeatures.h"
 #include "loom/Runtime/DurableFile.h"
+#include "loom/Runtime/HeapScope.h"
 #include "loom/Runtime/StepManifest.h"
 #include "loom/Runtime/loomrt.h"
 
@@ -110,7 +111,7 @@ struct Placement {
 };
 /// A pipeline's figures per stage in the log: heap, plan, step time,
 /// stalls, buffers, MPI's scratch.
-constexpr int kStageFields = 8;
+constexpr int kStageFields = 10;
 
 /// The manifest of `s`'s step (the only one outside a pipeline).
 const char *manifestText(const Placement &at, int64_t s) {
@@ -769,17 +770,25 @@ int main(int argc, char **argv) {
   // The heap the process holds for itself: what a step allocates is
   // measured above this.
   int64_t heapBase = loomrt_heap_bytes() - bufferBytes;
-  // The named lines' bases, taken with heapBase: a block one line
-  // allocates and another frees (a queued call the communication thread
-  // runs and destroys) moves bytes between lines, never out of their sum.
+  // The named lines' bases, taken with heapBase. A block stays on the line
+  // that allocated it until freed, by whichever thread (a queued call the
+  // communication thread runs and destroys is the runtime's), so each
+  // line's figure is its own.
   int64_t otherBase = loomrt_heap_other_bytes();
-  int64_t runtimeBase = loomrt_heap_runtime_bytes();
+  int64_t runtimeBase = loomrt_heap_scope_bytes(LOOMRT_HEAP_RUNTIME);
+  int64_t kernelBase = loomrt_heap_scope_bytes(LOOMRT_HEAP_KERNELS);
+  int64_t trainerBase = loomrt_heap_scope_bytes(LOOMRT_HEAP_TRAINER);
+  int64_t unscopedBase = loomrt_heap_unscoped_bytes() - bufferBytes;
   // --profile: every step after the first, which pays for first calls
   // (BLAS's buffers, the modules loaded on the GPU); the only one of a
   // one-step run.
   bool profiling = !o.profile.empty();
   int64_t profileFrom = first + (o.steps > 1 ? 1 : 0);
+  // What the trainer allocates between steps (the batch, the log line,
+  // stdio's buffers, checkpoints) is a line of its own.
+  std::optional<loom::runtime::HeapScope> between;
   for (int64_t step = first; step < first + o.steps; ++step) {
+    between.emplace(LOOMRT_HEAP_TRAINER);
     // Testing hooks: "RANK:STEP" makes that rank exit (LOOM_TRAINER_DIE)
     // or stop answering (LOOM_TRAINER_STALL) at that step.
     for (const char *hook : {"LOOM_TRAINER_DIE", "LOOM_TRAINER_STALL"}) {
@@ -801,11 +810,15 @@ int main(int argc, char **argv) {
       labels->upload();
     if (profiling && step == profileFrom)
       loomrt_profile_start();
+    between.reset();
     loomrt_take_stats();
     loomrt_host_reset_peak();
     loomrt_heap_reset_peak();
     loomrt_heap_other_reset_peak();
-    loomrt_heap_runtime_reset_peak();
+    loomrt_heap_scope_reset_peak(LOOMRT_HEAP_RUNTIME);
+    loomrt_heap_scope_reset_peak(LOOMRT_HEAP_KERNELS);
+    loomrt_heap_unscoped_reset_peak();
+    loomrt_heap_scope_reset_peak(LOOMRT_HEAP_TRAINER);
     double begin = loomrt_now_us();
     stepPacked(buffers.data());
     loomrt_step_sync();
@@ -832,7 +845,22 @@ int main(int argc, char **argv) {
         std::max<int64_t>(0, loomrt_heap_other_peak_bytes() - otherBase);
     // And what the runtime's collective calls kept for their bookkeeping.
     int64_t runtimeBytes =
-        std::max<int64_t>(0, loomrt_heap_runtime_peak_bytes() - runtimeBase);
+        std::max<int64_t>(0, loomrt_heap_scope_peak_bytes(LOOMRT_HEAP_RUNTIME) -
+                                 runtimeBase);
+    // And the runtime kernels' scratch (attention's score blocks, the
+    // embedding gradient's id lists, bf16 widening).
+    int64_t kernelBytes = std::max<int64_t>(
+        0, loomrt_heap_scope_peak_bytes(LOOMRT_HEAP_KERNELS) - kernelBase);
+    // Not a line: the compute thread's heap outside the scopes, which holds
+    // the step's own allocations (the plan) and the trainer's and the
+    // runtime's bytes on that thread besides.
+    int64_t computeBytes = onDevice ? stepAllocBytes
+                                    : loomrt_heap_unscoped_peak_bytes() -
+                                          unscopedBase;
+    // What the trainer held during the step, allocated between steps.
+    int64_t trainerBytes = std::max<int64_t>(
+        0, loomrt_heap_scope_peak_bytes(LOOMRT_HEAP_TRAINER) - trainerBase);
+    between.emplace(LOOMRT_HEAP_TRAINER);
 
     double local[2] = {stats.comm_us, stats.exposed_us}, worst[2];
     loomrt_allreduce_f64(local, worst, 2, LOOMRT_MAX);
@@ -862,6 +890,8 @@ int main(int argc, char **argv) {
       own[5] = double(stats.scratch_bytes);
       own[6] = double(otherThreadBytes);
       own[7] = double(runtimeBytes);
+      own[8] = double(kernelBytes);
+      own[9] = double(trainerBytes);
       mine.back() = lossValue;
       // A stage's figures are its first replica's; the loss, averaged over
       // the replicas already, is the last stage's.
@@ -895,6 +925,9 @@ int main(int argc, char **argv) {
             "\"blas_scratch_bytes\": %lld, "
             "\"gemm_scratch_bytes\": %lld, \"comm_scratch_bytes\": %lld, "
             "\"other_threads_bytes\": %lld, \"runtime_bytes\": %lld, "
+            "\"kernel_scratch_bytes\": %lld, \"trainer_bytes\": %lld, "
+            "\"compute_thread_bytes\": %lld, "
+            "\"untracked_blocks\": %lld, "
             "\"rss_bytes\": %lld, \"max_rss_bytes\": %lld, "
             "\"device_bytes\": %lld, \"cublas_workspace_bytes\": %lld, "
             "\"module_bytes\": %lld, \"nccl_bytes\": %lld, "
@@ -906,7 +939,10 @@ int main(int argc, char **argv) {
             property(m, "planned_arena_bound_bytes"), (long long)bufferBytes,
             (long long)blasScratch, (long long)loomrt_gemm_scratch_bytes(),
             (long long)stats.scratch_bytes, (long long)otherThreadBytes,
-            (long long)runtimeBytes, (long long)residentBytes(),
+            (long long)runtimeBytes, (long long)kernelBytes,
+            (long long)trainerBytes, (long long)computeBytes,
+            (long long)loomrt_heap_untracked_blocks(),
+            (long long)residentBytes(),
             (long long)peakResidentBytes(),
             (long long)loomrt_device_used_bytes(),
             (long long)deviceLines.cublas_workspace,
@@ -921,9 +957,11 @@ int main(int argc, char **argv) {
                          "%.0f, \"step_us\": %.1f, \"stalled_us\": %.1f, "
                          "\"buffer_bytes\": %.0f, \"comm_scratch_bytes\": "
                          "%.0f, \"other_threads_bytes\": %.0f, "
-                         "\"runtime_bytes\": %.0f}",
+                         "\"runtime_bytes\": %.0f, "
+                         "\"kernel_scratch_bytes\": %.0f, "
+                         "\"trainer_bytes\": %.0f}",
                          s ? ", " : "", f[0], f[1], f[2], f[3], f[4], f[5],
-                         f[6], f[7]);
+                         f[6], f[7], f[8], f[9]);
           }
           std::fprintf(log, "]");
         }

@@ -29,10 +29,12 @@ RUNTIME = os.path.join(HERE, "..", "..", "runtime")
 KERNELS = os.path.join(RUNTIME, "Kernels")
 INCLUDE = os.path.join(RUNTIME, "include")
 EMULATION = os.path.join(HERE, "CudaEmulation")
-# Each test, and the kernel sources it runs.
+# Each test, and the kernel sources it runs (a CPU kernel counts its scratch
+# on the trainer's heap, so the heap comes with it).
 TESTS = {"flash_test": ("FlashAttention.cu", "FlashAttentionBf16.cu"),
          "xent_test": ("CrossEntropy.cu",),
-         "embedding_test": ("EmbeddingGrad.cu", "HostEmbeddingGrad.cpp")}
+         "embedding_test": ("EmbeddingGrad.cu", "Host/HostEmbeddingGrad.cpp",
+                            "../Heap/ProcessHeap.cpp")}
 
 
 def emulated(source):
@@ -58,7 +60,7 @@ def main():
         sources = []
         for source in kernels:
             if not source.endswith(".cu"):  # a CPU backend's reference
-                sources.append(os.path.join(KERNELS, "Host", source))
+                sources.append(os.path.join(KERNELS, source))
                 continue
             out = os.path.join(args.dir, source.replace(".cu", ".emulated.cpp"))
             with open(out, "w") as f:

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/HeapScope.h"
 #include "loom/Runtime/loomrt.h"
 
 #include <cblas.h>
@@ -79,6 +80,7 @@ void loomrt_attention_f32(const float *q, const float *k, const float *v,
                           float *out, float *lse, int64_t batch, int64_t seq,
                           int64_t heads, int64_t kvHeads, int64_t dim,
                           int32_t causal, float scale) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   Heads x{batch, seq, heads, kvHeads, dim};
   std::vector<float> s(size_t(kBlock * seq));
   for (int64_t b = 0; b < batch; ++b)
@@ -114,6 +116,7 @@ void loomrt_attention_grad_f32(const float *q, const float *k, const float *v,
                                float *dv, float *delta, int64_t batch,
                                int64_t seq, int64_t heads, int64_t kvHeads,
                                int64_t dim, int32_t causal, float scale) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   Heads x{batch, seq, heads, kvHeads, dim};
   std::memset(dk, 0, sizeof(float) * size_t(batch * seq * kvHeads * dim));
   std::memset(dv, 0, sizeof(float) * size_t(batch * seq * kvHeads * dim));
@@ -170,6 +173,7 @@ void loomrt_attention_bf16(const uint16_t *q, const uint16_t *k,
                            int64_t batch, int64_t seq, int64_t heads,
                            int64_t kvHeads, int64_t dim, int32_t causal,
                            float scale) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   const int64_t queries = batch * seq * heads * dim;
   const int64_t keys = batch * seq * kvHeads * dim;
   std::vector<float> out32(static_cast<size_t>(queries));
@@ -186,6 +190,7 @@ void loomrt_attention_grad_bf16(const uint16_t *q, const uint16_t *k,
                                 float *delta, int64_t batch, int64_t seq,
                                 int64_t heads, int64_t kvHeads, int64_t dim,
                                 int32_t causal, float scale) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   const int64_t queries = batch * seq * heads * dim;
   const int64_t keys = batch * seq * kvHeads * dim;
   std::vector<float> dq32(static_cast<size_t>(queries)),

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/HeapScope.h"
 #include "loom/Runtime/loomrt.h"
 
 #include <cblas.h>
@@ -111,6 +112,7 @@ void loomrt_cblas_sgemm_batched(int32_t order, int32_t transA, int32_t transB,
                                 const float *b, int32_t ldb, int64_t strideB,
                                 float beta, float *c, int32_t ldc,
                                 int64_t strideC, int32_t count) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   batchedGemm(cblas_sgemm, order, transA, transB, m, n, k, alpha, a, lda,
               strideA, b, ldb, strideB, beta, c, ldc, strideC, count);
 }
@@ -121,6 +123,7 @@ void loomrt_cblas_dgemm_batched(int32_t order, int32_t transA, int32_t transB,
                                 const double *b, int32_t ldb, int64_t strideB,
                                 double beta, double *c, int32_t ldc,
                                 int64_t strideC, int32_t count) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   batchedGemm(cblas_dgemm, order, transA, transB, m, n, k, alpha, a, lda,
               strideA, b, ldb, strideB, beta, c, ldc, strideC, count);
 }
@@ -129,6 +132,7 @@ void loomrt_cblas_bgemm(int32_t order, int32_t transA, int32_t transB,
                         int32_t m, int32_t n, int32_t k, float alpha,
                         const uint16_t *a, int32_t lda, const uint16_t *b,
                         int32_t ldb, float beta, uint16_t *c, int32_t ldc) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   bf16Gemm(order, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
            ldc);
 }
@@ -137,6 +141,7 @@ void loomrt_cblas_sbgemm(int32_t order, int32_t transA, int32_t transB,
                          int32_t m, int32_t n, int32_t k, float alpha,
                          const uint16_t *a, int32_t lda, const uint16_t *b,
                          int32_t ldb, float beta, float *c, int32_t ldc) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   bf16Gemm(order, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
            ldc);
 }
@@ -148,6 +153,7 @@ void loomrt_cblas_bgemm_batched(int32_t order, int32_t transA, int32_t transB,
                                 int32_t ldb, int64_t strideB, float beta,
                                 uint16_t *c, int32_t ldc, int64_t strideC,
                                 int32_t count) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   bf16GemmBatched(order, transA, transB, m, n, k, alpha, a, lda, strideA, b,
                   ldb, strideB, beta, c, ldc, strideC, count);
 }
@@ -159,6 +165,7 @@ void loomrt_cblas_sbgemm_batched(int32_t order, int32_t transA,
                                  const uint16_t *b, int32_t ldb,
                                  int64_t strideB, float beta, float *c,
                                  int32_t ldc, int64_t strideC, int32_t count) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   bf16GemmBatched(order, transA, transB, m, n, k, alpha, a, lda, strideA, b,
                   ldb, strideB, beta, c, ldc, strideC, count);
 }

@@ -12,6 +12,7 @@
 
 #include "Kernels/EmbeddingGradOrder.h"
 #include "loom/Runtime/Bf16.h"
+#include "loom/Runtime/HeapScope.h"
 #include "loom/Runtime/loomrt.h"
 
 #include <algorithm>
@@ -76,6 +77,7 @@ extern "C" {
 void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
                                float *table, float *partial, int64_t tokens,
                                int64_t rows, int64_t width) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   gradient("loomrt_embedding_grad_f32", ids, grad, table, partial, tokens, rows,
            width);
 }
@@ -83,6 +85,7 @@ void loomrt_embedding_grad_f32(const int32_t *ids, const float *grad,
 void loomrt_embedding_grad_bf16(const int32_t *ids, const uint16_t *grad,
                                 uint16_t *table, float *partial, int64_t tokens,
                                 int64_t rows, int64_t width) {
+  loom::runtime::HeapScope scratch(LOOMRT_HEAP_KERNELS);
   gradient("loomrt_embedding_grad_bf16", ids, grad, table, partial, tokens,
            rows, width);
 }

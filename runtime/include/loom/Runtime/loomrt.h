@@ -323,26 +323,48 @@ void loomrt_host_reset_peak(void);
 int64_t loomrt_heap_bytes(void);
 int64_t loomrt_heap_peak_bytes(void);
 void loomrt_heap_reset_peak(void);
-/* The same for the calling thread's allocations less its frees. */
+/* The same for the blocks the calling thread allocated (and has not freed,
+ * on whichever thread). */
 int64_t loomrt_heap_thread_bytes(void);
 int64_t loomrt_heap_thread_peak_bytes(void);
 void loomrt_heap_thread_reset_peak(void);
 /* Names the calling thread (the trainer's compute thread, the backend's
  * communication thread): each is measured on its own. What every other
  * thread holds (threads MPI and BLAS start for themselves) is counted
- * together: in use now, and the most since loomrt_heap_other_reset_peak. */
+ * together: in use now, and the most since loomrt_heap_other_reset_peak.
+ * A block stays on the line that allocated it until it is freed, by any
+ * thread, so the lines partition the heap. */
 void loomrt_heap_name_thread(void);
 int64_t loomrt_heap_other_bytes(void);
 int64_t loomrt_heap_other_peak_bytes(void);
 void loomrt_heap_other_reset_peak(void);
-/* Between begin and end, a named thread's allocations are the runtime's
- * bookkeeping (the collectives' tables loomrt_coll_start and wait keep),
- * counted on their own: in use now, and the most since the reset. */
-void loomrt_heap_runtime_begin(void);
-void loomrt_heap_runtime_end(void);
-int64_t loomrt_heap_runtime_bytes(void);
-int64_t loomrt_heap_runtime_peak_bytes(void);
-void loomrt_heap_runtime_reset_peak(void);
+/* Between begin and end (scopes nest), a named thread's allocations are
+ * counted on the scope's line too: the runtime's bookkeeping (the
+ * collectives' tables loomrt_coll_start and wait keep), the runtime
+ * kernels' scratch (attention's score blocks, bf16 widening) and the
+ * trainer's own between steps (its batches, its log, stdio's buffers). In
+ * use now, and the most since the reset. */
+typedef enum {
+  LOOMRT_HEAP_RUNTIME = 0,
+  LOOMRT_HEAP_KERNELS = 1,
+  LOOMRT_HEAP_TRAINER = 2,
+} loomrt_heap_scope;
+void loomrt_heap_scope_begin(loomrt_heap_scope scope);
+void loomrt_heap_scope_end(loomrt_heap_scope scope);
+int64_t loomrt_heap_scope_bytes(loomrt_heap_scope scope);
+int64_t loomrt_heap_scope_peak_bytes(loomrt_heap_scope scope);
+void loomrt_heap_scope_reset_peak(loomrt_heap_scope scope);
+/* What the first named thread (the trainer's compute thread) allocated
+ * outside every scope: the step's own allocations and what the trainer and
+ * the runtime do on that thread besides. In use now, and the most since the
+ * reset. */
+int64_t loomrt_heap_unscoped_bytes(void);
+int64_t loomrt_heap_unscoped_peak_bytes(void);
+void loomrt_heap_unscoped_reset_peak(void);
+/* Blocks of a line other than the first named thread's that the table of
+ * their owners had no room for: each is counted, when freed, on the first
+ * named thread's line (0 unless that table overflowed). */
+int64_t loomrt_heap_untracked_blocks(void);
 
 /* The heap one multi-threaded BLAS call takes beyond its operands (OpenBLAS
  * allocates a job array per threaded GEMM, sized by its build's thread
