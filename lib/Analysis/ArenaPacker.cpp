@@ -121,6 +121,10 @@ struct Packer {
   std::vector<int64_t> live;
   /// Scratch of an incremental placement (place with `kept`).
   std::vector<bool> stale;
+  /// The work of the placements so far: for each item placed, the items
+  /// it is placed among, times the log of their count (sorting them is
+  /// most of a placement's time).
+  uint64_t work = 0;
 
   Packer(llvm::ArrayRef<PackItem> items, int64_t alignment) : items(items) {
     for (const PackItem &item : items)
@@ -187,6 +191,7 @@ struct Packer {
       for (unsigned o : overlaps[i])
         if (offsets[o] >= 0)
           taken.push_back({offsets[o], offsets[o] + sizes[o]});
+      work += (taken.size() + 1) * llvm::bit_width(taken.size() + 1);
       llvm::sort(taken);
       int64_t size = sizes[i], cursor = 0, chosen = -1, chosenGap = 0;
       for (auto [lo, hi] : taken) {
@@ -418,29 +423,29 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   // the bound (or, now and then, any buffer) earlier. A move is kept when
   // the arena, then the bytes sticking out above the bound, do not grow, so
   // the search walks plateaus. Deterministic: a fixed seed and a budget of
-  // tries scaled to the problem (about 2e8 overlap visits), ending early
-  // after 2000 tries without progress; from the four best constructive
-  // orders in turn.
+  // work (kLocalSearchWork: placing an item among k others counts
+  // k log k) and of at most 40,000 tries,
+  // ending early after 2000 tries without progress; from the four best
+  // constructive orders in turn, each with a quarter of the budget.
   auto overflow = [&](const std::vector<int64_t> &placed) {
     int64_t bytes = 0;
     for (auto [offset, size] : llvm::zip(placed, packer.sizes))
       bytes += std::max<int64_t>(0, offset + size - result.lowerBound);
     return bytes;
   };
-  size_t pairs = 0;
-  for (const auto &o : packer.overlaps)
-    pairs += o.size();
-  unsigned budget = unsigned(std::min<size_t>(
-      40000, 200'000'000 / std::max<size_t>(1, pairs + items.size())));
+  constexpr unsigned kLocalSearchTries = 40000;
+  uint64_t workBefore = packer.work;
   std::mt19937_64 rng(0x4c6f6f6d); // "Loom"
   std::vector<unsigned> sticking, order, moved;
   // Local search from one start; the global best lives in `result`.
   auto search = [&](std::vector<unsigned> current, bool bestFit,
-                    unsigned tries) {
+                    unsigned tries, uint64_t work) {
+    uint64_t until = packer.work + work;
     int64_t currentArena = packer.place(current, bestFit, offsets);
     std::vector<int64_t> currentOffsets = offsets;
     int64_t currentOverflow = overflow(offsets);
-    for (unsigned attempt = 0, stale = 0; attempt < tries && stale < 2000;
+    for (unsigned attempt = 0, stale = 0;
+         attempt < tries && stale < 2000 && packer.work < until;
          ++attempt, ++stale) {
       sticking.clear();
       for (unsigned i = 0; i < items.size(); ++i)
@@ -490,9 +495,11 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   });
   for (unsigned k = 0; k < std::min<size_t>(4, candidates.size()); ++k) {
     auto [arena, index, bestFit] = candidates[k];
-    if (search(orders[index], bestFit, budget / 4))
+    if (search(orders[index], bestFit, kLocalSearchTries / 4,
+               kLocalSearchWork / 4))
       break;
   }
+  result.localSearchWork = packer.work - workBefore;
   result.optimal = result.arenaBytes == result.lowerBound;
   return result;
 }

@@ -42,6 +42,10 @@ namespace loom {
 /// codegen-pack-buffers), and so of what the plan's timeline charges.
 constexpr int64_t kArenaAlignment = 64;
 
+/// The local search's budget of work (Packing::localSearchWork): about
+/// 0.4 s on a 2-core VM, whatever the step's size.
+constexpr uint64_t kLocalSearchWork = 100'000'000;
+
 struct PackItem {
   int64_t bytes = 0;
   unsigned begin = 0, end = 0;
@@ -57,6 +61,10 @@ struct Packing {
   unsigned tries = 0;
   /// Nodes the exact search visited.
   uint64_t searchNodes = 0;
+  /// The local search's work: for each item it placed, the items placed
+  /// among, times the log of their count. At most kLocalSearchWork, plus
+  /// each start's last try.
+  uint64_t localSearchWork = 0;
   /// True when no smaller arena exists: it is the bound, or the exact
   /// search proved one alignment unit less infeasible.
   bool optimal = false;
