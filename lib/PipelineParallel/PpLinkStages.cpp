@@ -12,6 +12,7 @@
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/PipelineParallel/Passes.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/AttrTypeSubElements.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -73,8 +74,11 @@ struct PPLinkStagesPass
   }
 
   LogicalResult linkStage(ModuleOp stage, int64_t index, SymbolTable &linked) {
-    SymbolTable table(stage);
     std::string suffix = ("_stage" + llvm::Twine(index)).str();
+    // The stage's definitions get their new names first, and the references
+    // to them are rewritten in one walk of the stage (SymbolTable::rename
+    // walks it once per symbol: quadratic in an unrolled stage).
+    llvm::DenseMap<StringAttr, StringAttr> renamed;
     for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
       auto symbol = dyn_cast<SymbolOpInterface>(op);
       if (!symbol || !isa<LLVM::LLVMFuncOp, LLVM::GlobalOp>(op))
@@ -85,8 +89,9 @@ struct PPLinkStagesPass
         continue;
       StringRef name = symbol.getName();
       bool entry = name == kPacked || name == kManifest;
-      if (failed(table.rename(&op, (name + suffix).str())))
-        return op.emitError() << "pp-link-stages: cannot rename @" << name;
+      auto newName = StringAttr::get(op.getContext(), name + suffix);
+      renamed[symbol.getNameAttr()] = newName;
+      SymbolTable::setSymbolName(&op, newName);
       if (entry)
         continue;
       if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op)) {
@@ -98,6 +103,18 @@ struct PPLinkStagesPass
           global.setLinkage(LLVM::Linkage::Internal);
       }
     }
+    AttrTypeReplacer references;
+    references.addReplacement(
+        [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
+          if (StringAttr name = renamed.lookup(ref.getAttr()))
+            return FlatSymbolRefAttr::get(name);
+          return std::nullopt;
+        });
+    stage.walk([&](Operation *op) {
+      references.replaceElementsIn(op, /*replaceAttrs=*/true,
+                                   /*replaceLocs=*/false,
+                                   /*replaceTypes=*/false);
+    });
     for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
       StringRef name = cast<SymbolOpInterface>(op).getName();
       if (Operation *existing = linked.lookup(name)) {

@@ -89,6 +89,8 @@ using Owner = uint8_t;
 constexpr Owner kOther = 0x3f, kThreadBits = 0x3f;
 constexpr unsigned kScopeShift = 6;
 constexpr Owner kDefaultOwner = 0;
+static_assert(kNamedThreads < kOther && kScopes < (1u << (8 - kScopeShift)),
+              "an Owner holds a named thread's slot and a scope");
 
 thread_local Owner threadOwner = kOther;
 // The calling thread's open scopes, innermost last (deeper than kNesting

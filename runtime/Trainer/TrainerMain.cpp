@@ -110,7 +110,8 @@ struct Placement {
   int64_t dataRank = 0, dataWorld = 1;
 };
 /// A pipeline's figures per stage in the log: heap, plan, step time,
-/// stalls, buffers, MPI's scratch.
+/// stalls, buffers, and the heap's lines (MPI's scratch, other threads, the
+/// runtime's tables, the kernels' scratch, the trainer's own).
 constexpr int kStageFields = 10;
 
 /// The manifest of `s`'s step (the only one outside a pipeline).
