@@ -42,19 +42,35 @@ void loom::pipelines::addTrainRemat(OpPassManager &pm, double budgetMb,
   pm.addPass(remat::createTrainRematPass(remat));
 }
 
-void loom::pipelines::addBufferize(OpPassManager &pm) {
+/// One-Shot Bufferize across function boundaries, with identity layouts
+/// at them.
+static bufferization::OneShotBufferizePassOptions bufferizeOptions() {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  return bufferize;
+}
+
+void loom::pipelines::addBufferize(OpPassManager &pm) {
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions()));
   bufferization::buildBufferDeallocationPipeline(pm);
 }
 
 void loom::pipelines::addStepBufferization(OpPassManager &pm, bool memoryPlan) {
   pm.addPass(train::createTrainDropRolesPass());
   pm.addPass(codegen::createCodegenEliminateEmptyTensorsPass());
-  addBufferize(pm);
+  if (memoryPlan) {
+    // A planned step's buffers are its arena and its sends' empty buffers:
+    // freed where it returns, or by upstream's pipeline where that does not
+    // hold.
+    // (The CSE is the one upstream's pipeline ends with.)
+    pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions()));
+    pm.addPass(codegen::createCodegenDeallocateAtExitPass());
+    pm.addPass(createCSEPass());
+  } else {
+    addBufferize(pm);
+  }
   pm.addPass(createCanonicalizerPass());
   if (memoryPlan)
     pm.addNestedPass<func::FuncOp>(codegen::createCodegenPackBuffersPass());

@@ -207,6 +207,7 @@ const char *const kPasses[] = {
     "eliminate-empty-tensors",
     "codegen-eliminate-empty-tensors",
     "one-shot-bufferize{bufferize-function-boundaries}",
+    "codegen-deallocate-at-exit",
     "train-microbatch{microbatches=[2;1;3;4;0]}",
     "pp-partition{" PP_OPTIONS "}",
     "train-remat{" REMAT_OPTIONS "}",
