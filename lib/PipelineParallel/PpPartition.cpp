@@ -145,6 +145,8 @@ private:
   SmallVector<Operation *> ops;
   DenseMap<Operation *, OpInfo> info;
   DenseMap<Value, int64_t> unitOf;
+  /// The unit of each parameter, by its train.param name.
+  DenseMap<StringAttr, int64_t> paramUnit;
   SmallVector<std::string> unitKinds;
   SmallVector<int64_t> stageOfUnit;
   std::string layoutText;
@@ -305,10 +307,14 @@ LogicalResult Partitioner::assignParameterUnits() {
   }
   if (llvm::any_of(params, isL))
     unitKinds.push_back("L");
-  for (Param &p : params)
+  for (Param &p : params) {
     unitOf[p.arg] = !p.group.empty() ? blockUnit[p.group]
                     : isE(p)         ? 0
                                      : int64_t(unitKinds.size()) - 1;
+    paramUnit[step.getArgAttrOfType<StringAttr>(
+        cast<BlockArgument>(p.arg).getArgNumber(),
+        loom::train::TrainDialect::kParamAttrName)] = unitOf[p.arg];
+  }
   if (int64_t(unitKinds.size()) < numStages)
     return emitError(loc) << "pp-partition: the step has " << unitKinds.size()
                           << " units (embedding, blocks, output) for "
@@ -322,8 +328,9 @@ LogicalResult Partitioner::assignParameterUnits() {
 /// unit of the forward values it reads, or for an op reading only
 /// gradients the earliest of theirs, raised to the least its backward
 /// users need (a partial result of an adjoint, an RMSNorm's sum of squares,
-/// belongs with the rest of it). Ops reading only constants, inputs and
-/// optimizer state are free: cloned where used.
+/// belongs with the rest of it); a gradient the step returns, to its
+/// parameter's unit. Ops reading only constants, inputs and optimizer state
+/// are free: cloned where used.
 LogicalResult Partitioner::assignOpUnits() {
   DenseMap<Location, int64_t> unitOfLoc;
   DenseSet<Location> ambiguous;
@@ -362,10 +369,26 @@ LogicalResult Partitioner::assignOpUnits() {
     }
     i.unit = latestForward != kFree ? latestForward : earliest;
   }
+  // A gradient the step returns is its parameter's: it is computed on the
+  // parameter's stage, which returns it (what it reads from other stages is
+  // sent there).
+  DenseMap<Value, int64_t> gradUnit;
+  for (auto [index, value] : llvm::enumerate(ret.getOperands()))
+    if (auto name = step.getResultAttrOfType<StringAttr>(
+            index, loom::train::TrainDialect::kGradAttrName))
+      if (auto param = paramUnit.find(name); param != paramUnit.end())
+        gradUnit[value] = param->second;
   for (Operation *op : llvm::reverse(ops)) {
     OpInfo &i = info[op];
     if (i.unit == kFree || i.forward || byLocation.contains(op))
       continue;
+    auto returned = llvm::find_if(op->getResults(), [&](Value result) {
+      return gradUnit.contains(result);
+    });
+    if (returned != op->result_end()) {
+      i.unit = gradUnit.lookup(*returned);
+      continue;
+    }
     int64_t least = INT64_MAX;
     for (Operation *user : op->getUsers()) {
       Operation *top = topLevel(user);
@@ -561,8 +584,23 @@ LogicalResult Partitioner::planTransfers() {
   return success();
 }
 
-/// Every parameter is read on its own stage only.
+/// Every parameter is read on its own stage only, and its gradient, if the
+/// step returns it, is computed there.
 LogicalResult Partitioner::checkParameters() {
+  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
+    auto name = step.getResultAttrOfType<StringAttr>(
+        index, loom::train::TrainDialect::kGradAttrName);
+    Operation *def = value.getDefiningOp();
+    auto param = name ? paramUnit.find(name) : paramUnit.end();
+    if (param == paramUnit.end() || !def || !info.count(def) ||
+        info[def].stage == kFree ||
+        info[def].stage == stageOfUnit[param->second])
+      continue;
+    return def->emitOpError()
+           << "pp-partition: the gradient of parameter '" << name.getValue()
+           << "' is computed on stage " << info[def].stage
+           << ", its parameter is on stage " << stageOfUnit[param->second];
+  }
   for (BlockArgument value : step.getArguments()) {
     auto found = unitOf.find(value);
     if (found == unitOf.end())

@@ -11,6 +11,7 @@
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --loom-set-target=device=cpu --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/train.microbatch = 1 : i64/train.microbatch = 7 : i64/' | not loom-opt --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
 // RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
+// RUN: not loom-opt %S/Inputs/grad-elsewhere.mlir --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|tL" 2>&1 | FileCheck %s --check-prefix=GRADSTAGE
 // RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
 
 // UNKNOWN: error: 'foo.mm' op pp-partition: cannot place an op with side effects
@@ -44,3 +45,7 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
   %loss = train.cross_entropy %logits, %labels ignore_index = -100 reduction = <mean> label_smoothing = 0.0 z_loss = 0.0 : tensor<4x4xf32>, tensor<4xi32> -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// A returned gradient whose location puts it on another stage than its
+// parameter's.
+// GRADSTAGE: error: loc("head"): 'linalg.generic' op pp-partition: the gradient of parameter 'layers.0.w' is computed on stage 1, its parameter is on stage 0

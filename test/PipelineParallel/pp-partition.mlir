@@ -9,6 +9,7 @@
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=3" | FileCheck %s --check-prefix=THREE
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 replicas=2 layout=t|tL" | FileCheck %s --check-prefix=GRID
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=adamw lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 replicas=2 layout=t|tL" --zero-partition="stage=2 world-size=2" | FileCheck %s --check-prefix=ZERO
+// RUN: loom-opt %S/Inputs/no-locations.mlir --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|tL" | FileCheck %s --check-prefix=NOLOC
 
 // 1F1B on two stages. Stage 0 warms up with one forward, sends each
 // microbatch's activation as it is made, and waits each send once the
@@ -162,3 +163,15 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
 // ZERO: %[[DP1:.+]] = coll.comm_group %{{.+}} size = 2 stride = 1
 // ZERO: coll.all_reduce_start %{{.+}} on %[[DP1]] reduction = <avg>
 // ZERO: return
+
+// Without locations a backward op's stage comes from the values it reads;
+// a gradient the step returns is computed on its parameter's stage, which
+// returns it, and receives what it reads from other stages (layers.0.w's
+// gradient reads the input gradient layers.1 makes on stage 1).
+// NOLOC-LABEL: func.func @mlp_stage0(
+// NOLOC-SAME: {train.param = "layers.0.w"}
+// NOLOC-SAME: -> (tensor<8x8xf32> {train.grad = "layers.0.w"})
+// NOLOC: coll.recv_start {{.*}} from = 1
+// NOLOC-LABEL: func.func @mlp_stage1(
+// NOLOC-SAME: {train.param = "layers.1.w"}
+// NOLOC-SAME: -> (tensor<f32> {train.loss}, tensor<8x8xf32> {train.grad = "layers.1.w"}, tensor<4x8xf32> {train.grad = "head"})
