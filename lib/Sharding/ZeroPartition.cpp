@@ -23,6 +23,7 @@
 #include "loom/Utils/ShapeChecks.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/SetVector.h"
@@ -625,6 +626,17 @@ struct ZeroPartitionPass
           !func->hasAttr(loom::train::TrainDialect::kPipelineStageAttrName))
         continue;
       found = true;
+      // Sharding changes the step's signature: a caller (the trainer's
+      // entry point, made after sharding in loomc) would pass full tensors.
+      if (std::optional<SymbolTable::UseRange> uses =
+              SymbolTable::getSymbolUses(func, module);
+          !uses || !uses->empty()) {
+        func.emitError() << "zero-partition: @" << func.getSymName()
+                         << " is called in the module; shard a training step "
+                            "before anything calls it (loomc makes the "
+                            "trainer's entry point after sharding)";
+        return signalPassFailure();
+      }
       FunctionType fullType = func.getFunctionType();
       if (failed(Partitioner(func, stage, worldSize, *kind).run()))
         return signalPassFailure();

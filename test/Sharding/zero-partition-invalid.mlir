@@ -91,3 +91,16 @@ func.func @stage_zero3(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> 
 func.func @stage_without_grid(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<4xf32> {train.param = "w"}) attributes {train.pipeline_stage = 0 : i64} {
   return %w : tensor<4xf32>
 }
+
+// -----
+
+// Sharding changes the step's signature, which its callers would not match.
+// CHECK: error: zero-partition: @called is called in the module; shard a training step before anything calls it (loomc makes the trainer's entry point after sharding)
+func.func @called(%w: tensor<4xf32> {train.param = "w"}, %x: tensor<4xf32> {train.input = "x"}) -> (tensor<f32> {train.loss}) {
+  %l = tensor.extract_slice %x[0] [1] [1] : tensor<4xf32> to tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @caller(%w: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<f32> {
+  %l = call @called(%w, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
