@@ -123,7 +123,10 @@ def test_compiles_and_runs_a_trainer(forward, tmp_path):
     compiled = loom.compile(forward, output=trainer)
     assert compiled.path == str(trainer) and os.access(trainer, os.X_OK)
     data = tmp_path / "data.txt"
-    data.write_text("Loom compiles a training step ahead of time. " * 64)
+    # Bytes are the tokens: below the model's vocabulary of 64 (letters are
+    # not; the trainer does not check it yet and would read past the table).
+    data.write_text("3 + 4 = 7; 12 / 4 = 3. (8 - 5) * 2 = 6! " * 64)
+    assert max(data.read_bytes()) < 64
     log = tmp_path / "log.jsonl"
     # The trainer is a program of its own: running it is a process, compiling it was not.
     subprocess.run([str(trainer), "--data", str(data), "--steps", "3", "--log", str(log)],
