@@ -12,11 +12,11 @@
 // (loomrt_heap_name_thread) and every other thread's together, which
 // partition it, and within a named thread's, what it allocates in a scope
 // (loomrt_heap_scope_begin/end: the runtime's bookkeeping, the runtime
-// kernels' scratch). A
-// block's bytes stay on the line that allocated it until it is freed,
-// whichever thread frees it: a collective's table entry the compute thread
-// allocates and the communication thread destroys leaves the runtime's line,
-// not the communication thread's. So a block of any line but the first
+// kernels' scratch, the trainer's own). A block's bytes stay on the line
+// that allocated it until it is freed, whichever thread frees it: a
+// collective's table entry the compute thread allocates and the
+// communication thread destroys leaves the runtime's line, not the
+// communication thread's. So a block of any line but the first
 // named thread's (the trainer's compute thread, the one that allocates most)
 // is remembered with its line in a table, and a free of a block the table
 // does not hold is the first named thread's.
@@ -98,8 +98,6 @@ thread_local Owner threadOwner = kOther;
 constexpr int kNesting = 8;
 thread_local uint8_t openScopes[kNesting];
 thread_local int scopeDepth = 0;
-// An unnamed thread's allocations less its frees (loomrt_heap_thread_*).
-thread_local int64_t unnamedBytes = 0, unnamedPeak = 0;
 
 void charge(Owner owner, int64_t delta) {
   heap.add(delta);
@@ -205,6 +203,11 @@ private:
 
 Owners owners;
 
+/// The calling thread's line: its own if named, else every unnamed thread's.
+Line &threadLine() {
+  return threadOwner == kOther ? otherThreads : named[threadOwner];
+}
+
 Owner currentOwner() {
   if (threadOwner == kOther || scopeDepth == 0)
     return threadOwner;
@@ -218,13 +221,7 @@ void *counted(void *pointer) {
   Owner owner = currentOwner();
   if (owner != kDefaultOwner)
     owners.insert(pointer, owner);
-  int64_t bytes = int64_t(malloc_usable_size(pointer));
-  charge(owner, bytes);
-  if (threadOwner == kOther) {
-    unnamedBytes += bytes;
-    if (unnamedBytes > unnamedPeak)
-      unnamedPeak = unnamedBytes;
-  }
+  charge(owner, int64_t(malloc_usable_size(pointer)));
   return pointer;
 }
 
@@ -234,11 +231,6 @@ std::pair<int64_t, Owner> forget(void *pointer) {
   return {int64_t(malloc_usable_size(pointer)), owners.take(pointer)};
 }
 
-void uncount(int64_t bytes, Owner owner) {
-  charge(owner, -bytes);
-  if (threadOwner == kOther)
-    unnamedBytes -= bytes;
-}
 
 } // namespace
 
@@ -250,7 +242,7 @@ void free(void *pointer) {
   if (!pointer)
     return;
   auto [bytes, owner] = forget(pointer);
-  uncount(bytes, owner);
+  charge(owner, -bytes);
   __libc_free(pointer);
 }
 
@@ -271,7 +263,7 @@ void *realloc(void *pointer, size_t bytes) {
       owners.insert(pointer, owner);
     return nullptr;
   }
-  uncount(old, owner);
+  charge(owner, -old);
   return counted(moved);
 }
 
@@ -340,18 +332,9 @@ void loomrt_heap_scope_reset_peak(loomrt_heap_scope scope) {
   scopes[scope].resetPeak();
 }
 
-int64_t loomrt_heap_thread_bytes(void) {
-  return threadOwner == kOther ? unnamedBytes : named[threadOwner].now();
-}
-int64_t loomrt_heap_thread_peak_bytes(void) {
-  return threadOwner == kOther ? unnamedPeak : named[threadOwner].most();
-}
-void loomrt_heap_thread_reset_peak(void) {
-  if (threadOwner == kOther)
-    unnamedPeak = unnamedBytes;
-  else
-    named[threadOwner].resetPeak();
-}
+int64_t loomrt_heap_thread_bytes(void) { return threadLine().now(); }
+int64_t loomrt_heap_thread_peak_bytes(void) { return threadLine().most(); }
+void loomrt_heap_thread_reset_peak(void) { threadLine().resetPeak(); }
 int64_t loomrt_heap_unscoped_bytes(void) { return defaultUnscoped.now(); }
 int64_t loomrt_heap_unscoped_peak_bytes(void) { return defaultUnscoped.most(); }
 void loomrt_heap_unscoped_reset_peak(void) { defaultUnscoped.resetPeak(); }

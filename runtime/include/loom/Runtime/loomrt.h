@@ -324,7 +324,7 @@ int64_t loomrt_heap_bytes(void);
 int64_t loomrt_heap_peak_bytes(void);
 void loomrt_heap_reset_peak(void);
 /* The same for the blocks the calling thread allocated (and has not freed,
- * on whichever thread). */
+ * on whichever thread); on a thread not named, for every such thread's. */
 int64_t loomrt_heap_thread_bytes(void);
 int64_t loomrt_heap_thread_peak_bytes(void);
 void loomrt_heap_thread_reset_peak(void);
