@@ -145,8 +145,14 @@ private:
   SmallVector<Operation *> ops;
   DenseMap<Operation *, OpInfo> info;
   DenseMap<Value, int64_t> unitOf;
-  /// The unit of each parameter, by its train.param name.
-  DenseMap<StringAttr, int64_t> paramUnit;
+  /// The gradients the step returns (train.grad results): the returned
+  /// value, its parameter's name and unit.
+  struct ReturnedGrad {
+    Value value;
+    StringAttr param;
+    int64_t unit;
+  };
+  SmallVector<ReturnedGrad> returnedGrads;
   SmallVector<std::string> unitKinds;
   SmallVector<int64_t> stageOfUnit;
   std::string layoutText;
@@ -307,14 +313,20 @@ LogicalResult Partitioner::assignParameterUnits() {
   }
   if (llvm::any_of(params, isL))
     unitKinds.push_back("L");
+  DenseMap<StringAttr, int64_t> unitOfName;
   for (Param &p : params) {
     unitOf[p.arg] = !p.group.empty() ? blockUnit[p.group]
                     : isE(p)         ? 0
                                      : int64_t(unitKinds.size()) - 1;
-    paramUnit[step.getArgAttrOfType<StringAttr>(
+    unitOfName[step.getArgAttrOfType<StringAttr>(
         cast<BlockArgument>(p.arg).getArgNumber(),
         loom::train::TrainDialect::kParamAttrName)] = unitOf[p.arg];
   }
+  for (auto [index, value] : llvm::enumerate(ret.getOperands()))
+    if (auto name = step.getResultAttrOfType<StringAttr>(
+            index, loom::train::TrainDialect::kGradAttrName))
+      if (auto unit = unitOfName.find(name); unit != unitOfName.end())
+        returnedGrads.push_back({value, name, unit->second});
   if (int64_t(unitKinds.size()) < numStages)
     return emitError(loc) << "pp-partition: the step has " << unitKinds.size()
                           << " units (embedding, blocks, output) for "
@@ -373,11 +385,8 @@ LogicalResult Partitioner::assignOpUnits() {
   // parameter's stage, which returns it (what it reads from other stages is
   // sent there).
   DenseMap<Value, int64_t> gradUnit;
-  for (auto [index, value] : llvm::enumerate(ret.getOperands()))
-    if (auto name = step.getResultAttrOfType<StringAttr>(
-            index, loom::train::TrainDialect::kGradAttrName))
-      if (auto param = paramUnit.find(name); param != paramUnit.end())
-        gradUnit[value] = param->second;
+  for (const ReturnedGrad &grad : returnedGrads)
+    gradUnit[grad.value] = grad.unit;
   for (Operation *op : llvm::reverse(ops)) {
     OpInfo &i = info[op];
     if (i.unit == kFree || i.forward || byLocation.contains(op))
@@ -587,19 +596,16 @@ LogicalResult Partitioner::planTransfers() {
 /// Every parameter is read on its own stage only, and its gradient, if the
 /// step returns it, is computed there.
 LogicalResult Partitioner::checkParameters() {
-  for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-    auto name = step.getResultAttrOfType<StringAttr>(
-        index, loom::train::TrainDialect::kGradAttrName);
-    Operation *def = value.getDefiningOp();
-    auto param = name ? paramUnit.find(name) : paramUnit.end();
-    if (param == paramUnit.end() || !def || !info.count(def) ||
-        info[def].stage == kFree ||
-        info[def].stage == stageOfUnit[param->second])
+  for (const ReturnedGrad &grad : returnedGrads) {
+    Operation *def = grad.value.getDefiningOp();
+    if (!def || !info.count(def) || info[def].stage == kFree ||
+        info[def].stage == stageOfUnit[grad.unit])
       continue;
     return def->emitOpError()
-           << "pp-partition: the gradient of parameter '" << name.getValue()
-           << "' is computed on stage " << info[def].stage
-           << ", its parameter is on stage " << stageOfUnit[param->second];
+           << "pp-partition: the gradient of parameter '"
+           << grad.param.getValue() << "' is computed on stage "
+           << info[def].stage << ", its parameter is on stage "
+           << stageOfUnit[grad.unit];
   }
   for (BlockArgument value : step.getArguments()) {
     auto found = unitOf.find(value);
