@@ -206,11 +206,12 @@ def check_memory(name: str, log: str) -> bool:
     plus that step's named lines the plan does not include, each counted on
     its own (step_lines): the runtime kernels' scratch (OpenBLAS's per-call
     job arrays and the bf16 GEMMs' widening buffers among it), the most the
-    communication thread held (Open MPI's reduce-scatter temporaries, bf16 widening, the
-    pools it keeps), the most the threads MPI and BLAS start for themselves
-    held, the runtime's tables of the collectives in flight and what the
-    trainer holds from between steps. A block stays on the line that allocated it until it
-    is freed, so the lines do not trade bytes from step to step.
+    communication thread held (Open MPI's reduce-scatter temporaries, bf16
+    widening, the pools it keeps), the most the threads MPI and BLAS start
+    for themselves held, the runtime's tables of the collectives in flight
+    and what the trainer holds from between steps. A block stays on the
+    line that allocated it until it is freed, so the lines do not trade
+    bytes from step to step.
     The step's own allocations, counted, equal
     the plan exactly, and the plan is the memory timeline's peak plus what
     the arena's packing leaves unused above the most arena bytes live at
@@ -250,18 +251,22 @@ def compute_thread(name: str, rows: list, planned: int) -> None:
     start-up."""
     for r in rows:
         over = r["compute_thread_bytes"] - planned
-        bound = max(4096, 0.002 * planned)
         blas = compute_blas(r, planned)
-        check(abs(over - blas) <= bound,
+        check(abs(over - blas) <= glibc_rounding(planned),
               f"{name} step {r['step']}: the compute thread's heap is the plan {planned:,} + "
               f"{over:,} bytes (" + (f"OpenBLAS's job array {blas:,} and " if blas else "")
               + "glibc's rounding, within 0.2% or a page)")
 
 
+def glibc_rounding(planned: int) -> float:
+    """What glibc's rounding of a plan's blocks may add: 0.2% or a page."""
+    return max(4096, 0.002 * planned)
+
+
 def compute_blas(row: dict, planned: int) -> int:
     """The BLAS line, if the compute thread's heap above the plan is it."""
     over, blas = row["compute_thread_bytes"] - planned, row["blas_scratch_bytes"]
-    return blas if blas and abs(over - blas) <= max(4096, 0.002 * planned) else 0
+    return blas if blas and abs(over - blas) <= glibc_rounding(planned) else 0
 
 
 def step_lines(row: dict) -> dict:
@@ -675,8 +680,9 @@ def stage_heaps(log: str, stages: int) -> list:
     temporaries) and on the threads it starts for itself: named lines, each
     measured, so that a loaded machine, where more messages arrive early,
     measures more of both and the check still holds; the runtime's
-    tables of the transfers in flight; and the runtime kernels' scratch. Step by step: each step's heap
-    against that step's lines."""
+    tables of the transfers in flight; the runtime kernels' scratch; and
+    the trainer's own between steps. Step by step: each step's heap against
+    that step's lines."""
     rows = [json.loads(line) for line in open(log)]
     fits = []
     for s in range(stages):

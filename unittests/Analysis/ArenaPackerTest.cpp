@@ -193,6 +193,27 @@ TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
   expectValid(items, skipped, 64);
 }
 
+/// `count` buffers over as many positions, too many for the exact search:
+/// one in `longEvery` lives `longFrom` positions plus up to `longSpan`, the
+/// others up to `shortSpan`; each takes 64 << (up to `shifts` - 1) bytes
+/// plus up to as many again.
+std::vector<PackItem> bigRandomStep(uint64_t seed, unsigned count,
+                                    unsigned longEvery, unsigned longFrom,
+                                    unsigned longSpan, unsigned shortSpan,
+                                    unsigned shifts) {
+  std::mt19937_64 rng(seed);
+  std::vector<PackItem> items;
+  for (unsigned i = 0; i < count; ++i) {
+    unsigned begin = rng() % count;
+    unsigned length = rng() % longEvery == 0 ? longFrom + rng() % longSpan
+                                             : rng() % shortSpan;
+    int64_t bytes = int64_t(64) << (rng() % shifts);
+    bytes += int64_t(rng() % uint64_t(bytes));
+    items.push_back({bytes, begin, std::min(count - 1, begin + length)});
+  }
+  return items;
+}
+
 // The local search places again only what a move changes: the items that
 // moved, and those overlapping an item placed before them that moved or
 // landed elsewhere; the rest keep their offsets. On 3,000 buffers (too many
@@ -200,16 +221,7 @@ TEST(ArenaPackerTest, ExactSearchRunsOnlyWhereItsBudgetCanPlaceEveryBuffer) {
 // search's ~550 tries must end in a valid packing: it is not if an item
 // that had to move keeps its old offset.
 TEST(ArenaPackerTest, LocalSearchPlacesAgainWhatAMoveChanges) {
-  std::mt19937_64 rng(2);
-  std::vector<PackItem> items;
-  unsigned positions = 3000;
-  for (int i = 0; i < 3000; ++i) {
-    unsigned begin = rng() % positions;
-    unsigned length = rng() % 4 == 0 ? rng() % 300 : rng() % 8;
-    int64_t bytes = int64_t(64) << (rng() % 12);
-    bytes += int64_t(rng() % uint64_t(bytes));
-    items.push_back({bytes, begin, std::min(positions - 1, begin + length)});
-  }
+  std::vector<PackItem> items = bigRandomStep(2, 3000, 4, 0, 300, 8, 12);
   Packing packing = packIntervals(items);
   EXPECT_EQ(packing.searchNodes, 0u);
   EXPECT_GT(packing.tries, 500u) << "the local search did not run";
@@ -222,16 +234,7 @@ TEST(ArenaPackerTest, LocalSearchPlacesAgainWhatAMoveChanges) {
 // others it stops at its budget, long before 40,000 tries or 2,000 without
 // progress, and the packing is valid.
 TEST(ArenaPackerTest, LocalSearchStopsAtItsWorkBudget) {
-  std::mt19937_64 rng(5);
-  std::vector<PackItem> items;
-  unsigned positions = 4000;
-  for (int i = 0; i < 4000; ++i) {
-    unsigned begin = rng() % positions;
-    unsigned length = rng() % 3 == 0 ? 400 + rng() % 1200 : rng() % 20;
-    int64_t bytes = int64_t(64) << (rng() % 10);
-    bytes += int64_t(rng() % uint64_t(bytes));
-    items.push_back({bytes, begin, std::min(positions - 1, begin + length)});
-  }
+  std::vector<PackItem> items = bigRandomStep(5, 4000, 3, 400, 1200, 20, 10);
   Packing packing = packIntervals(items);
   EXPECT_EQ(packing.searchNodes, 0u);
   EXPECT_GT(packing.localSearchWork, kLocalSearchWork * 9 / 10);
