@@ -422,11 +422,11 @@ Packing loom::packIntervals(llvm::ArrayRef<PackItem> items, int64_t alignment) {
   // Local search from the best order: move a buffer that sticks out above
   // the bound (or, now and then, any buffer) earlier. A move is kept when
   // the arena, then the bytes sticking out above the bound, do not grow, so
-  // the search walks plateaus. Deterministic: a fixed seed and a budget of
-  // work (kLocalSearchWork: placing an item among k others counts
-  // k log k) and of at most 40,000 tries,
-  // ending early after 2000 tries without progress; from the four best
-  // constructive orders in turn, each with a quarter of the budget.
+  // the search walks plateaus. Deterministic: a fixed seed, a budget of
+  // work (kLocalSearchWork: placing an item among k others counts k log k)
+  // and of at most 40,000 tries, ending early after 2000 tries without
+  // progress; from the four best constructive orders in turn, each with a
+  // quarter of the budget.
   auto overflow = [&](const std::vector<int64_t> &placed) {
     int64_t bytes = 0;
     for (auto [offset, size] : llvm::zip(placed, packer.sizes))

@@ -63,8 +63,7 @@ void loom::pipelines::addStepBufferization(OpPassManager &pm, bool memoryPlan) {
   if (memoryPlan) {
     // A planned step's buffers are its arena and its sends' empty buffers:
     // freed where it returns, or by upstream's pipeline where that does not
-    // hold.
-    // (The CSE is the one upstream's pipeline ends with.)
+    // hold; then the CSE upstream's pipeline ends with.
     pm.addPass(bufferization::createOneShotBufferizePass(bufferizeOptions()));
     pm.addPass(codegen::createCodegenDeallocateAtExitPass());
     pm.addPass(createCSEPass());
