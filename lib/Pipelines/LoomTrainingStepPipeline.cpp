@@ -17,6 +17,9 @@ using namespace mlir;
 
 void loom::buildTrainingStepPipeline(OpPassManager &pm,
                                      const TrainingStepOptions &options) {
+  // The vocabulary each input of ids is read with, for the trainer's check
+  // of its data.
+  pm.addNestedPass<func::FuncOp>(train::createTrainRecordIdBoundsPass());
   if (options.fuseCrossEntropy > 0) {
     train::TrainFuseLinearCrossEntropyPassOptions fuse;
     fuse.chunkTokens = options.fuseCrossEntropy;

@@ -96,9 +96,13 @@ FailureOr<ArrayAttr> describeTensors(func::FuncOp step) {
       full = DenseI64ArrayAttr::get(ctx, tensor.getShape());
     bool inPlace =
         !isArg && tied && index < size_t(tied.size()) && tied[index] >= 0;
+    auto idBound =
+        attrs ? attrs.getAs<IntegerAttr>(TrainDialect::kIdBoundAttrName)
+              : IntegerAttr();
     auto described = train::ManifestTensorAttr::getChecked(
         [&] { return emitError(loc, "trainer-entry-point: "); }, ctx,
-        StringRef(isArg ? "arg" : "result"), role, name, tensor, full, inPlace);
+        StringRef(isArg ? "arg" : "result"), role, name, tensor, full, inPlace,
+        idBound ? idBound.getInt() : 0);
     if (!described)
       return failure();
     tensors.push_back(described);

@@ -68,6 +68,7 @@ StepManifest loom::trainer::getRuntimeManifest(train::StepManifestAttr attr) {
     t.fullShape.assign(tensor.getFullShape().asArrayRef().begin(),
                        tensor.getFullShape().asArrayRef().end());
     t.inPlace = tensor.getInPlace();
+    t.bound = tensor.getIdBound();
     manifest.tensors.push_back(std::move(t));
   }
   return manifest;

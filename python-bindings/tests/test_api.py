@@ -123,8 +123,7 @@ def test_compiles_and_runs_a_trainer(forward, tmp_path):
     compiled = loom.compile(forward, output=trainer)
     assert compiled.path == str(trainer) and os.access(trainer, os.X_OK)
     data = tmp_path / "data.txt"
-    # Bytes are the tokens: below the model's vocabulary of 64 (letters are
-    # not; the trainer does not check it yet and would read past the table).
+    # Bytes are the tokens: below the model's vocabulary of 64.
     data.write_text("3 + 4 = 7; 12 / 4 = 3. (8 - 5) * 2 = 6! " * 64)
     assert max(data.read_bytes()) < 64
     log = tmp_path / "log.jsonl"
@@ -133,6 +132,16 @@ def test_compiles_and_runs_a_trainer(forward, tmp_path):
                    check=True, capture_output=True, timeout=600)
     lines = log.read_text().splitlines()
     assert len(lines) >= 3 and all('"loss"' in line for line in lines[-3:])
+    # Letters are not below 64: the trainer refuses them before the first
+    # step, naming the first ('a' = 97 at offset 4), instead of reading
+    # past the embedding table.
+    letters = tmp_path / "letters.txt"
+    letters.write_text("3 + abc " * 256)
+    proc = subprocess.run([str(trainer), "--data", str(letters), "--steps", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode != 0
+    assert ("token 97 at token offset 4 (byte 4) is not below the model's vocabulary of 64"
+            in proc.stderr), proc.stderr
 
 
 def test_run_opt_in_process(forward, no_subprocess):

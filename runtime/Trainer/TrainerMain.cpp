@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "TokenData.h"
 #include "loom/Runtime/Bf16.h"
 #include "loom/Runtime/CpuFeatures.h"
 #include "loom/Runtime/DurableFile.h"
@@ -94,6 +95,7 @@ struct Options {
   int64_t keepCheckpoints = -1;
   double lr = 0;
   std::string data, log, checkpoint, trace, profile;
+  loom::runtime::TokenFormat dataFormat = loom::runtime::TokenFormat::Auto;
   bool resume = false;
 };
 
@@ -216,7 +218,13 @@ Options parseOptions(const Placement &at, int argc, char **argv,
         fail("--lr expects a positive number, got '" + text + "'");
     } else if (a == "--data")
       o.data = need(i);
-    else if (a == "--log")
+    else if (a == "--data-format") {
+      std::string name = need(i);
+      if (!loom::runtime::parseTokenFormat(name, o.dataFormat))
+        fail("--data-format expects " +
+             std::string(loom::runtime::getTokenFormatNames()) + ", got '" +
+             name + "'");
+    } else if (a == "--log")
       o.log = need(i);
     else if (a == "--checkpoint")
       o.checkpoint = need(i);
@@ -229,7 +237,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
     else if (a == "--help" || a == "-h") {
       if (at.rank == 0)
         std::printf(
-            "usage: %s --data FILE [--steps N] [--seq S] [--batch B] "
+            "usage: %s --data FILE [--data-format auto|bytes|uint16|uint32|"
+            "llmc|npy]\n       [--steps N] [--seq S] [--batch B] "
             "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
             "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
@@ -242,7 +251,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
       fail("unknown flag '" + a + "' (see --help)");
   }
   if (o.data.empty())
-    fail("--data FILE is required (any text file; bytes are the tokens)");
+    fail("--data FILE is required (token ids: any file's bytes, raw uint16 "
+         "or uint32 ids, an llm.c shard or a .npy array; docs/Data.md)");
   if ((o.resume || o.checkpointEvery || o.keepCheckpoints >= 0) &&
       o.checkpoint.empty())
     fail("--resume, --checkpoint-every and --keep-checkpoints need "
@@ -340,39 +350,58 @@ std::vector<float> gatherFull(const Placement &at, Tensor &t) {
 
 // -- Data ---------------------------------------------------------------------
 
-std::vector<uint8_t> readCorpus(const std::string &path, int64_t seq) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0)
-    fail("cannot read data file " + path + ": " + std::strerror(errno));
-  if (S_ISDIR(st.st_mode))
-    fail("data file " + path + " is a directory");
-  std::ifstream in(path, std::ios::binary);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-  if (int64_t(bytes.size()) < seq + 2)
-    fail("data file " + path + " has " + std::to_string(bytes.size()) +
-         " bytes; a sequence of " + std::to_string(seq) +
-         " tokens needs at "
-         "least " +
-         std::to_string(seq + 2));
-  return bytes;
+/// The smallest vocabulary the step reads its tokens and labels with
+/// (their manifests' `below=N`, over every stage of a pipeline), or 0.
+int64_t tokenBound(const Placement &at) {
+  int64_t bound = 0;
+  for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
+    for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
+      if (t.isArgument && t.role == "input" && t.bound > 0 &&
+          (t.name == "tokens" || t.name == "labels"))
+        bound = bound ? std::min(bound, t.bound) : t.bound;
+  return bound;
+}
+
+/// Opens the data file and checks it against the step: enough tokens for
+/// one step's sequences (no two of a step are the same tokens), and every
+/// token below the model's vocabulary.
+void openTokenData(const Placement &at, const Options &o,
+                   loom::runtime::TokenData &data, int64_t batch, int64_t seq) {
+  if (std::string error = data.open(o.data, o.dataFormat); !error.empty())
+    fail(error);
+  // At least two windows, so that the span windows start in is not empty.
+  int64_t needed = std::max(at.dataWorld * batch * seq + 1, seq + 2);
+  if (data.size() < needed)
+    fail("data file " + o.data + " holds " + std::to_string(data.size()) +
+         " tokens (" + data.describe() + "); one step's " +
+         std::to_string(at.dataWorld * batch) + " sequences of " +
+         std::to_string(seq) + " need at least " + std::to_string(needed));
+  // Without a vocabulary recorded, the ids must still fit the step's i32.
+  int64_t bound = tokenBound(at);
+  int64_t bad = data.findOutOfRange(bound ? bound : int64_t(1) << 31);
+  if (bad >= 0)
+    fail("data file " + o.data + " (" + data.describe() + "): token " +
+         std::to_string(data[bad]) + " at token offset " + std::to_string(bad) +
+         " (byte " + std::to_string(data.getByteOffset(bad)) + ") is not " +
+         (bound ? "below the model's vocabulary of " + std::to_string(bound)
+                : std::string("an id the step's i32 tokens hold")));
 }
 
 /// Fills tokens and labels for `step`: sequence b of this rank is global
-/// sequence g = (step * world + rank) * batch + b, starting at byte
-/// (g * seq) mod (size - seq - 1); labels are the next bytes.
-void fillBatch(const Placement &at, const std::vector<uint8_t> &corpus,
+/// sequence g = (step * world + rank) * batch + b, starting at token
+/// (g * seq) mod (count - seq - 1); labels are the next tokens.
+void fillBatch(const Placement &at, const loom::runtime::TokenData &data,
                int64_t step, Tensor *tokens, Tensor *labels, int64_t batch,
                int64_t seq) {
-  int64_t span = int64_t(corpus.size()) - seq - 1;
+  int64_t span = data.size() - seq - 1;
   for (int64_t b = 0; b < batch; ++b) {
     int64_t g = (step * at.dataWorld + at.dataRank) * batch + b;
     int64_t start = (g * seq) % span;
     for (int64_t t = 0; t < seq; ++t) {
       if (tokens)
-        tokens->i32()[b * seq + t] = corpus[start + t];
+        tokens->i32()[b * seq + t] = int32_t(data[start + t]);
       if (labels)
-        labels->i32()[b * seq + t] = corpus[start + t + 1];
+        labels->i32()[b * seq + t] = int32_t(data[start + t + 1]);
     }
   }
 }
@@ -701,7 +730,8 @@ int main(int argc, char **argv) {
   else if (o.lr != std::atof(m.properties["lr"].c_str()))
     fail("this step has the learning rate compiled in; --lr cannot change "
          "it");
-  std::vector<uint8_t> corpus = readCorpus(o.data, seq);
+  loom::runtime::TokenData corpus;
+  openTokenData(at, o, corpus, batch, seq);
   // What a killed trainer left half-written goes first (rank 0, before any
   // rank reads a checkpoint).
   if (at.rank == 0 && !o.checkpoint.empty())

@@ -24,6 +24,12 @@
     trainers.py cpu          a trainer built for a CPU feature the host lacks
                              says so and exits 1; one built for x86-64-v2
                              follows the native build's losses
+    trainers.py data         the same tokens as bytes, raw uint16 and uint32
+                             ids, llm.c shards and a .npy array: the same
+                             losses bit for bit; a token at or above the
+                             vocabulary (1 rank, ZeRO-3, a pipeline's
+                             stages), a file shorter than a step and a
+                             .bin without a header are errors saying where
     trainers.py bad-input    each bad input ends with its message, never a hang
     trainers.py durable      killed at every point of writing a checkpoint, at
                              random times, on 2 ranks: `latest` is always
@@ -903,7 +909,7 @@ def bad_input(work: str) -> None:
     cases = [
         ("a missing data file", ["--steps", "1"], {"data": "/nonexistent/corpus.txt"},
          "cannot read data file /nonexistent/corpus.txt"),
-        ("an empty data file", ["--steps", "1"], {"data": empty}, "has 0 bytes"),
+        ("an empty data file", ["--steps", "1"], {"data": empty}, "holds 0 tokens (bytes)"),
         ("a corrupt checkpoint", ["--steps", "1", "--checkpoint", bad, "--resume"], {},
          "corrupt manifest line"),
         ("a mismatched checkpoint", ["--steps", "1", "--checkpoint", mismatch, "--resume"], {},
@@ -943,6 +949,85 @@ def bad_input(work: str) -> None:
                 print(out[-2000:])
         except subprocess.TimeoutExpired:
             check(False, f"{what}: hung for 60 s")
+
+
+def data(work: str) -> None:
+    """Token files (docs/Data.md): every format of the same ids trains the
+    same; ids the model cannot read are refused before the first step."""
+    import numpy as np
+    ids = np.frombuffer(open(CORPUS, "rb").read(), np.uint8)
+
+    def llmc(path, values, magic, version, dtype):
+        header = np.zeros(256, np.int32)
+        header[:3] = (magic, version, len(values))
+        with open(path, "wb") as f:
+            f.write(header.tobytes())
+            f.write(values.astype(dtype).tobytes())
+        return path
+
+    def path(name):
+        return os.path.join(work, name)
+
+    ids.astype("<u2").tofile(path("corpus.u16"))
+    ids.astype("<u4").tofile(path("corpus.u32"))
+    np.save(path("corpus.npy"), ids.astype(np.int32).reshape(-1, 1))
+    formats = {
+        "bytes": [],
+        "uint16": ["--data", path("corpus.u16"), "--data-format", "uint16"],
+        "uint32": ["--data", path("corpus.u32"), "--data-format", "uint32"],
+        "llmc (uint16)": ["--data", llmc(path("corpus-shard.bin"), ids, 20240520, 1, "<u2")],
+        "llmc (uint32)": ["--data", llmc(path("corpus-shard32.bin"), ids, 20240801, 7, "<u4"),
+                          "--data-format", "llmc"],
+        "npy (<i4)": ["--data", path("corpus.npy")],
+    }
+    runs = {}
+    for what, args in formats.items():
+        log = path(f"data-{what.split()[0]}-{len(runs)}.jsonl")
+        remove(log)
+        run(work, "r2-z3", 2, "--steps", "3", "--log", log, *args)
+        runs[what] = losses(log)
+    want = runs["bytes"]
+    check(len(want) == 3 and all(got == want for got in runs.values()),
+          f"{', '.join(runs)}: the same 3 losses bit for bit")
+
+    # One token past the vocabulary of 256, at token 1000: refused with its
+    # place, by one rank, by ZeRO-3's ranks (the table is sharded, the bound
+    # is the whole table's) and by a pipeline's stages (tokens on the first,
+    # labels on the last).
+    bad = ids.astype(np.uint16)
+    bad[1000] = 300
+    bad.astype("<u2").tofile(path("bad.u16"))
+    shard = llmc(path("bad-shard.bin"), bad, 20240520, 1, "<u2")
+    pp = os.path.join(work, "pp2-m2-data")
+    proc = subprocess.run([find_tool("loomc"), os.path.join(work, "tiny-b4.mlir"), "--lr", str(LR),
+                           "-O1", "--world-size", "2", "--pipeline-stages", "2",
+                           "--microbatches", "2", "-o", pp], capture_output=True, text=True)
+    check(proc.returncode == 0, "loomc a 2-stage pipeline")
+    vocab = "is not below the model's vocabulary of 256"
+    cases = [
+        ("r1", 1, ["--data", path("bad.u16"), "--data-format", "uint16"],
+         f"token 300 at token offset 1000 (byte 2000) {vocab}"),
+        ("r2-z3", 2, ["--data", shard], f"token 300 at token offset 1000 (byte 3024) {vocab}"),
+        (os.path.basename(pp), 2, ["--data", shard],
+         f"token 300 at token offset 1000 (byte 3024) {vocab}"),
+        # 2 ranks x 2 sequences of 32 tokens need 129.
+        ("r2-z3", 2, ["--data", path("short.u16"), "--data-format", "uint16"],
+         "holds 128 tokens (uint16); one step's 4 sequences of 32 need at least 129"),
+        # nanoGPT's train.bin: raw uint16 ids, no header.
+        ("r1", 1, ["--data", path("nanogpt.bin")], "needs --data-format uint16 or uint32"),
+        ("r1", 1, ["--data", path("corpus.u16"), "--data-format", "u16"],
+         "--data-format expects auto, bytes, uint16, uint32, llmc or npy, got 'u16'"),
+    ]
+    ids[:128].astype("<u2").tofile(path("short.u16"))
+    ids.astype("<u2").tofile(path("nanogpt.bin"))
+    for name, ranks, args, message in cases:
+        proc = run(work, name, ranks, "--steps", "1", *args, expect_fail=True, timeout=300)
+        out = proc.stdout + proc.stderr
+        check(proc.returncode != 0 and message in out,
+              f"{name} on {ranks} rank(s), {' '.join(args[1:])}: exit {proc.returncode}, "
+              f"says '{message}'")
+        if proc.returncode == 0 or message not in out:
+            print(out[-2000:])
 
 
 def durable(work: str) -> None:
@@ -1206,7 +1291,7 @@ def main() -> int:
     parser.add_argument("test", choices=["build", "equal", "memory", "memory-limit", "remat",
                                          "profile",
                                          "resume", "reshard", "pipeline", "pipeline-replicas",
-                                         "torch", "bad-input",
+                                         "torch", "data", "bad-input",
                                          "durable", "cpu"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
@@ -1214,7 +1299,7 @@ def main() -> int:
      "remat": remat, "profile": profile,
      "resume": resume,
      "reshard": reshard, "pipeline": pipeline, "pipeline-replicas": pipeline_replicas,
-     "torch": torch_reference, "bad-input": bad_input, "durable": durable,
+     "torch": torch_reference, "data": data, "bad-input": bad_input, "durable": durable,
      "cpu": cpu}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
     return 1 if check.failures else 0

@@ -216,6 +216,7 @@ const char *const kPasses[] = {
     "trainer-stamp-op-ids",
     "trainer-profile-probes{collective-calls=[true;false]}",
     "trainer-manifest",
+    "func.func(train-record-id-bounds)",
 };
 constexpr size_t kNumPasses = sizeof(kPasses) / sizeof(kPasses[0]);
 

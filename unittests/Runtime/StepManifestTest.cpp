@@ -44,18 +44,25 @@ StepManifest example() {
   StepTensor update = w;
   update.isArgument = false;
   update.inPlace = true;
-  m.tensors = {w, loss, update};
+  StepTensor tokens;
+  tokens.isArgument = true;
+  tokens.role = "input";
+  tokens.name = "tokens";
+  tokens.dtype = "i32";
+  tokens.localShape = tokens.fullShape = {2, 8};
+  tokens.bound = 256;
+  m.tensors = {w, loss, update, tokens};
   return m;
 }
 
 TEST(StepManifestTest, PrintsTheDocumentedLines) {
-  EXPECT_EQ(example().print(),
-            "loom-step 1\n"
-            "lr 1.000000e-03\n"
-            "world_size 4\n"
-            "arg param layers.0.w bf16 16 8x8\n"
-            "result loss loss f32 - -\n"
-            "result param layers.0.w bf16 16 8x8 in-place\n");
+  EXPECT_EQ(example().print(), "loom-step 1\n"
+                               "lr 1.000000e-03\n"
+                               "world_size 4\n"
+                               "arg param layers.0.w bf16 16 8x8\n"
+                               "result loss loss f32 - -\n"
+                               "result param layers.0.w bf16 16 8x8 in-place\n"
+                               "arg input tokens i32 2x8 2x8 below=256\n");
 }
 
 TEST(StepManifestTest, ParsesWhatItPrints) {
@@ -63,8 +70,10 @@ TEST(StepManifestTest, ParsesWhatItPrints) {
   std::string error;
   ASSERT_TRUE(StepManifest::parse(example().print(), parsed, error)) << error;
   EXPECT_EQ(parsed.print(), example().print());
-  ASSERT_EQ(parsed.tensors.size(), 3u);
+  ASSERT_EQ(parsed.tensors.size(), 4u);
   EXPECT_EQ(parsed.tensors[0].getBytes(), 32);
+  EXPECT_EQ(parsed.tensors[0].bound, 0);
+  EXPECT_EQ(parsed.tensors[3].bound, 256);
   EXPECT_EQ(parsed.tensors[0].getFullCount(), 64);
   EXPECT_TRUE(parsed.tensors[1].localShape.empty());
   EXPECT_EQ(parsed.tensors[1].getBytes(), 4);
@@ -87,6 +96,11 @@ TEST(StepManifestTest, RejectsMalformedLines) {
       "loom-step 1\narg param w f32 4 4 in-place\n",
       "loom-step 1\nresult param w f32 4 4 twice\n",
       "loom-step 1\nresult param w f32 4 4 in-place extra\n",
+      "loom-step 1\nresult input ids i32 4 4 below=8\n",
+      "loom-step 1\narg input ids i32 4 4 below=0\n",
+      "loom-step 1\narg input ids i32 4 4 below=-3\n",
+      "loom-step 1\narg input ids i32 4 4 below=\n",
+      "loom-step 1\narg input ids i32 4 4 below=8 in-place\n",
       "loom-step 1\narg param w f64 4294967296x4294967296 4\n",
       "loom-step 1\n\n",
   };
@@ -110,7 +124,7 @@ TEST(StepManifestTest, TheTrainerReadsWhatTheCompilerWrites) {
   const char *source = R"mlir(
     func.func @step(%w: tensor<3xf32> {train.full_shape = array<i64: 2, 5>, train.param = "w"},
                     %s: tensor<f32> {train.state = "step"},
-                    %ids: tensor<2x8xi32> {train.input = "tokens"})
+                    %ids: tensor<2x8xi32> {train.id_bound = 96 : i64, train.input = "tokens"})
         -> (tensor<f32> {train.loss}, tensor<3xf32> {train.full_shape = array<i64: 2, 5>, train.param = "w"})
         attributes {train.lr = 3.0e-4 : f64, train.optimizer = "adamw", train.zero_stage = 3 : i64,
                     train.tied_results = array<i64: -1, 0>, train.timeline_peak_bytes = 64 : i64} {
@@ -150,6 +164,8 @@ TEST(StepManifestTest, TheTrainerReadsWhatTheCompilerWrites) {
   EXPECT_EQ(parsed.tensors[1].role, "state");
   EXPECT_EQ(parsed.tensors[2].dtype, "i32");
   EXPECT_EQ(parsed.tensors[2].getBytes(), 64);
+  EXPECT_EQ(parsed.tensors[2].bound, 96);
+  EXPECT_EQ(parsed.tensors[0].bound, 0);
   EXPECT_EQ(parsed.tensors[3].role, "loss");
   EXPECT_FALSE(parsed.tensors[3].inPlace);
   EXPECT_TRUE(parsed.tensors[4].inPlace);

@@ -84,6 +84,28 @@ func.func @action_unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// expected-error @+1 {{expected 'train.id_bound' on argument #0 to be an i64 >= 1, got 0 : i64}}
+func.func private @zero_bound(tensor<4xi32> {train.id_bound = 0 : i64, train.input = "tokens"})
+
+// -----
+
+// expected-error @+1 {{'train.id_bound' bounds the ids of an input of integers; argument #0 is 'tensor<4xf32>'}}
+func.func private @bound_on_floats(tensor<4xf32> {train.id_bound = 8 : i64, train.input = "x"})
+
+// -----
+
+// expected-error @+1 {{'train.id_bound' bounds the ids of an input of integers; argument #0 is 'tensor<4xi32>'}}
+func.func private @bound_on_a_parameter_less_arg(tensor<4xi32> {train.id_bound = 8 : i64})
+
+// -----
+
+// expected-error @+2 {{expected id_bound 0, or > 0 on an input of integers, got 8}}
+// expected-error @+1 {{failed to parse Train_StepManifestAttr parameter 'tensors'}}
+module attributes {train.step_manifest = #train.step_manifest<world_size = 1, zero_stage = 0, predicted_peak_bytes = 0, tensors = [#train.manifest_tensor<kind = "arg", role = "param", name = "w", type = tensor<4xf32>, full_shape = [4], id_bound = 8>]>} {
+}
+
+// -----
+
 // expected-error @+1 {{'train.full_shape' array<i64: 2, 3> on argument #0 holds 6 elements, fewer than its type 'tensor<8xf32>' (8)}}
 func.func private @shard_larger_than_whole(tensor<8xf32> {train.full_shape = array<i64: 2, 3>})
 

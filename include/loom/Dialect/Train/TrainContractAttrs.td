@@ -97,7 +97,8 @@ def Train_ManifestTensorAttr : Train_Attr<"ManifestTensor", "manifest_tensor"> {
                         StringRefParameter<"the tensor's name">:$name,
                         "::mlir::RankedTensorType":$type,
                         "::mlir::DenseI64ArrayAttr":$full_shape,
-                        DefaultValuedParameter<"bool", "false">:$in_place);
+                        DefaultValuedParameter<"bool", "false">:$in_place,
+                        DefaultValuedParameter<"int64_t", "0">:$id_bound);
   let extraClassDeclaration = [{
     bool isArgument() const { return getKind() == "arg"; }
     /// The trainer's name of `element` (f32, f64, bf16, i32 or i64), or ""

@@ -102,6 +102,10 @@ def Train_Dialect : Dialect {
     /// On a sharded step: the ZeRO stage (i64 in [1, 3], zero-partition).
     static constexpr ::llvm::StringLiteral kZeroStageAttrName =
         "train.zero_stage";
+    /// On an integer input argument: its values lie in [0, N) (i64 > 0,
+    /// train-record-id-bounds: the vocabulary of the ops that read them).
+    static constexpr ::llvm::StringLiteral kIdBoundAttrName =
+        "train.id_bound";
     /// On a sharded argument or result: its unpartitioned shape (dense i64
     /// array).
     static constexpr ::llvm::StringLiteral kFullShapeAttrName =

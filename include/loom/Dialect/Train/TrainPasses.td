@@ -189,6 +189,33 @@ def TrainFuseAttentionPass
                            "::mlir::tensor::TensorDialect"];
 }
 
+def TrainRecordIdBoundsPass
+    : Pass<"train-record-id-bounds", "::mlir::func::FuncOp"> {
+  let summary = "Tags each input of ids with the vocabulary that reads it";
+  let description = [{
+    The ids of a `train.embedding` must lie below its table's rows, and the
+    labels of a `train.cross_entropy` (`train.linear_cross_entropy`) below
+    its logits' (its weight's) rows; an id past them reads outside the
+    table. Each such operand is followed back through shape-only ops
+    (`tensor.collapse_shape`, `expand_shape`, `reshape`, `extract_slice`,
+    `cast`) to the function's `train.input` argument it comes from, which
+    is tagged `train.id_bound = N`, the smallest bound of the ops that read
+    it. The trainer reads the bound from its manifest and checks every
+    token of its data file against it before the first step
+    (docs/Data.md). Ids computed from other values are not tagged.
+
+    ```mlir
+    func.func @forward(%table: tensor<64x16xf32> {train.param = "embed"},
+                       %tokens: tensor<4x8xi32> {train.input = "tokens"}) -> ... {
+      %flat = tensor.collapse_shape %tokens [[0, 1]] : tensor<4x8xi32> into tensor<32xi32>
+      %h = train.embedding %table[%flat] : tensor<64x16xf32>, tensor<32xi32> -> tensor<32x16xf32>
+    // becomes
+    func.func @forward(..., %tokens: tensor<4x8xi32> {train.id_bound = 64 : i64,
+                                                      train.input = "tokens"}) -> ...
+    ```
+  }];
+}
+
 def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
   let summary = "Splits a forward's batch into microbatches whose losses are "
                 "summed";

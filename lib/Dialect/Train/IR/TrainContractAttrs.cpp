@@ -81,7 +81,7 @@ LogicalResult
 ManifestTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                            StringRef kind, StringRef role, StringRef name,
                            RankedTensorType type, DenseI64ArrayAttr fullShape,
-                           bool inPlace) {
+                           bool inPlace, int64_t idBound) {
   if (kind != "arg" && kind != "result")
     return emitError() << "expected kind \"arg\" or \"result\", got \"" << kind
                        << "\"";
@@ -99,6 +99,12 @@ ManifestTensorAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "expected an input to be an argument";
   if (inPlace && kind != "result")
     return emitError() << "only a result is written in place";
+  if (idBound < 0 ||
+      (idBound > 0 &&
+       (role != "input" || !isa<IntegerType>(type.getElementType()))))
+    return emitError() << "expected id_bound 0, or > 0 on an input of "
+                          "integers, got "
+                       << idBound;
   if (!type.hasStaticShape() || getElementName(type.getElementType()).empty())
     return emitError() << "expected a static tensor of f32, f64, bf16, i32 "
                           "or i64, got "

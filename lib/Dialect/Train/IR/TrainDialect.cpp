@@ -304,6 +304,18 @@ LogicalResult TrainDialect::verifyRegionArgAttribute(Operation *op,
            << "'" << attrName << "' tags a result, found it on " << where;
   } else if (attrName == kFullShapeAttrName) {
     return verifyFullShape(op, attr, type, where);
+  } else if (attrName == kIdBoundAttrName) {
+    auto bound = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!bound || !bound.getType().isInteger(64) || bound.getInt() < 1)
+      return op->emitOpError() << "expected '" << attrName << "' on " << where
+                               << " to be an i64 >= 1, got " << attr.getValue();
+    auto shaped = dyn_cast<ShapedType>(type);
+    if (!shaped || !isa<IntegerType>(shaped.getElementType()) ||
+        !func.getArgAttr(argIndex, kInputAttrName))
+      return op->emitOpError()
+             << "'" << attrName << "' bounds the ids of an "
+             << "input of integers; " << where << " is " << type;
+    return success();
   } else {
     return op->emitOpError()
            << "unknown train attribute '" << attrName << "' on " << where;

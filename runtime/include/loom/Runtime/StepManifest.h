@@ -8,13 +8,14 @@
 //
 //   loom-step 1
 //   KEY VALUE                 one per property (world_size 4, lr 0.001, ...)
-//   arg|result ROLE NAME DTYPE LOCAL FULL [in-place]
+//   arg|result ROLE NAME DTYPE LOCAL FULL [in-place | below=N]
 //
 // one line per tensor in the order of loom_step_packed's buffers: the step's
 // arguments, then its results. ROLE is param, state, input or loss; DTYPE
 // f32, f64, bf16, i32 or i64; LOCAL and FULL are this rank's shape and the
 // unpartitioned one, as `4x32` (`-` for a scalar). `in-place` marks a
-// result written into the buffer of the argument it updates.
+// result written into the buffer of the argument it updates; `below=N` an
+// input of ids that must lie in [0, N) (train.id_bound: a vocabulary).
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +45,8 @@ struct StepTensor {
   std::vector<int64_t> localShape, fullShape;
   /// A result written into its argument's buffer: no storage of its own.
   bool inPlace = false;
+  /// An input of ids: each lies in [0, bound) (0: no bound known).
+  int64_t bound = 0;
 
   /// Bytes of one element of `dtype`; 0 for an unknown one.
   static int64_t getElementBytes(const std::string &dtype) {
@@ -96,7 +99,7 @@ struct StepManifest {
       text += std::string(t.isArgument ? "arg" : "result") + " " + t.role +
               " " + t.name + " " + t.dtype + " " + printShape(t.localShape) +
               " " + printShape(t.fullShape) + (t.inPlace ? " in-place" : "") +
-              "\n";
+              (t.bound > 0 ? " below=" + std::to_string(t.bound) : "") + "\n";
     return text;
   }
 
@@ -131,13 +134,20 @@ struct StepManifest {
       words >> t.role >> t.name >> t.dtype >> local >> full;
       bool roleOk = t.role == "param" || t.role == "state" ||
                     t.role == "input" || t.role == "loss";
-      if (!words || !roleOk || !StepTensor::getElementBytes(t.dtype) ||
+      bool fieldsOk = bool(words), flagOk = true;
+      if (fieldsOk && (words >> flag)) {
+        if (flag == "in-place")
+          flagOk = !t.isArgument;
+        else
+          flagOk = t.isArgument && flag.rfind("below=", 0) == 0 &&
+                   parseCount(flag.substr(6), t.bound) && t.bound > 0;
+      }
+      if (!fieldsOk || !roleOk || !StepTensor::getElementBytes(t.dtype) ||
           !parseShape(local, t.localShape) || !parseShape(full, t.fullShape) ||
-          ((words >> flag) && (flag != "in-place" || t.isArgument)) ||
-          (words >> extra)) {
+          !flagOk || (words >> extra)) {
         error = "line " + std::to_string(number) +
                 ": expected 'arg|result ROLE NAME DTYPE LOCAL FULL "
-                "[in-place]', got '" +
+                "[in-place | below=N]', got '" +
                 line + "'";
         return false;
       }
@@ -148,6 +158,15 @@ struct StepManifest {
   }
 
 private:
+  /// A decimal count of at most 18 digits.
+  static bool parseCount(const std::string &text, int64_t &value) {
+    if (text.empty() || text.size() > 18 ||
+        text.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    value = std::stoll(text);
+    return true;
+  }
+
   /// "4x32" or "-" (a scalar); the bytes of the largest element type within
   /// int64.
   static bool parseShape(const std::string &text, std::vector<int64_t> &shape) {
