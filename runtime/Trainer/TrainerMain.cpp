@@ -31,6 +31,7 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -94,7 +95,7 @@ struct Options {
   /// -1 is the default (3).
   int64_t keepCheckpoints = -1;
   double lr = 0;
-  std::string data, log, checkpoint, trace, profile;
+  std::string data, log, checkpoint, trace, profile, init;
   loom::runtime::TokenFormat dataFormat = loom::runtime::TokenFormat::Auto;
   bool resume = false;
 };
@@ -234,6 +235,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
       o.profile = need(i);
     else if (a == "--resume")
       o.resume = true;
+    else if (a == "--init")
+      o.init = need(i);
     else if (a == "--help" || a == "-h") {
       if (at.rank == 0)
         std::printf(
@@ -242,6 +245,7 @@ Options parseOptions(const Placement &at, int argc, char **argv,
             "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
             "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
+            "[--init CHECKPOINT (its parameters, at step 0)]\n       "
             "[--trace trace.json]\n       [--profile profile.json (per op "
             "id, for loomc --profile)]\nThe step was compiled for:\n%s",
             argv[0], manifestText(at, at.stage));
@@ -259,6 +263,9 @@ Options parseOptions(const Placement &at, int argc, char **argv,
          "--checkpoint DIR");
   if (o.keepCheckpoints < 0)
     o.keepCheckpoints = 3;
+  if (o.resume && !o.init.empty())
+    fail("--init starts a run from a checkpoint's parameters and --resume "
+         "continues one: give one of them");
   if (!o.profile.empty()) {
     // Checked now, not after the run it records.
     if (o.steps < 1)
@@ -542,38 +549,86 @@ void saveCheckpoint(const Placement &at, const Options &o, Manifest &m,
   loomrt_barrier();
 }
 
-int64_t loadCheckpoint(const Placement &at, const Options &o,
-                       std::vector<Tensor *> &saved) {
-  std::string dir;
-  std::string error = findLatestCheckpoint(o.checkpoint, dir);
-  if (!error.empty())
-    fail("--resume: " + error);
-  CheckpointManifest cm;
-  error = readManifest(dir + "/manifest.json", cm);
-  if (!error.empty())
-    fail("--resume: " + error);
+/// Reads the checkpoint `dir` (a step directory) into `tensors`, each
+/// rank its shard. `flag` names the option in messages.
+void loadTensors(const std::string &flag, const std::string &dir,
+                 const CheckpointManifest &cm, const Placement &at,
+                 const std::vector<Tensor *> &tensors) {
   std::map<std::string, const CheckpointTensor *> byKey;
   for (const CheckpointTensor &t : cm.tensors)
     byKey[t.role + "." + t.name] = &t;
-  // A pipeline's stage loads its own part of the checkpoint.
-  if (!at.pipelineStages && byKey.size() != saved.size())
-    fail("--resume: " + dir + " holds " + std::to_string(cm.tensors.size()) +
-         " tensors; this trainer's step has " + std::to_string(saved.size()));
-  for (Tensor *t : saved) {
+  for (Tensor *t : tensors) {
     auto it = byKey.find(t->role + "." + t->name);
     if (it == byKey.end())
-      fail("--resume: " + dir + " has no " + t->role + " '" + t->name + "'");
+      fail(flag + ": " + dir + " has no " + t->role + " '" + t->name + "'");
     if (it->second->shape != t->full)
-      fail("--resume: " + t->role + " '" + t->name + "' has shape " +
-           shapeText(it->second->shape) + " in " + dir + ", the step expects " +
-           shapeText(t->full));
+      fail(flag + ": " + t->role + " '" + t->name + "' has shape " +
+           shapeText(it->second->shape) + " in " + dir +
+           ", the step expects " + shapeText(t->full));
     std::vector<float> full;
-    error = readNpyF32(dir + "/" + it->second->file, t->full, full);
-    if (!error.empty())
-      fail("--resume: " + error);
+    if (std::string error =
+            readNpyF32(dir + "/" + it->second->file, t->full, full);
+        !error.empty())
+      fail(flag + ": " + error);
     fillLocal(at, *t, [&](int64_t i) { return full[i]; });
   }
+}
+
+/// The checkpoint `root` names: its `latest`, or `root` itself when it is
+/// a step directory (it holds a manifest.json).
+std::string readCheckpointManifest(const std::string &flag,
+                                   const std::string &root,
+                                   CheckpointManifest &cm) {
+  std::string dir = root;
+  struct stat info;
+  if (::stat((root + "/manifest.json").c_str(), &info) != 0)
+    if (std::string error = findLatestCheckpoint(root, dir); !error.empty())
+      fail(flag + ": " + error);
+  if (std::string error = readManifest(dir + "/manifest.json", cm);
+      !error.empty())
+    fail(flag + ": " + error);
+  return dir;
+}
+
+int64_t loadCheckpoint(const Placement &at, const Options &o,
+                       std::vector<Tensor *> &saved) {
+  CheckpointManifest cm;
+  std::string dir = readCheckpointManifest("--resume", o.checkpoint, cm);
+  // A pipeline's stage loads its own part of the checkpoint.
+  if (!at.pipelineStages && cm.tensors.size() != saved.size())
+    fail("--resume: " + dir + " holds " + std::to_string(cm.tensors.size()) +
+         " tensors; this trainer's step has " + std::to_string(saved.size()));
+  loadTensors("--resume", dir, cm, at, saved);
   return cm.step;
+}
+
+/// --init: this rank's parameters from a checkpoint of any world size (the
+/// optimizer state starts at zero, the run at step 0). A parameter of the
+/// checkpoint that no stage of the step has is an error: a name that does
+/// not match would otherwise train from the default initialisation.
+void initParameters(const Placement &at, const Options &o,
+                    std::vector<Tensor *> &saved) {
+  CheckpointManifest cm;
+  std::string dir = readCheckpointManifest("--init", o.init, cm);
+  std::vector<Tensor *> params;
+  for (Tensor *t : saved)
+    if (t->role == "param")
+      params.push_back(t);
+  std::set<std::string> known;
+  for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
+    for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
+      if (t.isArgument && t.role == "param")
+        known.insert(t.name);
+  std::string unknown;
+  int unknownCount = 0;
+  for (const CheckpointTensor &t : cm.tensors)
+    if (t.role == "param" && !known.count(t.name) && ++unknownCount <= 5)
+      unknown += (unknown.empty() ? "'" : ", '") + t.name + "'";
+  if (unknownCount)
+    fail("--init: " + dir + " has " + std::to_string(unknownCount) +
+         " parameter(s) the step does not: " + unknown +
+         (unknownCount > 5 ? ", ..." : ""));
+  loadTensors("--init", dir, cm, at, params);
 }
 
 /// The resident set now (/proc/self/statm), or -1.
@@ -751,6 +806,8 @@ int main(int argc, char **argv) {
                   [&](int64_t i) { return initialValue(*t, o.seed, i); });
       else
         fillLocal(at, *t, [](int64_t) { return 0.0f; });
+    if (!o.init.empty())
+      initParameters(at, o, saved);
   }
 
   FILE *log = nullptr;

@@ -30,6 +30,12 @@
                              vocabulary (1 rank, ZeRO-3, a pipeline's
                              stages), a file shorter than a step and a
                              .bin without a header are errors saying where
+    trainers.py weights      weights in and out: the reference safetensors file
+                             reads back and is written byte for byte; a
+                             trainer started with --init from outside weights
+                             (1 rank, ZeRO-3 on 4) has PyTorch's loss on
+                             them, and its exported checkpoint gives PyTorch
+                             the loss Loom's next step reports
     trainers.py bad-input    each bad input ends with its message, never a hang
     trainers.py durable      killed at every point of writing a checkpoint, at
                              random times, on 2 ranks: `latest` is always
@@ -1030,6 +1036,122 @@ def data(work: str) -> None:
             print(out[-2000:])
 
 
+def weights(work: str) -> None:
+    """Weights in and out (docs/Weights.md)."""
+    import numpy as np
+    import torch
+    from loom.checkpoint import (export_safetensors, from_safetensors, from_state_dict,
+                                 read_checkpoint, read_safetensors, write_safetensors)
+    from loom.torch_reference import llama_loss
+
+    def path(name):
+        return os.path.join(work, name)
+
+    # A file of the reference implementation (safetensors 0.8.0's
+    # safetensors.torch.save_file: I64, F32, BF16 and F16 tensors and
+    # metadata) reads back, and written again gives its bytes.
+    ref = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Inputs",
+                       "reference.safetensors")
+    tensors, metadata = read_safetensors(ref)
+    check(metadata == {"format": "pt"} and tensors["ids"].tolist() == [7, -1, 300]
+          and tensors["layers.0.w"].tolist() == [[0, 0.25, 0.5], [0.75, 1, 1.25]]
+          and tensors["norm"].to_float().tolist() == [1.0, -2.5, 0.15625, 3.0]
+          and tensors["half"].tolist() == [0.5, -1.0],
+          "the reference implementation's file reads back (I64, F32, BF16, F16, metadata)")
+    write_safetensors(path("again.safetensors"), tensors, metadata)
+    check(open(path("again.safetensors"), "rb").read() == open(ref, "rb").read(),
+          "written again: the reference implementation's bytes")
+
+    # Weights from outside (not the trainer's initialisation) as a
+    # .safetensors file, made a checkpoint and trained from with --init.
+    cfg = CONFIGS["tiny"]
+    rng = np.random.default_rng(7)
+    outside = {n: (1 + 0.1 * rng.standard_normal(shape) if n.endswith("norm")
+                   else 0.1 * rng.standard_normal(shape)).astype(np.float32)
+               for n, shape in cfg.parameters()}
+    write_safetensors(path("outside.safetensors"), outside)
+    init = path("init-outside")
+    shutil.rmtree(init, ignore_errors=True)
+    from_safetensors(path("outside.safetensors"), init)
+    # The same weights through a PyTorch state_dict.
+    init_sd = path("init-state-dict")
+    shutil.rmtree(init_sd, ignore_errors=True)
+    from_state_dict({n: torch.from_numpy(a) for n, a in outside.items()}, init_sd)
+    _, from_sd, _ = read_checkpoint(init_sd)
+    check(all(np.array_equal(from_sd[n], outside[n]) for n in outside),
+          "a state_dict makes the same checkpoint")
+
+    data = np.frombuffer(open(CORPUS, "rb").read(), np.uint8).astype(np.int64)
+
+    def torch_loss(params, step):
+        """PyTorch's loss on the global batch of `step` (docs/Runtime.md)."""
+        seq, span = cfg.seq, len(data) - cfg.seq - 1
+        starts = [((step * cfg.batch + b) * seq) % span for b in range(cfg.batch)]
+        tokens = np.stack([data[s:s + seq] for s in starts])
+        labels = np.stack([data[s + 1:s + seq + 1] for s in starts])
+        p = {n: torch.tensor(a, dtype=torch.float64) for n, a in params.items()}
+        return llama_loss(cfg, p, tokens, labels).item()
+
+    want0 = torch_loss(outside, 0)
+    runs = {}
+    for name, ranks, start in (("r1", 1, init), ("r4-z3", 4, init_sd)):
+        ckpt = path(f"weights-{name}")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        log = path(f"weights-{name}.jsonl")
+        remove(log)
+        run(work, name, ranks, "--steps", "4", "--init", start, "--log", log, "--checkpoint",
+            ckpt, "--checkpoint-every", "3", "--keep-checkpoints", "0")
+        runs[name] = losses(log)
+        got = runs[name][0]
+        check(abs(got - want0) / want0 < 1e-5,
+              f"{name} --init: step 0 loss {got:.7f}, PyTorch's on the weights {want0:.7f}")
+        # Exported after 3 steps: PyTorch's loss on step 3's batch is the
+        # loss Loom's step 3 reports (computed before its update).
+        out = path(f"weights-{name}.safetensors")
+        export_safetensors(os.path.join(ckpt, "step-3"), out)
+        exported, meta = read_safetensors(out)
+        check(set(exported) == set(outside) and meta.get("loom_step") == "3",
+              f"{name}: the export holds the {len(outside)} parameters under their names")
+        want3 = torch_loss(exported, 3)
+        check(abs(runs[name][3] - want3) / want3 < 1e-5,
+              f"{name}: PyTorch on the exported step-3 weights {want3:.7f}, "
+              f"Loom's step 3 {runs[name][3]:.7f}")
+    worst = max(relative_errors(runs["r4-z3"], runs["r1"]))
+    check(worst <= 1e-5, f"ZeRO-3 on 4 ranks from the same weights: losses within {worst:.1e}")
+    export_safetensors(os.path.join(path("weights-r1"), "step-3"), path("bf16.safetensors"),
+                       dtype="BF16")
+    bf16, _ = read_safetensors(path("bf16.safetensors"))
+    _, f32, _ = read_checkpoint(os.path.join(path("weights-r1"), "step-3"))
+    check(all(np.array_equal(bf16[n].to_float(),
+                             torch.from_numpy(f32[n]).to(torch.bfloat16).float().numpy())
+              for n in f32), "a BF16 export rounds as PyTorch's cast does")
+
+    # A checkpoint whose names differ from the step's, one missing a
+    # parameter, and --init with --resume are errors.
+    renamed = path("init-renamed")
+    shutil.rmtree(renamed, ignore_errors=True)
+    from loom.checkpoint import write_checkpoint
+    write_checkpoint(renamed, {("model." + n if n == "embed" else n): a
+                               for n, a in outside.items()})
+    missing = path("init-missing")
+    shutil.rmtree(missing, ignore_errors=True)
+    write_checkpoint(missing, {n: a for n, a in outside.items() if n != "output"})
+    cases = [
+        (["--init", renamed], "has 1 parameter(s) the step does not: 'model.embed'"),
+        (["--init", missing], "has no param 'output'"),
+        (["--init", init, "--checkpoint", path("weights-r1"), "--resume"],
+         "--init starts a run from a checkpoint's parameters and --resume continues one"),
+        (["--init", path("nothing-here")], "--init: "),
+    ]
+    for args, message in cases:
+        proc = run(work, "r1", 1, "--steps", "1", *args, expect_fail=True, timeout=300)
+        out = proc.stdout + proc.stderr
+        check(proc.returncode != 0 and message in out,
+              f"r1 {' '.join(args)}: exit {proc.returncode}, says '{message}'")
+        if proc.returncode == 0 or message not in out:
+            print(out[-2000:])
+
+
 def durable(work: str) -> None:
     """Checkpoints survive a kill anywhere, a full disk and a power loss."""
     # The reference, and an earlier run (another seed) whose checkpoints a
@@ -1291,7 +1413,7 @@ def main() -> int:
     parser.add_argument("test", choices=["build", "equal", "memory", "memory-limit", "remat",
                                          "profile",
                                          "resume", "reshard", "pipeline", "pipeline-replicas",
-                                         "torch", "data", "bad-input",
+                                         "torch", "data", "weights", "bad-input",
                                          "durable", "cpu"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
@@ -1299,7 +1421,8 @@ def main() -> int:
      "remat": remat, "profile": profile,
      "resume": resume,
      "reshard": reshard, "pipeline": pipeline, "pipeline-replicas": pipeline_replicas,
-     "torch": torch_reference, "data": data, "bad-input": bad_input, "durable": durable,
+     "torch": torch_reference, "data": data, "weights": weights, "bad-input": bad_input,
+     "durable": durable,
      "cpu": cpu}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")
     return 1 if check.failures else 0
