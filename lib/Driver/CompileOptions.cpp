@@ -66,6 +66,9 @@ std::string CompileOptions::verify() const {
     if (cuda)
       return "pipeline stages compile for --target=cpu; the CUDA trainer's "
              "point-to-point transfers have not run on a GPU yet";
+    if (eval)
+      return "--eval is not built for pipeline stages yet (the evaluation "
+             "step would be a pipeline of its own)";
   } else if (worldSize > 1 && zeroStage == ZeroStage::None) {
     return formatv("--world-size {0} needs --zero-stage 1, 2 or 3 (stage 0 "
                    "is single-rank)",
@@ -104,6 +107,9 @@ std::string CompileOptions::verify() const {
                      "--world-size {2}",
                      profile, measured->worldSize, worldSize);
   }
+  if (eval && cuda)
+    return "--eval compiles for --target=cpu; the CUDA trainer's evaluation "
+           "step is not built yet";
   if (fuseCrossEntropy < 0 || fuseCrossEntropyVocab < 0)
     return "--fuse-cross-entropy and --fuse-cross-entropy-vocab must not be "
            "negative";
@@ -259,6 +265,11 @@ struct CompileCLOptions {
                "tokens' logits at a time (train-fuse-linear-cross-entropy; "
                "0: keep the logits)"),
       cl::init(defaults.fuseCrossEntropy), cl::cat(cat)};
+  cl::opt<bool> eval{
+      "eval",
+      cl::desc("also compile the forward alone as the trainer's evaluation "
+               "step (its --val-data and --data-split losses)"),
+      cl::init(defaults.eval), cl::cat(cat)};
   cl::opt<int64_t> fuseVocab{
       "fuse-cross-entropy-vocab",
       cl::desc("with the fused loss, also loop over blocks of this many "
@@ -481,6 +492,7 @@ struct CompileCLOptions {
     o.verifyEach = verifyEach;
     o.fuseCrossEntropy = fuseChunk;
     o.fuseCrossEntropyVocab = fuseVocab;
+    o.eval = eval;
     o.optimizer = optimizer;
     o.lr = lr;
     o.weightDecay = weightDecay;

@@ -478,6 +478,41 @@ static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
 
+/// The evaluation step (--eval): `forward` compiled alone, its loss the
+/// only result, through the phases the training step takes, then linked
+/// into `module` with the suffix _eval (loom_step_packed_eval,
+/// loom_step_manifest_eval). Its parameters are sharded as the training
+/// step's are, so the trainer passes it the same buffers.
+static LogicalResult compileEvaluation(ModuleOp module,
+                                       OwningOpRef<ModuleOp> &forward,
+                                       const CompileOptions &options,
+                                       Reporter &reporter) {
+  CompileOptions evaluation = options;
+  // No backward: nothing to recompute.
+  evaluation.rematBudgetMb = 0;
+  evaluation.rematActivations = 1;
+  TrainingStepOptions step;
+  evaluation.fill(step);
+  step.forwardOnly = true;
+  if (failed(runPhase(*forward, "eval-training-step",
+                      "loom-training-step-pipeline", step,
+                      buildTrainingStepPipeline, options.verbose,
+                      options.verifyEach, reporter)) ||
+      failed(StageCompiler(evaluation, reporter, Stages::None)
+                 .run(forward, 0, nullptr)))
+    return failure();
+  ModuleOp nested = forward.release();
+  module.getBody()->push_back(nested);
+  SymbolTable linked(module);
+  if (failed(pp::linkNestedModule(
+          nested, "_eval", "loomc --eval: the evaluation step", linked))) {
+    reporter.error("the evaluation step (--eval) does not link with the "
+                   "training step");
+    return failure();
+  }
+  return success();
+}
+
 LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
                                           const CompileOptions &options,
                                           Reporter &reporter,
@@ -500,6 +535,11 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
                           target::createLoomSetTargetPass(setTarget),
                           options.verbose, options.verifyEach, reporter)))
     return failure();
+  // The forward, for the evaluation step (compiled after the training
+  // step, then linked beside it).
+  OwningOpRef<ModuleOp> forward;
+  if (options.eval && options.emit >= EmitPoint::LlvmMlir)
+    forward = module->clone();
   // 1. The training step.
   TrainingStepOptions step;
   options.fill(step);
@@ -509,8 +549,13 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
     return failure();
   if (options.emit == EmitPoint::TrainingStep)
     return success();
-  if (options.pipelineStages <= 1)
-    return StageCompiler(options, reporter, Stages::None).run(module, 0, plans);
+  if (options.pipelineStages <= 1) {
+    if (failed(StageCompiler(options, reporter, Stages::None)
+                   .run(module, 0, plans)))
+      return failure();
+    return forward ? compileEvaluation(*module, forward, options, reporter)
+                   : success();
+  }
 
   // A pipeline's stages are compiled each as a module of its own (one
   // step, one memory plan), nested in the step, the phases running on them

@@ -48,6 +48,71 @@ bool isDeclaration(Operation *op) {
   return false;
 }
 
+} // namespace
+
+LogicalResult loom::pp::linkNestedModule(ModuleOp nested, StringRef suffix,
+                                         StringRef what, SymbolTable &linked) {
+  // The module's definitions get their new names first, and the references
+  // to them are rewritten in one walk of it (SymbolTable::rename walks it
+  // once per symbol: quadratic in an unrolled stage).
+  llvm::DenseMap<StringAttr, StringAttr> renamed;
+  for (Operation &op : llvm::make_early_inc_range(nested.getOps())) {
+    auto symbol = dyn_cast<SymbolOpInterface>(op);
+    if (!symbol || !isa<LLVM::LLVMFuncOp, LLVM::GlobalOp>(op))
+      return op.emitError() << what << ": '" << op.getName()
+                            << "': expected LLVM functions and globals";
+    if (isDeclaration(&op))
+      continue;
+    StringRef name = symbol.getName();
+    bool entry = name == kPacked || name == kManifest;
+    auto newName = StringAttr::get(op.getContext(), name + suffix);
+    renamed[symbol.getNameAttr()] = newName;
+    SymbolTable::setSymbolName(&op, newName);
+    if (entry)
+      continue;
+    if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op)) {
+      if (func.getLinkage() != LLVM::Linkage::Private)
+        func.setLinkage(LLVM::Linkage::Internal);
+    } else {
+      auto global = cast<LLVM::GlobalOp>(op);
+      if (global.getLinkage() != LLVM::Linkage::Private)
+        global.setLinkage(LLVM::Linkage::Internal);
+    }
+  }
+  AttrTypeReplacer references;
+  references.addReplacement(
+      [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
+        if (StringAttr name = renamed.lookup(ref.getAttr()))
+          return FlatSymbolRefAttr::get(name);
+        return std::nullopt;
+      });
+  nested.walk([&](Operation *op) {
+    references.replaceElementsIn(op, /*replaceAttrs=*/true,
+                                 /*replaceLocs=*/false,
+                                 /*replaceTypes=*/false);
+  });
+  for (Operation &op : llvm::make_early_inc_range(nested.getOps())) {
+    StringRef name = cast<SymbolOpInterface>(op).getName();
+    if (Operation *existing = linked.lookup(name)) {
+      if (isDeclaration(&op) && isDeclaration(existing) &&
+          declaredType(&op) == declaredType(existing)) {
+        op.erase();
+        continue;
+      }
+      return op.emitError()
+             << what << ": @" << name
+             << " conflicts with the linked module's (declared with another "
+                "type, or defined twice)";
+    }
+    op.remove();
+    linked.insert(&op);
+  }
+  nested.erase();
+  return success();
+}
+
+namespace {
+
 struct PPLinkStagesPass
     : public loom::pp::impl::PPLinkStagesPassBase<PPLinkStagesPass> {
   void runOnOperation() override {
@@ -68,71 +133,11 @@ struct PPLinkStagesPass
       return;
     SymbolTable linked(module);
     for (auto [index, stage] : llvm::enumerate(stages))
-      if (failed(linkStage(stage, index, linked)))
+      if (failed(loom::pp::linkNestedModule(
+              stage, ("_stage" + llvm::Twine(index)).str(),
+              ("pp-link-stages: stage " + llvm::Twine(index)).str(), linked)))
         return signalPassFailure();
     addTables(module, stages.size());
-  }
-
-  LogicalResult linkStage(ModuleOp stage, int64_t index, SymbolTable &linked) {
-    std::string suffix = ("_stage" + llvm::Twine(index)).str();
-    // The stage's definitions get their new names first, and the references
-    // to them are rewritten in one walk of the stage (SymbolTable::rename
-    // walks it once per symbol: quadratic in an unrolled stage).
-    llvm::DenseMap<StringAttr, StringAttr> renamed;
-    for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
-      auto symbol = dyn_cast<SymbolOpInterface>(op);
-      if (!symbol || !isa<LLVM::LLVMFuncOp, LLVM::GlobalOp>(op))
-        return op.emitError()
-               << "pp-link-stages: '" << op.getName() << "' in stage " << index
-               << ": expected LLVM functions and globals";
-      if (isDeclaration(&op))
-        continue;
-      StringRef name = symbol.getName();
-      bool entry = name == kPacked || name == kManifest;
-      auto newName = StringAttr::get(op.getContext(), name + suffix);
-      renamed[symbol.getNameAttr()] = newName;
-      SymbolTable::setSymbolName(&op, newName);
-      if (entry)
-        continue;
-      if (auto func = dyn_cast<LLVM::LLVMFuncOp>(op)) {
-        if (func.getLinkage() != LLVM::Linkage::Private)
-          func.setLinkage(LLVM::Linkage::Internal);
-      } else {
-        auto global = cast<LLVM::GlobalOp>(op);
-        if (global.getLinkage() != LLVM::Linkage::Private)
-          global.setLinkage(LLVM::Linkage::Internal);
-      }
-    }
-    AttrTypeReplacer references;
-    references.addReplacement(
-        [&](FlatSymbolRefAttr ref) -> std::optional<Attribute> {
-          if (StringAttr name = renamed.lookup(ref.getAttr()))
-            return FlatSymbolRefAttr::get(name);
-          return std::nullopt;
-        });
-    stage.walk([&](Operation *op) {
-      references.replaceElementsIn(op, /*replaceAttrs=*/true,
-                                   /*replaceLocs=*/false,
-                                   /*replaceTypes=*/false);
-    });
-    for (Operation &op : llvm::make_early_inc_range(stage.getOps())) {
-      StringRef name = cast<SymbolOpInterface>(op).getName();
-      if (Operation *existing = linked.lookup(name)) {
-        if (isDeclaration(&op) && isDeclaration(existing) &&
-            declaredType(&op) == declaredType(existing)) {
-          op.erase();
-          continue;
-        }
-        return op.emitError()
-               << "pp-link-stages: @" << name << " of stage " << index
-               << " conflicts with the linked module's (declared with "
-                  "another type, or defined twice)";
-      }
-      op.remove();
-      linked.insert(&op);
-    }
-    stage.erase();
-    return success();
   }
 
   void addTables(ModuleOp module, int64_t count) {

@@ -4,7 +4,8 @@
 // that autodiff differentiates the fused op), the batch split into
 // microbatches, reverse-mode gradients, the optimizer update with the
 // learning rate as a run-time input, and, for a pipeline, one step per
-// stage.
+// stage. With forward-only (the trainer's evaluation step), the fused loss
+// and no more.
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,6 +28,8 @@ void loom::buildTrainingStepPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         train::createTrainFuseLinearCrossEntropyPass(fuse));
   }
+  if (options.forwardOnly)
+    return;
   if (options.microbatches > 1) {
     train::TrainMicrobatchPassOptions split;
     split.microbatches = options.microbatches;

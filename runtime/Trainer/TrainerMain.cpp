@@ -44,6 +44,10 @@ extern "C" __attribute__((weak)) const char loom_step_manifest[];
 extern "C" __attribute__((weak)) const int64_t loom_pipeline_stages;
 extern "C" __attribute__((weak)) void (*const loom_pipeline_packed[])(void **);
 extern "C" __attribute__((weak)) const char *const loom_pipeline_manifests[];
+// The evaluation step (loomc --eval): the forward alone, the loss of a batch
+// of held-out data.
+extern "C" __attribute__((weak)) void loom_step_packed_eval(void **buffers);
+extern "C" __attribute__((weak)) const char loom_step_manifest_eval[];
 // The CPU features the step was compiled for (Symbols.h's kCpuFeatures).
 extern "C" __attribute__((weak)) const char loom_cpu_features[];
 // OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
@@ -98,6 +102,14 @@ struct Options {
   std::string data, log, checkpoint, trace, profile, init;
   loom::runtime::TokenFormat dataFormat = loom::runtime::TokenFormat::Auto;
   bool resume = false;
+  /// Held-out data: a file of its own, or the last `dataSplit` of --data;
+  /// its loss every `evalEvery` steps (0: after the last) over
+  /// `evalBatches` batches.
+  std::string valData;
+  loom::runtime::TokenFormat valFormat = loom::runtime::TokenFormat::Auto;
+  double dataSplit = 0;
+  int64_t evalEvery = 0, evalBatches = 0;
+  bool evaluates() const { return !valData.empty() || dataSplit > 0; }
 };
 
 /// Where this rank sits: its place in the world, its pipeline stage and its
@@ -219,6 +231,26 @@ Options parseOptions(const Placement &at, int argc, char **argv,
         fail("--lr expects a positive number, got '" + text + "'");
     } else if (a == "--data")
       o.data = need(i);
+    else if (a == "--val-data")
+      o.valData = need(i);
+    else if (a == "--val-data-format") {
+      std::string name = need(i);
+      if (!loom::runtime::parseTokenFormat(name, o.valFormat))
+        fail("--val-data-format expects " +
+             std::string(loom::runtime::getTokenFormatNames()) + ", got '" +
+             name + "'");
+    } else if (a == "--data-split") {
+      std::string text = need(i);
+      char *end = nullptr;
+      o.dataSplit = std::strtod(text.c_str(), &end);
+      if (end == text.c_str() || *end || !(o.dataSplit > 0 && o.dataSplit < 1))
+        fail("--data-split expects the held-out fraction of --data, in (0, "
+             "1), got '" +
+             text + "'");
+    } else if (a == "--eval-every")
+      o.evalEvery = integer(i);
+    else if (a == "--eval-batches")
+      o.evalBatches = integer(i);
     else if (a == "--data-format") {
       std::string name = need(i);
       if (!loom::runtime::parseTokenFormat(name, o.dataFormat))
@@ -246,6 +278,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
             "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
             "[--init CHECKPOINT (its parameters, at step 0)]\n       "
+            "[--val-data FILE [--val-data-format F] | --data-split FRACTION] "
+            "[--eval-every K] [--eval-batches N (default 4)]\n       "
             "[--trace trace.json]\n       [--profile profile.json (per op "
             "id, for loomc --profile)]\nThe step was compiled for:\n%s",
             argv[0], manifestText(at, at.stage));
@@ -263,6 +297,17 @@ Options parseOptions(const Placement &at, int argc, char **argv,
          "--checkpoint DIR");
   if (o.keepCheckpoints < 0)
     o.keepCheckpoints = 3;
+  if (!o.valData.empty() && o.dataSplit > 0)
+    fail("--val-data and --data-split both name the held-out data: give "
+         "one");
+  if ((o.evalEvery || o.evalBatches) && !o.evaluates())
+    fail("--eval-every and --eval-batches need held-out data: --val-data "
+         "FILE or --data-split FRACTION");
+  if (o.evaluates() && !loom_step_packed_eval)
+    fail("this trainer has no evaluation step; compile it with loomc --eval "
+         "to use --val-data or --data-split");
+  if (o.evaluates() && o.evalBatches == 0)
+    o.evalBatches = 4;
   if (o.resume && !o.init.empty())
     fail("--init starts a run from a checkpoint's parameters and --resume "
          "continues one: give one of them");
@@ -369,48 +414,143 @@ int64_t tokenBound(const Placement &at) {
   return bound;
 }
 
-/// Opens the data file and checks it against the step: enough tokens for
-/// one step's sequences (no two of a step are the same tokens), and every
-/// token below the model's vocabulary.
-void openTokenData(const Placement &at, const Options &o,
-                   loom::runtime::TokenData &data, int64_t batch, int64_t seq) {
-  if (std::string error = data.open(o.data, o.dataFormat); !error.empty())
+/// Opens a token file and checks every token against the model's
+/// vocabulary.
+void openTokenData(const Placement &at, const std::string &path,
+                   loom::runtime::TokenFormat format,
+                   loom::runtime::TokenData &data) {
+  if (std::string error = data.open(path, format); !error.empty())
     fail(error);
-  // At least two windows, so that the span windows start in is not empty.
-  int64_t needed = std::max(at.dataWorld * batch * seq + 1, seq + 2);
-  if (data.size() < needed)
-    fail("data file " + o.data + " holds " + std::to_string(data.size()) +
-         " tokens (" + data.describe() + "); one step's " +
-         std::to_string(at.dataWorld * batch) + " sequences of " +
-         std::to_string(seq) + " need at least " + std::to_string(needed));
   // Without a vocabulary recorded, the ids must still fit the step's i32.
   int64_t bound = tokenBound(at);
   int64_t bad = data.findOutOfRange(bound ? bound : int64_t(1) << 31);
   if (bad >= 0)
-    fail("data file " + o.data + " (" + data.describe() + "): token " +
+    fail("data file " + path + " (" + data.describe() + "): token " +
          std::to_string(data[bad]) + " at token offset " + std::to_string(bad) +
          " (byte " + std::to_string(data.getByteOffset(bad)) + ") is not " +
          (bound ? "below the model's vocabulary of " + std::to_string(bound)
                 : std::string("an id the step's i32 tokens hold")));
 }
 
+/// The tokens [begin, begin + count) of a file: the training data, or the
+/// held-out data.
+struct TokenSpan {
+  const loom::runtime::TokenData *data = nullptr;
+  int64_t begin = 0, count = 0;
+  int64_t operator[](int64_t i) const { return (*data)[begin + i]; }
+};
+
+/// Checks that `span` (named `what`) holds one step's sequences (no two of
+/// a step are the same tokens).
+void checkSpanLength(const Placement &at, const std::string &what,
+                     const TokenSpan &span, int64_t batch, int64_t seq) {
+  // At least two windows, so that the span windows start in is not empty.
+  int64_t needed = std::max(at.dataWorld * batch * seq + 1, seq + 2);
+  if (span.count < needed)
+    fail(what + " holds " + std::to_string(span.count) + " tokens (" +
+         span.data->describe() + "); one step's " +
+         std::to_string(at.dataWorld * batch) + " sequences of " +
+         std::to_string(seq) + " need at least " + std::to_string(needed));
+}
+
 /// Fills tokens and labels for `step`: sequence b of this rank is global
 /// sequence g = (step * world + rank) * batch + b, starting at token
-/// (g * seq) mod (count - seq - 1); labels are the next tokens.
-void fillBatch(const Placement &at, const loom::runtime::TokenData &data,
-               int64_t step, Tensor *tokens, Tensor *labels, int64_t batch,
-               int64_t seq) {
-  int64_t span = data.size() - seq - 1;
+/// (g * seq) mod (count - seq - 1) of `span`; labels are the next tokens.
+void fillBatch(const Placement &at, const TokenSpan &span, int64_t step,
+               Tensor *tokens, Tensor *labels, int64_t batch, int64_t seq) {
+  int64_t windows = span.count - seq - 1;
   for (int64_t b = 0; b < batch; ++b) {
     int64_t g = (step * at.dataWorld + at.dataRank) * batch + b;
-    int64_t start = (g * seq) % span;
+    int64_t start = (g * seq) % windows;
     for (int64_t t = 0; t < seq; ++t) {
       if (tokens)
-        tokens->i32()[b * seq + t] = int32_t(data[start + t]);
+        tokens->i32()[b * seq + t] = int32_t(span[start + t]);
       if (labels)
-        labels->i32()[b * seq + t] = int32_t(data[start + t + 1]);
+        labels->i32()[b * seq + t] = int32_t(span[start + t + 1]);
     }
   }
+}
+
+/// The evaluation step (loomc --eval) and the buffers it is called with:
+/// the training step's parameters (by name, at their current storage), and
+/// its own batch and loss.
+struct Evaluation {
+  std::vector<Tensor> own;
+  /// For each of the step's tensors: the training tensor it reads, or
+  /// null for one of `own`.
+  std::vector<Tensor *> shared;
+  std::vector<void *> buffers;
+  Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr;
+};
+
+/// Reads the evaluation step's manifest and matches its parameters with
+/// the training step's arguments `argByKey` (same names, local shapes and
+/// types: sharded alike).
+void setUpEvaluation(const std::map<std::string, Tensor *> &argByKey,
+                     Evaluation &e) {
+  loom::runtime::StepManifest parsed;
+  std::string error;
+  if (!loom::runtime::StepManifest::parse(loom_step_manifest_eval, parsed,
+                                          error))
+    fail("the evaluation step's manifest is malformed: " + error);
+  e.own.reserve(parsed.tensors.size());
+  for (const loom::runtime::StepTensor &t : parsed.tensors) {
+    std::string key = t.role + "." + t.name;
+    if (t.isArgument && t.role == "param") {
+      auto it = argByKey.find(key);
+      if (it == argByKey.end() || it->second->local != t.localShape ||
+          it->second->dtype != t.dtype)
+        fail("the evaluation step's parameter '" + t.name + "' (" + t.dtype +
+             " " + shapeText(t.localShape) +
+             ") is not one of the training step's");
+      e.shared.push_back(it->second);
+      continue;
+    }
+    bool input = t.isArgument && t.role == "input" &&
+                 (t.name == "tokens" || t.name == "labels");
+    if (!input && !(!t.isArgument && t.role == "loss"))
+      fail("the evaluation step takes parameters, tokens and labels and "
+           "returns the loss; it has " +
+           std::string(t.isArgument ? "argument " : "result ") + key);
+    Tensor own;
+    own.isArgument = t.isArgument;
+    own.role = t.role;
+    own.name = t.name;
+    own.dtype = t.dtype;
+    own.local = t.localShape;
+    own.full = t.fullShape;
+    own.localCount = t.getLocalCount();
+    own.fullCount = t.getFullCount();
+    own.bytes = t.getBytes();
+    own.storage.assign((own.bytes + 7) / 8, 0.0);
+    e.own.push_back(std::move(own));
+    e.shared.push_back(nullptr);
+  }
+  for (Tensor &t : e.own)
+    (t.role == "loss" ? e.loss : t.name == "tokens" ? e.tokens : e.labels) = &t;
+  if (!e.loss || !e.tokens || !e.labels)
+    fail("the evaluation step must take 'tokens' and 'labels' and return "
+         "the loss");
+}
+
+/// The held-out loss: the mean of the evaluation step's losses over the
+/// first `batches` batches of `span` (the same batches every time).
+double evaluate(const Placement &at, Evaluation &e, const TokenSpan &span,
+                int64_t batches, int64_t batch, int64_t seq) {
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    fillBatch(at, span, i, e.tokens, e.labels, batch, seq);
+    // A parameter's storage moves when the step returns it anew.
+    e.buffers.clear();
+    size_t own = 0;
+    for (Tensor *t : e.shared)
+      e.buffers.push_back(t ? t->buffer() : e.own[own++].buffer());
+    loom_step_packed_eval(e.buffers.data());
+    loomrt_step_sync();
+    // The step averages its loss over the ranks.
+    sum += e.loss->get(0);
+  }
+  return sum / double(batches);
 }
 
 // -- Checkpoints --------------------------------------------------------------
@@ -563,8 +703,8 @@ void loadTensors(const std::string &flag, const std::string &dir,
       fail(flag + ": " + dir + " has no " + t->role + " '" + t->name + "'");
     if (it->second->shape != t->full)
       fail(flag + ": " + t->role + " '" + t->name + "' has shape " +
-           shapeText(it->second->shape) + " in " + dir +
-           ", the step expects " + shapeText(t->full));
+           shapeText(it->second->shape) + " in " + dir + ", the step expects " +
+           shapeText(t->full));
     std::vector<float> full;
     if (std::string error =
             readNpyF32(dir + "/" + it->second->file, t->full, full);
@@ -785,8 +925,29 @@ int main(int argc, char **argv) {
   else if (o.lr != std::atof(m.properties["lr"].c_str()))
     fail("this step has the learning rate compiled in; --lr cannot change "
          "it");
-  loom::runtime::TokenData corpus;
-  openTokenData(at, o, corpus, batch, seq);
+  loom::runtime::TokenData corpus, heldOutFile;
+  openTokenData(at, o.data, o.dataFormat, corpus);
+  TokenSpan training{&corpus, 0, corpus.size()}, heldOut;
+  if (o.dataSplit > 0) {
+    int64_t held = int64_t(double(corpus.size()) * o.dataSplit);
+    training.count -= held;
+    heldOut = {&corpus, training.count, held};
+  } else if (!o.valData.empty()) {
+    openTokenData(at, o.valData, o.valFormat, heldOutFile);
+    heldOut = {&heldOutFile, 0, heldOutFile.size()};
+  }
+  checkSpanLength(at,
+                  "data file " + o.data +
+                      (o.dataSplit > 0 ? " less its held-out part" : ""),
+                  training, batch, seq);
+  Evaluation evaluation;
+  if (o.evaluates()) {
+    checkSpanLength(at,
+                    o.dataSplit > 0 ? "the held-out part of " + o.data
+                                    : "held-out data file " + o.valData,
+                    heldOut, batch, seq);
+    setUpEvaluation(argByKey, evaluation);
+  }
   // What a killed trainer left half-written goes first (rank 0, before any
   // rank reads a checkpoint).
   if (at.rank == 0 && !o.checkpoint.empty())
@@ -891,7 +1052,7 @@ int main(int argc, char **argv) {
         std::_Exit(3);
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
-    fillBatch(at, corpus, step, tokens, labels, batch, seq);
+    fillBatch(at, training, step, tokens, labels, batch, seq);
     if (tokens)
       tokens->upload();
     if (labels)
@@ -995,11 +1156,25 @@ int main(int argc, char **argv) {
            std::to_string(lossValue));
     double seconds = (end - begin) * 1e-6;
     double tokensPerS = double(batch * seq * at.dataWorld) / seconds;
+    // The held-out loss with this step's update: every --eval-every steps
+    // and after the last. Its allocations are the trainer's (between
+    // steps), and every rank takes part (the step gathers and averages).
+    std::optional<double> valLoss;
+    if (o.evaluates() && ((o.evalEvery && (step + 1) % o.evalEvery == 0) ||
+                          step + 1 == first + o.steps)) {
+      valLoss = evaluate(at, evaluation, heldOut, o.evalBatches, batch, seq);
+      if (!std::isfinite(*valLoss))
+        fail("step " + std::to_string(step) + ": the held-out loss is " +
+             std::to_string(*valLoss));
+    }
     if (at.rank == 0) {
       std::printf("step %lld  loss %.6f  %.0f tok/s  comm %.1f ms (exposed "
-                  "%.1f ms)\n",
+                  "%.1f ms)",
                   (long long)step, lossValue, tokensPerS, worst[0] / 1e3,
                   worst[1] / 1e3);
+      if (valLoss)
+        std::printf("  held-out loss %.6f", *valLoss);
+      std::printf("\n");
       std::fflush(stdout);
       if (log) {
         std::fprintf(
@@ -1053,6 +1228,8 @@ int main(int argc, char **argv) {
           }
           std::fprintf(log, "]");
         }
+        if (valLoss)
+          std::fprintf(log, ", \"val_loss\": %.9g", *valLoss);
         std::fprintf(log, "}\n");
         std::fflush(log);
       }

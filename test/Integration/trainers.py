@@ -36,6 +36,11 @@
                              (1 rank, ZeRO-3 on 4) has PyTorch's loss on
                              them, and its exported checkpoint gives PyTorch
                              the loss Loom's next step reports
+    trainers.py eval         loomc --eval: the held-out loss (--data-split,
+                             --val-data) every K steps is PyTorch's on the
+                             checkpointed weights, the same on 1 rank and on
+                             ZeRO-3 over 4, and leaves training's losses as
+                             they are, bit for bit
     trainers.py bad-input    each bad input ends with its message, never a hang
     trainers.py durable      killed at every point of writing a checkpoint, at
                              random times, on 2 ranks: `latest` is always
@@ -1152,6 +1157,109 @@ def weights(work: str) -> None:
             print(out[-2000:])
 
 
+def evaluation(work: str) -> None:
+    """The evaluation step (loomc --eval, docs/Data.md)."""
+    import numpy as np
+    import torch
+    from loom.checkpoint import read_checkpoint
+    from loom.torch_reference import llama_loss
+
+    def path(name):
+        return os.path.join(work, name)
+
+    loomc = find_tool("loomc")
+
+    def compile_one(spec):
+        name, ranks, stage = spec
+        forward = path(f"tiny-b{4 // ranks}.mlir")
+        cmd = [loomc, forward, "--world-size", str(ranks), "--zero-stage", str(stage),
+               "--lr", str(LR), "-O1", "--eval", "-o", path(name)]
+        return name, subprocess.run(cmd, capture_output=True, text=True)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for name, proc in pool.map(compile_one, [("r1-eval", 1, 0), ("r4-z3-eval", 4, 3)]):
+            check(proc.returncode == 0, f"loomc --eval {name}")
+            if proc.returncode:
+                print(proc.stderr)
+    data = np.frombuffer(open(CORPUS, "rb").read(), np.uint8)
+    held = int(len(data) * 0.25)
+    train_part, held_part = data[:len(data) - held], data[len(data) - held:]
+    train_part.tofile(path("corpus-train.txt"))
+    cfg = CONFIGS["tiny"]
+
+    def torch_loss(params, tokens_of, batches):
+        seq, span = cfg.seq, len(tokens_of) - cfg.seq - 1
+        total = 0.0
+        for i in range(batches):
+            starts = [((i * cfg.batch + b) * seq) % span for b in range(cfg.batch)]
+            ids = tokens_of.astype(np.int64)
+            tokens = np.stack([ids[s:s + seq] for s in starts])
+            labels = np.stack([ids[s + 1:s + seq + 1] for s in starts])
+            p = {n: torch.tensor(a, dtype=torch.float64) for n, a in params.items()}
+            total += llama_loss(cfg, p, tokens, labels).item()
+        return total / batches
+
+    logs = {}
+    for name, ranks in (("r1-eval", 1), ("r4-z3-eval", 4)):
+        ckpt, log = path(f"eval-ckpt-{name}"), path(f"eval-{name}.jsonl")
+        shutil.rmtree(ckpt, ignore_errors=True)
+        remove(log)
+        run(work, name, ranks, "--steps", "4", "--data-split", "0.25", "--eval-every", "2",
+            "--eval-batches", "2", "--log", log, "--checkpoint", ckpt, "--checkpoint-every", "2",
+            "--keep-checkpoints", "0")
+        rows = [json.loads(line) for line in open(log)]
+        logs[name] = rows
+        evaluated = [r["step"] for r in rows if "val_loss" in r]
+        check(evaluated == [1, 3], f"{name}: held-out losses at steps {evaluated} (want 1 and 3)")
+        for step in (2, 4):
+            _, params, _ = read_checkpoint(os.path.join(ckpt, f"step-{step}"))
+            want = torch_loss(params, held_part, 2)
+            got = rows[step - 1].get("val_loss", math.nan)
+            check(abs(got - want) / want < 1e-5,
+                  f"{name}: held-out loss after {step} steps {got:.7f}, PyTorch's on the "
+                  f"checkpoint {want:.7f}")
+    one, four = ([r.get("val_loss", math.nan) for r in logs[n] if "val_loss" in r]
+                 for n in ("r1-eval", "r4-z3-eval"))
+    worst = max(relative_errors(four, one)) if len(one) == len(four) == 2 else math.inf
+    check(worst <= 1e-5, f"ZeRO-3 on 4 ranks: the held-out losses within {worst:.1e} of 1 rank's")
+    # Evaluating changes nothing of training: the losses of the trainer
+    # without --eval on the training part alone, bit for bit.
+    plain = path("eval-plain.jsonl")
+    remove(plain)
+    run(work, "r1", 1, "--steps", "4", "--data", path("corpus-train.txt"), "--log", plain)
+    check(losses(plain) == [r["loss"] for r in logs["r1-eval"]],
+          "training's losses with evaluation equal the trainer's without, bit for bit")
+    # A held-out file of its own.
+    held_part.tofile(path("corpus-held.txt"))
+    log = path("eval-file.jsonl")
+    remove(log)
+    run(work, "r1-eval", 1, "--steps", "2", "--data", path("corpus-train.txt"), "--val-data",
+        path("corpus-held.txt"), "--eval-batches", "2", "--log", log)
+    rows = [json.loads(line) for line in open(log)]
+    check([r.get("val_loss") for r in rows][:1] == [None] and
+          rows[-1].get("val_loss") == logs["r1-eval"][1]["val_loss"],
+          "--val-data: evaluated after the last step only, the held-out part's loss")
+
+    cases = [
+        ("r1", ["--data-split", "0.1"], "compile it with loomc --eval"),
+        ("r1-eval", ["--data-split", "1.5"], "--data-split expects the held-out fraction"),
+        ("r1-eval", ["--eval-every", "2"], "--eval-every and --eval-batches need held-out data"),
+        ("r1-eval", ["--data-split", "0.1", "--val-data", CORPUS], "give one"),
+        ("r1-eval", ["--data-split", "0.001"], "the held-out part of"),
+    ]
+    for name, args, message in cases:
+        proc = run(work, name, 1, "--steps", "1", *args, expect_fail=True, timeout=300)
+        out = proc.stdout + proc.stderr
+        check(proc.returncode != 0 and message in out,
+              f"{name} {' '.join(args)}: exit {proc.returncode}, says '{message}'")
+        if proc.returncode == 0 or message not in out:
+            print(out[-2000:])
+    proc = subprocess.run([loomc, path("tiny-b4.mlir"), "--world-size", "2", "--pipeline-stages",
+                           "2", "--eval", "-o", path("pp-eval")], capture_output=True, text=True)
+    check(proc.returncode != 0 and "--eval is not built for pipeline stages" in proc.stderr,
+          "loomc --eval with --pipeline-stages: refused, with the reason")
+
+
 def durable(work: str) -> None:
     """Checkpoints survive a kill anywhere, a full disk and a power loss."""
     # The reference, and an earlier run (another seed) whose checkpoints a
@@ -1413,7 +1521,7 @@ def main() -> int:
     parser.add_argument("test", choices=["build", "equal", "memory", "memory-limit", "remat",
                                          "profile",
                                          "resume", "reshard", "pipeline", "pipeline-replicas",
-                                         "torch", "data", "weights", "bad-input",
+                                         "torch", "data", "weights", "eval", "bad-input",
                                          "durable", "cpu"])
     parser.add_argument("--dir", default=os.path.join(ROOT, "build", "test", "trainers"))
     args = parser.parse_args()
@@ -1421,7 +1529,8 @@ def main() -> int:
      "remat": remat, "profile": profile,
      "resume": resume,
      "reshard": reshard, "pipeline": pipeline, "pipeline-replicas": pipeline_replicas,
-     "torch": torch_reference, "data": data, "weights": weights, "bad-input": bad_input,
+     "torch": torch_reference, "data": data, "weights": weights, "eval": evaluation,
+     "bad-input": bad_input,
      "durable": durable,
      "cpu": cpu}[args.test](args.dir)
     print(f"{'FAIL' if check.failures else 'PASS'}: trainers.py {args.test}")

@@ -52,7 +52,7 @@ module {
     llvm.func @loomrt_coll_wait(i64)
   }
   module @stage1 attributes {train.pipeline_stage = 1 : i64} {
-    // expected-error @+1 {{pp-link-stages: @loomrt_coll_wait of stage 1 conflicts with the linked module's (declared with another type, or defined twice)}}
+    // expected-error @+1 {{pp-link-stages: stage 1: @loomrt_coll_wait conflicts with the linked module's (declared with another type, or defined twice)}}
     llvm.func @loomrt_coll_wait(i32)
   }
 }
@@ -69,7 +69,7 @@ module {
 
 module {
   module @stage0 attributes {train.pipeline_stage = 0 : i64} {
-    // expected-error @+1 {{pp-link-stages: 'func.func' in stage 0: expected LLVM functions and globals}}
+    // expected-error @+1 {{pp-link-stages: stage 0: 'func.func': expected LLVM functions and globals}}
     func.func @step() {
       return
     }

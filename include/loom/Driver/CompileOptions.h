@@ -48,6 +48,9 @@ struct CompileOptions {
   Optimizer optimizer = Optimizer::AdamW;
   double lr = 1e-3;
   double weightDecay = 0.0;
+  /// Also compile the forward alone, the trainer's evaluation step
+  /// (loom_step_packed_eval: the loss on held-out data, no gradients).
+  bool eval = false;
 
   // Sharding and scheduling.
   int64_t worldSize = 1;

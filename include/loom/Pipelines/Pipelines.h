@@ -83,6 +83,12 @@ struct TrainingStepOptions
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("AdamW/SGD weight decay"),
                              llvm::cl::init(0.0)};
+  Option<bool> forwardOnly{
+      *this, "forward-only",
+      llvm::cl::desc("the forward alone, its loss the only result (the "
+                     "trainer's evaluation step): no microbatches, "
+                     "gradients, update or stages"),
+      llvm::cl::init(false)};
   Option<int64_t> microbatches{
       *this, "microbatches",
       llvm::cl::desc("split the batch into this many microbatches whose "
