@@ -18,9 +18,9 @@ for _dir in (_os.environ.get("LOOM_PYTHON_EXT_DIR"),
     if _dir and _os.path.isdir(_dir) and _dir not in __path__:
         __path__.append(_dir)
 
-from loom.compiler import CompileError, Compiled, compile, report  # noqa: E402
+from loom.compiler import CompileError, Compiled, TrainerError, compile, report  # noqa: E402
 from loom.opt import LoomOptError, find_loom_opt, find_tool, run_opt  # noqa: E402
 
-__all__ = ["CompileError", "Compiled", "LoomOptError", "compile", "find_loom_opt", "find_tool",
-           "report", "run_opt"]
+__all__ = ["CompileError", "Compiled", "LoomOptError", "TrainerError", "compile", "find_loom_opt",
+           "find_tool", "report", "run_opt"]
 __version__ = "0.1.0"

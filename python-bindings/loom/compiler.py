@@ -14,6 +14,8 @@ Example::
     forward = build_forward(LlamaConfig.tiny())
     trainer = loom.compile(forward, output="trainer", world_size=2, zero_stage=3)
     print(trainer.path, trainer.plans[0]["peak_bytes"])
+    rows = trainer.run(data="corpus.bin", steps=20, checkpoint="ckpt")
+    print(rows[-1]["loss"], trainer.state_dict()["embed"].shape)
     step = loom.compile(forward, emit="step", world_size=2, zero_stage=3).text
     print(loom.report(step, device="h100-nvlink")["peak_bytes"])
 """
@@ -22,8 +24,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import tempfile
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
+
+
+class TrainerError(RuntimeError):
+    """A trainer run ended with an error; ``output`` holds what it printed."""
+
+    def __init__(self, message: str, output: str) -> None:
+        super().__init__(message)
+        self.output = output
 
 
 class CompileError(RuntimeError):
@@ -53,6 +65,74 @@ class Compiled:
     path: str | None = None
     plans: list[dict[str, int]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: str | None = None
+
+    def world_size(self) -> int:
+        """The ranks the trainer was compiled for (every stage's replicas)."""
+        if not self.manifests:
+            raise ValueError("no manifest: compile with emit=\"exe\" or \"obj\"")
+        return int(self.manifests[0]["properties"]["world_size"])
+
+    def run(self, data: str | os.PathLike, steps: int = 10, *, ranks: int | None = None,
+            checkpoint: str | os.PathLike | None = None, resume: bool = False,
+            init: str | os.PathLike | None = None, args: Sequence[str] = (),
+            mpirun: Sequence[str] = ("mpirun",), env: dict[str, str] | None = None,
+            timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Runs the trainer for ``steps`` steps on ``data`` (a token file,
+        docs/Data.md) and returns its log, one dict per step (``loss``,
+        ``tokens_per_s``, the memory lines, ``val_loss`` when evaluated).
+
+        ``ranks`` defaults to the compiled world size; more than one runs
+        under ``mpirun -np ranks`` (``mpirun`` names the launcher and its
+        flags). ``checkpoint`` is where checkpoints go (``--checkpoint``,
+        with ``resume`` to continue one), and :meth:`state_dict` reads the
+        last; ``init`` starts from a checkpoint's parameters (``--init``);
+        ``args`` are further trainer flags. A run that fails raises
+        :class:`TrainerError` with the trainer's output; ``timeout_s`` only
+        guards against a hang."""
+        if not self.path:
+            raise ValueError("this compile wrote no trainer (emit=\"exe\" writes one)")
+        ranks = self.world_size() if ranks is None else ranks
+        with tempfile.TemporaryDirectory(prefix="loom-run-") as tmp:
+            log = os.path.join(tmp, "log.jsonl")
+            cmd = [self.path, "--data", os.fspath(data), "--steps", str(steps), "--log", log]
+            if checkpoint is not None:
+                cmd += ["--checkpoint", os.fspath(checkpoint)] + (["--resume"] if resume else [])
+            if init is not None:
+                cmd += ["--init", os.fspath(init)]
+            cmd += list(args)
+            if ranks > 1:
+                cmd = [*mpirun, "-np", str(ranks), *cmd]
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                                      env={**os.environ, **(env or {})})
+            except subprocess.TimeoutExpired as e:
+                raise TrainerError(f"{' '.join(cmd)}: no end after {timeout_s} s (a hang "
+                                   "guard)", str(e.output or "")) from None
+            if proc.returncode != 0:
+                out = proc.stdout + proc.stderr
+                # The trainer's own message, not the launcher's lines after it.
+                lines = [line for line in out.splitlines() if line.strip()]
+                said = next((line for line in lines if "trainer: " in line),
+                            lines[-1] if lines else "")
+                raise TrainerError(f"the trainer exited with {proc.returncode}: {said}", out)
+            with open(log, encoding="utf-8") as f:
+                rows = [json.loads(line) for line in f if line.strip()]
+        if checkpoint is not None:
+            self.checkpoint = os.fspath(checkpoint)
+        return rows
+
+    def state_dict(self, checkpoint: str | os.PathLike | None = None) -> dict[str, Any]:
+        """The parameters of ``checkpoint`` (default: the last :meth:`run`'s)
+        by their names, as NumPy arrays at their full shapes: what the
+        module's ``load_state_dict`` takes once made tensors
+        (``{k: torch.from_numpy(v) for k, v in ...}``)."""
+        from loom.checkpoint import read_checkpoint
+        where = checkpoint if checkpoint is not None else self.checkpoint
+        if where is None:
+            raise ValueError("no checkpoint: run(..., checkpoint=DIR) first, or name one")
+        _, params, _ = read_checkpoint(os.fspath(where))
+        return params
 
 
 def _extension():

@@ -144,6 +144,38 @@ def test_compiles_and_runs_a_trainer(forward, tmp_path):
             in proc.stderr), proc.stderr
 
 
+def test_trainer_runs_and_returns_its_state(forward, tmp_path):
+    """Compiled.run launches the trainer (mpirun for its ranks) and returns
+    its log; state_dict reads the checkpoint it wrote, by parameter name."""
+    data = tmp_path / "data.txt"
+    data.write_text("3 + 4 = 7; 12 / 4 = 3. (8 - 5) * 2 = 6! " * 64)
+    mpi = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "LOOMRT_TIMEOUT_S": "60"}
+    runs = {}
+    # The same global batch of 4 sequences: 4 on one rank, 2 on each of two.
+    halves = build_forward(LlamaConfig(layers=2, dim=32, heads=2, kv_heads=2, ffn=64, vocab=64,
+                                       seq=16, batch=2))
+    for ranks, source, options in ((1, forward, {}),
+                                   (2, halves, {"world_size": 2, "zero_stage": 3})):
+        trainer = loom.compile(source, output=tmp_path / f"trainer{ranks}", **options)
+        assert trainer.world_size() == ranks
+        rows = trainer.run(data, steps=3, checkpoint=tmp_path / f"ckpt{ranks}", env=mpi,
+                           timeout_s=600)
+        assert [row["step"] for row in rows] == [0, 1, 2]
+        runs[ranks] = [row["loss"] for row in rows]
+        state = trainer.state_dict()
+        params = {t["name"]: t["full_shape"] for t in trainer.manifests[0]["tensors"]
+                  if t["role"] == "param" and t["kind"] == "arg"}
+        assert {n: list(a.shape) for n, a in state.items()} == params
+    # ZeRO-3 over 2 ranks: the same losses as one rank.
+    assert all(abs(a - b) <= 1e-5 * abs(b) for a, b in zip(runs[2], runs[1])), runs
+    # A run that fails says why.
+    with pytest.raises(loom.TrainerError, match="compiled for 1 ranks but runs on 2"):
+        trainer = loom.Compiled(path=str(tmp_path / "trainer1"),
+                                manifests=[{"properties": {"world_size": "1"}}])
+        trainer.run(data, steps=1, ranks=2, env=mpi, timeout_s=600)
+
+
 def test_run_opt_in_process(forward, no_subprocess):
     step = loom.run_opt(forward, ["--train-autodiff", "--train-optimizer=kind=sgd lr=0.1"])
     assert "train.loss" in step and "train.param" in step
