@@ -100,8 +100,6 @@ std::string TokenData::open(const std::string &path, TokenFormat format) {
       return "cannot map data file " + path + ": " + std::strerror(errno);
     }
     base = static_cast<const unsigned char *>(map);
-    // Read once from start to end.
-    madvise(map, mapBytes, MADV_SEQUENTIAL);
   }
   ::close(fd);
   bool isNpy = mapBytes >= 6 && std::memcmp(base, kNpyMagic, 6) == 0;

@@ -104,11 +104,11 @@ struct Options {
   bool resume = false;
   /// Held-out data: a file of its own, or the last `dataSplit` of --data;
   /// its loss every `evalEvery` steps (0: after the last) over
-  /// `evalBatches` batches.
+  /// `evalBatches` batches (-1 until given: 4).
   std::string valData;
   loom::runtime::TokenFormat valFormat = loom::runtime::TokenFormat::Auto;
   double dataSplit = 0;
-  int64_t evalEvery = 0, evalBatches = 0;
+  int64_t evalEvery = 0, evalBatches = -1;
   bool evaluates() const { return !valData.empty() || dataSplit > 0; }
 };
 
@@ -249,8 +249,11 @@ Options parseOptions(const Placement &at, int argc, char **argv,
              text + "'");
     } else if (a == "--eval-every")
       o.evalEvery = integer(i);
-    else if (a == "--eval-batches")
+    else if (a == "--eval-batches") {
       o.evalBatches = integer(i);
+      if (o.evalBatches < 1)
+        fail("--eval-batches expects 1 or more batches");
+    }
     else if (a == "--data-format") {
       std::string name = need(i);
       if (!loom::runtime::parseTokenFormat(name, o.dataFormat))
@@ -300,13 +303,13 @@ Options parseOptions(const Placement &at, int argc, char **argv,
   if (!o.valData.empty() && o.dataSplit > 0)
     fail("--val-data and --data-split both name the held-out data: give "
          "one");
-  if ((o.evalEvery || o.evalBatches) && !o.evaluates())
+  if ((o.evalEvery || o.evalBatches > 0) && !o.evaluates())
     fail("--eval-every and --eval-batches need held-out data: --val-data "
          "FILE or --data-split FRACTION");
   if (o.evaluates() && !loom_step_packed_eval)
     fail("this trainer has no evaluation step; compile it with loomc --eval "
          "to use --val-data or --data-split");
-  if (o.evaluates() && o.evalBatches == 0)
+  if (o.evalBatches < 0)
     o.evalBatches = 4;
   if (o.resume && !o.init.empty())
     fail("--init starts a run from a checkpoint's parameters and --resume "

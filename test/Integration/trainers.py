@@ -1244,6 +1244,8 @@ def evaluation(work: str) -> None:
         ("r1", ["--data-split", "0.1"], "compile it with loomc --eval"),
         ("r1-eval", ["--data-split", "1.5"], "--data-split expects the held-out fraction"),
         ("r1-eval", ["--eval-every", "2"], "--eval-every and --eval-batches need held-out data"),
+        ("r1-eval", ["--data-split", "0.1", "--eval-batches", "0"],
+         "--eval-batches expects 1 or more batches"),
         ("r1-eval", ["--data-split", "0.1", "--val-data", CORPUS], "give one"),
         ("r1-eval", ["--data-split", "0.001"], "the held-out part of"),
     ]
