@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -307,18 +308,37 @@ int64_t TokenData::operator[](int64_t i) const {
 }
 
 int64_t TokenData::findOutOfRange(int64_t bound) const {
-  const unsigned char *ids = base + first;
-  switch (width) {
-  case 1:
-    return findOutside<uint8_t>(ids, count, bound);
-  case 2:
-    return isSigned ? findOutside<int16_t>(ids, count, bound)
-                    : findOutside<uint16_t>(ids, count, bound);
-  case 4:
-    return isSigned ? findOutside<int32_t>(ids, count, bound)
-                    : findOutside<uint32_t>(ids, count, bound);
-  default:
-    // uint64 ids are read as int64: one past int64's range is negative.
-    return findOutside<int64_t>(ids, count, bound);
+  auto scan = [&](const unsigned char *ids, int64_t n) -> int64_t {
+    switch (width) {
+    case 1:
+      return findOutside<uint8_t>(ids, n, bound);
+    case 2:
+      return isSigned ? findOutside<int16_t>(ids, n, bound)
+                      : findOutside<uint16_t>(ids, n, bound);
+    case 4:
+      return isSigned ? findOutside<int32_t>(ids, n, bound)
+                      : findOutside<uint32_t>(ids, n, bound);
+    default:
+      // uint64 ids are read as int64: one past int64's range is negative.
+      return findOutside<int64_t>(ids, n, bound);
+    }
+  };
+  const int64_t chunk = (int64_t(64) << 20) / width;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t released = uintptr_t(base);
+  for (int64_t at = 0; at < count; at += chunk) {
+    const unsigned char *ids = base + first + at * width;
+    int64_t found = scan(ids, std::min(chunk, count - at));
+    if (found >= 0)
+      return at + found;
+    // The whole pages read so far leave the resident set.
+    uintptr_t end =
+        uintptr_t(ids + std::min(chunk, count - at) * width) / page * page;
+    if (end > released) {
+      madvise(reinterpret_cast<void *>(released), end - released,
+              MADV_DONTNEED);
+      released = end;
+    }
   }
+  return -1;
 }

@@ -43,7 +43,11 @@ public:
   /// The format read, as --data-format names it, with the id type
   /// ("llmc (uint16)").
   const std::string &describe() const { return description; }
-  /// The index of the first token outside [0, bound), or -1.
+  /// The index of the first token outside [0, bound), or -1. Reads the
+  /// file in chunks and drops each chunk's pages from the resident set
+  /// once read (they come back from the page cache when training reads
+  /// them), so that a scan of a large file does not raise the process's
+  /// peak resident set by the file's size.
   int64_t findOutOfRange(int64_t bound) const;
 
 private:

@@ -139,6 +139,22 @@ TEST_F(TokenDataTest, TheRangeCheckNamesTheFirstBadId) {
   EXPECT_EQ(hugeData.findOutOfRange(int64_t(1) << 31), 1);
 }
 
+/// The scan goes by chunks of 64 MiB, each released once read: an id past
+/// the first chunk, and one in the last partial chunk, are found where they
+/// are.
+TEST_F(TokenDataTest, TheRangeCheckCrossesChunks) {
+  std::vector<uint16_t> ids((int64_t(80) << 20) / 2, 7);
+  int64_t second = (int64_t(64) << 20) / 2 + 12345;
+  ids[second] = 500;
+  std::string path = write("large.u16", raw(ids));
+  TokenData data;
+  ASSERT_EQ(data.open(path, TokenFormat::Uint16), "");
+  EXPECT_EQ(data.findOutOfRange(256), second);
+  EXPECT_EQ(data.findOutOfRange(501), -1);
+  EXPECT_EQ(data[second], 500);
+  EXPECT_EQ(data[int64_t(ids.size()) - 1], 7);
+}
+
 TEST_F(TokenDataTest, MalformedFilesSayWhatIsWrong) {
   std::vector<uint16_t> u16 = {1, 2, 3};
   struct Case {
