@@ -66,9 +66,6 @@ std::string CompileOptions::verify() const {
     if (cuda)
       return "pipeline stages compile for --target=cpu; the CUDA trainer's "
              "point-to-point transfers have not run on a GPU yet";
-    if (eval)
-      return "--eval is not built for pipeline stages yet (the evaluation "
-             "step would be a pipeline of its own)";
   } else if (worldSize > 1 && zeroStage == ZeroStage::None) {
     return formatv("--world-size {0} needs --zero-stage 1, 2 or 3 (stage 0 "
                    "is single-rank)",

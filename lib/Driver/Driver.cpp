@@ -18,6 +18,7 @@
 
 #include "loom/Driver/Driver.h"
 #include "loom/Dialect/Train/TrainDialect.h"
+#include "loom/Dialect/Train/TrainOps.h"
 #include "loom/InitAllDialects.h"
 #include "loom/InitAllPasses.h"
 #include "loom/PipelineParallel/Passes.h"
@@ -478,13 +479,50 @@ static LogicalResult runPassPhase(ModuleOp module, StringRef phase,
                    [&](OpPassManager &pm) { pm.addPass(std::move(pass)); });
 }
 
+/// A pipeline's step, split into stages by the training-step phase: each
+/// stage compiled as a module of its own (one step, one memory plan),
+/// nested in the step, the phases running on them with nested pass
+/// managers as loom-opt runs them, then linked into one module.
+static LogicalResult compileStages(OwningOpRef<ModuleOp> &module,
+                                   const CompileOptions &options,
+                                   Reporter &reporter,
+                                   SmallVectorImpl<StagePlan> *plans) {
+  if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
+                          options.verbose, options.verifyEach, reporter)))
+    return failure();
+  if (failed(StageCompiler(options, reporter, Stages::Nested)
+                 .run(module, 0, plans)))
+    return failure();
+  if (options.emit <= EmitPoint::Mlir)
+    return success();
+  // The lowered stages, linked into one module for one object.
+  return runPassPhase(*module, "link", pp::createPPLinkStagesPass(),
+                      options.verbose, options.verifyEach, reporter);
+}
+
+/// The layout pp-partition gave the training step's stages (the one the
+/// user named, or the one it balanced).
+static std::string getStageLayout(ModuleOp module) {
+  std::string layout;
+  module.walk([&](func::FuncOp func) {
+    if (auto pipeline = func->getAttrOfType<train::PipelineAttr>(
+            train::TrainDialect::kPipelineAttrName))
+      layout = pipeline.getLayout().str();
+  });
+  return layout;
+}
+
 /// The evaluation step (--eval): `forward` compiled alone, its loss the
-/// only result, through the phases the training step takes, then linked
-/// into `module` with the suffix _eval (loom_step_packed_eval,
-/// loom_step_manifest_eval). Its parameters are sharded as the training
-/// step's are, so the trainer passes it the same buffers.
+/// only result, through the phases the training step takes (for a
+/// pipeline, cut into the training step's stages: `layout`), then linked
+/// into the lowered `module` with the suffix _eval (loom_step_packed_eval
+/// and loom_step_manifest_eval, or a pipeline's tables
+/// loom_pipeline_packed_eval and loom_pipeline_manifests_eval). Its
+/// parameters are placed and sharded as the training step's are, so the
+/// trainer passes it the same buffers.
 static LogicalResult compileEvaluation(ModuleOp module,
                                        OwningOpRef<ModuleOp> &forward,
+                                       StringRef layout,
                                        const CompileOptions &options,
                                        Reporter &reporter) {
   CompileOptions evaluation = options;
@@ -497,10 +535,24 @@ static LogicalResult compileEvaluation(ModuleOp module,
   if (failed(runPhase(*forward, "eval-training-step",
                       "loom-training-step-pipeline", step,
                       buildTrainingStepPipeline, options.verbose,
-                      options.verifyEach, reporter)) ||
-      failed(StageCompiler(evaluation, reporter, Stages::None)
-                 .run(forward, 0, nullptr)))
+                      options.verifyEach, reporter)))
     return failure();
+  if (options.pipelineStages > 1) {
+    pp::PPPartitionPassOptions partition;
+    partition.stages = step.pipelineStages;
+    partition.replicas = step.pipelineReplicas;
+    partition.schedule = step.pipelineSchedule;
+    partition.layout = layout.str();
+    partition.forwardOnly = true;
+    if (failed(runPassPhase(*forward, "eval-partition",
+                            pp::createPPPartitionPass(partition),
+                            options.verbose, options.verifyEach, reporter)) ||
+        failed(compileStages(forward, evaluation, reporter, nullptr)))
+      return failure();
+  } else if (failed(StageCompiler(evaluation, reporter, Stages::None)
+                        .run(forward, 0, nullptr))) {
+    return failure();
+  }
   ModuleOp nested = forward.release();
   module.getBody()->push_back(nested);
   SymbolTable linked(module);
@@ -549,28 +601,15 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
     return failure();
   if (options.emit == EmitPoint::TrainingStep)
     return success();
-  if (options.pipelineStages <= 1) {
-    if (failed(StageCompiler(options, reporter, Stages::None)
-                   .run(module, 0, plans)))
-      return failure();
-    return forward ? compileEvaluation(*module, forward, options, reporter)
-                   : success();
-  }
-
-  // A pipeline's stages are compiled each as a module of its own (one
-  // step, one memory plan), nested in the step, the phases running on them
-  // with nested pass managers as loom-opt runs them.
-  if (failed(runPassPhase(*module, "stages", pp::createPPSplitStagesPass(),
-                          options.verbose, options.verifyEach, reporter)))
+  std::string layout = getStageLayout(*module);
+  if (failed(options.pipelineStages > 1
+                 ? compileStages(module, options, reporter, plans)
+                 : StageCompiler(options, reporter, Stages::None)
+                       .run(module, 0, plans)))
     return failure();
-  if (failed(StageCompiler(options, reporter, Stages::Nested)
-                 .run(module, 0, plans)))
-    return failure();
-  if (options.emit <= EmitPoint::Mlir)
-    return success();
-  // The lowered stages, linked into one module for one object.
-  return runPassPhase(*module, "link", pp::createPPLinkStagesPass(),
-                      options.verbose, options.verifyEach, reporter);
+  return forward
+             ? compileEvaluation(*module, forward, layout, options, reporter)
+             : success();
 }
 
 void loom::driver::printPtx(ModuleOp module, raw_ostream &os) {

@@ -29,6 +29,11 @@ namespace {
 
 constexpr llvm::StringLiteral kPacked = "loom_step_packed";
 constexpr llvm::StringLiteral kManifest = "loom_step_manifest";
+/// What a trainer looks up: a step's entry and manifest, or a pipeline's
+/// tables of them.
+constexpr llvm::StringLiteral kStages = "loom_pipeline_stages";
+constexpr llvm::StringLiteral kPackedTable = "loom_pipeline_packed";
+constexpr llvm::StringLiteral kManifestTable = "loom_pipeline_manifests";
 
 /// The type a declaration is used with, to check two stages agree on it.
 Type declaredType(Operation *op) {
@@ -64,7 +69,8 @@ LogicalResult loom::pp::linkNestedModule(ModuleOp nested, StringRef suffix,
     if (isDeclaration(&op))
       continue;
     StringRef name = symbol.getName();
-    bool entry = name == kPacked || name == kManifest;
+    bool entry = llvm::is_contained(
+        {kPacked, kManifest, kStages, kPackedTable, kManifestTable}, name);
     auto newName = StringAttr::get(op.getContext(), name + suffix);
     renamed[symbol.getNameAttr()] = newName;
     SymbolTable::setSymbolName(&op, newName);
@@ -146,12 +152,12 @@ struct PPLinkStagesPass
     Location loc = module.getLoc();
     Type i64 = builder.getI64Type();
     LLVM::GlobalOp::create(builder, loc, i64, /*isConstant=*/true,
-                           LLVM::Linkage::External, "loom_pipeline_stages",
+                           LLVM::Linkage::External, kStages,
                            builder.getI64IntegerAttr(count));
     auto ptr = LLVM::LLVMPointerType::get(context);
     auto array = LLVM::LLVMArrayType::get(ptr, count);
-    for (auto [table, entry] : {std::pair{"loom_pipeline_packed", kPacked},
-                                {"loom_pipeline_manifests", kManifest}}) {
+    for (auto [table, entry] :
+         {std::pair{kPackedTable, kPacked}, {kManifestTable, kManifest}}) {
       auto global = LLVM::GlobalOp::create(
           builder, loc, array,
           /*isConstant=*/true, LLVM::Linkage::External, table, Attribute());

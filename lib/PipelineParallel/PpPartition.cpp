@@ -904,7 +904,18 @@ void PPPartitionPass::runOnOperation() {
   for (unsigned i = 0; i < step.getNumResults(); ++i)
     hasGrad |=
         bool(step.getResultAttr(i, loom::train::TrainDialect::kGradAttrName));
-  if (!hasGrad &&
+  if (forwardOnly && layout.empty()) {
+    emitError(loc) << "pp-partition: forward-only needs the training step's "
+                      "layout, so that each stage holds the parameters it "
+                      "trains";
+    return signalPassFailure();
+  }
+  if (forwardOnly && hasGrad) {
+    emitError(loc) << "pp-partition: forward-only partitions a forward, and "
+                      "this step returns gradients";
+    return signalPassFailure();
+  }
+  if (!forwardOnly && !hasGrad &&
       !step->hasAttr(loom::train::TrainDialect::kOptimizerAttrName)) {
     emitError(loc) << "pp-partition: expected a differentiated step (run "
                       "train-autodiff, and train-optimizer, first)";

@@ -45,9 +45,14 @@ extern "C" __attribute__((weak)) const int64_t loom_pipeline_stages;
 extern "C" __attribute__((weak)) void (*const loom_pipeline_packed[])(void **);
 extern "C" __attribute__((weak)) const char *const loom_pipeline_manifests[];
 // The evaluation step (loomc --eval): the forward alone, the loss of a batch
-// of held-out data.
+// of held-out data; for a pipeline, one per stage in the tables.
 extern "C" __attribute__((weak)) void loom_step_packed_eval(void **buffers);
 extern "C" __attribute__((weak)) const char loom_step_manifest_eval[];
+extern "C" __attribute__((weak)) const int64_t loom_pipeline_stages_eval;
+extern "C"
+    __attribute__((weak)) void (*const loom_pipeline_packed_eval[])(void **);
+extern "C" __attribute__((weak))
+const char *const loom_pipeline_manifests_eval[];
 // The CPU features the step was compiled for (Symbols.h's kCpuFeatures).
 extern "C" __attribute__((weak)) const char loom_cpu_features[];
 // OpenBLAS's thread count; weak, so a trainer linked with another CBLAS
@@ -306,7 +311,11 @@ Options parseOptions(const Placement &at, int argc, char **argv,
   if ((o.evalEvery || o.evalBatches > 0) && !o.evaluates())
     fail("--eval-every and --eval-batches need held-out data: --val-data "
          "FILE or --data-split FRACTION");
-  if (o.evaluates() && !loom_step_packed_eval)
+  bool hasEvaluation = at.pipelineStages
+                           ? &loom_pipeline_stages_eval &&
+                                 loom_pipeline_stages_eval == at.pipelineStages
+                           : loom_step_packed_eval && loom_step_manifest_eval;
+  if (o.evaluates() && !hasEvaluation)
     fail("this trainer has no evaluation step; compile it with loomc --eval "
          "to use --val-data or --data-split");
   if (o.evalBatches < 0)
@@ -476,8 +485,10 @@ void fillBatch(const Placement &at, const TokenSpan &span, int64_t step,
 
 /// The evaluation step (loomc --eval) and the buffers it is called with:
 /// the training step's parameters (by name, at their current storage), and
-/// its own batch and loss.
+/// its own batch and loss. A pipeline stage's takes the tokens (the first),
+/// the labels and returns the loss (the last), or neither.
 struct Evaluation {
+  void (*packed)(void **) = nullptr;
   std::vector<Tensor> own;
   /// For each of the step's tensors: the training tensor it reads, or
   /// null for one of `own`.
@@ -486,15 +497,20 @@ struct Evaluation {
   Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr;
 };
 
-/// Reads the evaluation step's manifest and matches its parameters with
-/// the training step's arguments `argByKey` (same names, local shapes and
-/// types: sharded alike).
-void setUpEvaluation(const std::map<std::string, Tensor *> &argByKey,
+/// Reads this rank's evaluation step's manifest and matches its parameters
+/// with the training step's arguments `argByKey` (same names, local shapes
+/// and types: placed and sharded alike).
+void setUpEvaluation(const Placement &at,
+                     const std::map<std::string, Tensor *> &argByKey,
                      Evaluation &e) {
+  e.packed = at.pipelineStages ? loom_pipeline_packed_eval[at.stage]
+                               : loom_step_packed_eval;
   loom::runtime::StepManifest parsed;
   std::string error;
-  if (!loom::runtime::StepManifest::parse(loom_step_manifest_eval, parsed,
-                                          error))
+  if (!loom::runtime::StepManifest::parse(
+          at.pipelineStages ? loom_pipeline_manifests_eval[at.stage]
+                            : loom_step_manifest_eval,
+          parsed, error))
     fail("the evaluation step's manifest is malformed: " + error);
   e.own.reserve(parsed.tensors.size());
   for (const loom::runtime::StepTensor &t : parsed.tensors) {
@@ -531,7 +547,9 @@ void setUpEvaluation(const std::map<std::string, Tensor *> &argByKey,
   }
   for (Tensor &t : e.own)
     (t.role == "loss" ? e.loss : t.name == "tokens" ? e.tokens : e.labels) = &t;
-  if (!e.loss || !e.tokens || !e.labels)
+  bool first = !at.pipelineStages || at.stage == 0;
+  bool last = !at.pipelineStages || at.stage == at.pipelineStages - 1;
+  if ((first && !e.tokens) || (last && (!e.labels || !e.loss)))
     fail("the evaluation step must take 'tokens' and 'labels' and return "
          "the loss");
 }
@@ -548,10 +566,16 @@ double evaluate(const Placement &at, Evaluation &e, const TokenSpan &span,
     size_t own = 0;
     for (Tensor *t : e.shared)
       e.buffers.push_back(t ? t->buffer() : e.own[own++].buffer());
-    loom_step_packed_eval(e.buffers.data());
+    e.packed(e.buffers.data());
     loomrt_step_sync();
-    // The step averages its loss over the ranks.
-    sum += e.loss->get(0);
+    // The step averages its loss over the ranks (a pipeline's over its
+    // replicas, on the last stage, which gives it to every rank).
+    double loss = e.loss ? e.loss->get(0) : 0.0;
+    if (at.pipelineStages) {
+      double mine = at.dataRank == 0 ? loss : 0.0;
+      loomrt_allreduce_f64(&mine, &loss, 1, LOOMRT_SUM);
+    }
+    sum += loss;
   }
   return sum / double(batches);
 }
@@ -949,7 +973,7 @@ int main(int argc, char **argv) {
                     o.dataSplit > 0 ? "the held-out part of " + o.data
                                     : "held-out data file " + o.valData,
                     heldOut, batch, seq);
-    setUpEvaluation(argByKey, evaluation);
+    setUpEvaluation(at, argByKey, evaluation);
   }
   // What a killed trainer left half-written goes first (rank 0, before any
   // rank reads a checkpoint).

@@ -38,9 +38,10 @@
                              the loss Loom's next step reports
     trainers.py eval         loomc --eval: the held-out loss (--data-split,
                              --val-data) every K steps is PyTorch's on the
-                             checkpointed weights, the same on 1 rank and on
-                             ZeRO-3 over 4, and leaves training's losses as
-                             they are, bit for bit
+                             checkpointed weights, the same on 1 rank, on
+                             ZeRO-3 over 4 and on pipeline stages (with
+                             replicas), and leaves training's losses as they
+                             are, bit for bit
     trainers.py bad-input    each bad input ends with its message, never a hang
     trainers.py durable      killed at every point of writing a checkpoint, at
                              random times, on 2 ranks: `latest` is always
@@ -1256,10 +1257,27 @@ def evaluation(work: str) -> None:
               f"{name} {' '.join(args)}: exit {proc.returncode}, says '{message}'")
         if proc.returncode == 0 or message not in out:
             print(out[-2000:])
-    proc = subprocess.run([loomc, path("tiny-b4.mlir"), "--world-size", "2", "--pipeline-stages",
-                           "2", "--eval", "-o", path("pp-eval")], capture_output=True, text=True)
-    check(proc.returncode != 0 and "--eval is not built for pipeline stages" in proc.stderr,
-          "loomc --eval with --pipeline-stages: refused, with the reason")
+    # Pipelines: the evaluation step is cut into the training step's
+    # stages (the layout it chose), on 2 stages and on 2 stages x 2 ZeRO-2
+    # replicas: the same held-out losses.
+    for name, flags, ranks in (
+            ("pp2-eval", ["tiny-b4.mlir", "--world-size", "2"], 2),
+            ("pp2x2-eval", ["tiny-b2.mlir", "--world-size", "4", "--zero-stage", "2"], 4)):
+        proc = subprocess.run([loomc, path(flags[0]), *flags[1:], "--pipeline-stages", "2",
+                               "--microbatches", "2", "--lr", str(LR), "-O1", "--eval", "-o",
+                               path(name)], capture_output=True, text=True)
+        check(proc.returncode == 0, f"loomc --eval {name}")
+        if proc.returncode:
+            print(proc.stderr)
+            continue
+        log = path(f"eval-{name}.jsonl")
+        remove(log)
+        run(work, name, ranks, "--steps", "4", "--data-split", "0.25", "--eval-every", "2",
+            "--eval-batches", "2", "--log", log)
+        got = [json.loads(line).get("val_loss") for line in open(log)]
+        got = [v for v in got if v is not None]
+        worst = max(relative_errors(got, one)) if len(got) == 2 else math.inf
+        check(worst <= 1e-5, f"{name}: the held-out losses within {worst:.1e} of 1 rank's")
 
 
 def durable(work: str) -> None:

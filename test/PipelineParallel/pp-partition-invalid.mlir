@@ -1,6 +1,8 @@
 // Tests pp-partition's diagnostics: each names what is wrong and the pass
 // fails without changing the module.
 // RUN: not loom-opt %s --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=FORWARD
+// RUN: not loom-opt %s --loom-set-target=device=cpu --pp-partition="stages=2 forward-only" 2>&1 | FileCheck %s --check-prefix=NOLAYOUT
+// RUN: not loom-opt %s --train-autodiff --loom-set-target=device=cpu --pp-partition="stages=2 forward-only layout=t|tL" 2>&1 | FileCheck %s --check-prefix=NOTFORWARD
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=interleaved" 2>&1 | FileCheck %s --check-prefix=SCHEDULE
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=4" 2>&1 | FileCheck %s --check-prefix=UNITS
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|t" 2>&1 | FileCheck %s --check-prefix=LAYOUT
@@ -18,6 +20,8 @@
 // TERMINATOR: error: pp-partition: expected the step to end in func.return, found 'foo.return'
 // MBRANGE: error: 'tensor.extract_slice' op expected 'train.microbatch' in [0, 2) (below the function's microbatches), got 7
 // FORWARD: error: pp-partition: expected a differentiated step (run train-autodiff, and train-optimizer, first)
+// NOLAYOUT: error: pp-partition: forward-only needs the training step's layout, so that each stage holds the parameters it trains
+// NOTFORWARD: error: pp-partition: forward-only partitions a forward, and this step returns gradients
 // SCHEDULE: error: pp-partition: unknown schedule 'interleaved' (expected gpipe, 1f1b or zb-h1)
 // UNITS: error: pp-partition: the step has 3 units (embedding, blocks, output) for 4 stages
 // LAYOUT: error: pp-partition: layout "t|t" lists units "tt", the step has "ttL"

@@ -3,6 +3,7 @@
 // actions (train.action) with the sends and receives between them; the last
 // stage computes and returns the loss, each stage updates its parameters.
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF
+// RUN: loom-opt %s --loom-set-target=device=cpu --pp-partition="stages=2 forward-only layout=t|tL" | FileCheck %s --check-prefix=EVAL
 // RUN: loom-opt %s --train-microbatch=microbatches=4 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=1f1b layout=t|tL" | FileCheck %s --check-prefix=ONEF4
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=gpipe" | FileCheck %s --check-prefix=GPIPE
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 schedule=zb-h1" | FileCheck %s --check-prefix=ZB
@@ -175,3 +176,17 @@ func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
 // NOLOC-LABEL: func.func @mlp_stage1(
 // NOLOC-SAME: {train.param = "layers.1.w"}
 // NOLOC-SAME: -> (tensor<f32> {train.loss}, tensor<8x8xf32> {train.grad = "layers.1.w"}, tensor<4x8xf32> {train.grad = "head"})
+
+// The forward alone (the trainer's evaluation step), cut by the training
+// step's layout: stage 0 sends its activation and returns nothing, stage 1
+// receives it and returns the loss; no gradients.
+// EVAL-LABEL: func.func @mlp_stage0(
+// EVAL-SAME: train.param = "layers.0.w"
+// EVAL: coll.send_start {{.*}} to = 1 tag = 0
+// EVAL: coll.wait
+// EVAL-NEXT: return{{$}}
+// EVAL-LABEL: func.func @mlp_stage1(
+// EVAL-SAME: -> (tensor<f32> {train.loss})
+// EVAL: coll.recv_start on %{{.*}} from = 0 tag = 0
+// EVAL-NOT: train.grad
+// EVAL: return %{{.*}} : tensor<f32>

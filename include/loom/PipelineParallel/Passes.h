@@ -12,8 +12,10 @@ namespace loom::pp {
 /// Moves the LLVM-dialect definitions of `nested` (a module nested in the
 /// one `linked` is the table of) into the enclosing module and erases
 /// `nested`: each symbol it defines gets `suffix` and internal linkage, but
-/// its entry point and manifest (loom_step_packed, loom_step_manifest),
-/// which keep external linkage; its declarations merge with the enclosing
+/// its entry point and manifest (loom_step_packed, loom_step_manifest) or,
+/// for a linked pipeline, its tables of them (loom_pipeline_stages,
+/// loom_pipeline_packed, loom_pipeline_manifests), which keep external
+/// linkage; its declarations merge with the enclosing
 /// module's. `what` begins each error. pp-link-stages links each
 /// stage so, and loomc the evaluation step (--eval, suffix _eval).
 mlir::LogicalResult linkNestedModule(mlir::ModuleOp nested,

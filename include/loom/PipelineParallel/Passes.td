@@ -97,6 +97,11 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
     Option<"layout", "layout", "std::string", /*default=*/"\"\"",
            "Units per stage in Megatron's syntax (E, t, L, *N, |); empty: "
            "balance on the cost model">,
+    Option<"forwardOnly", "forward-only", "bool", /*default=*/"false",
+           "Partition a forward (the trainer's evaluation step: its F "
+           "actions alone) rather than a differentiated step; give the "
+           "training step's layout, so that each stage holds the same "
+           "parameters">,
   ];
   let dependentDialects = ["::loom::coll::CollDialect"];
 }
