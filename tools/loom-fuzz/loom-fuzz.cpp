@@ -68,7 +68,8 @@ namespace {
   "stages=[2;2;3;4;1;0] replicas=[1;2;1;3] "                                   \
   "schedule=[1f1b;gpipe;zb-h1;interleaved] "                                   \
   "[;;;layout=Et|tL;layout=t|tL;layout=E|t*2L;"                                \
-  "layout=Et*2|L;layout=Et|t|tL;layout=E*0|L]"
+  "layout=Et*2|L;layout=Et|t|tL;layout=E*0|L] "                                \
+  "[;;;forward-only=true]"
 #define REMAT_OPTIONS                                                          \
   "solver=[chain;ilp;every-layer;sqrt;knapsack;none;greedy] "                  \
   "budget-mb=[0.3;1;4;16;0.01;0;-1] time-limit-s=[0.2;0.5;1;0] "               \
