@@ -503,13 +503,11 @@ static LogicalResult compileStages(OwningOpRef<ModuleOp> &module,
 /// The layout pp-partition gave the training step's stages (the one the
 /// user named, or the one it balanced).
 static std::string getStageLayout(ModuleOp module) {
-  std::string layout;
-  module.walk([&](func::FuncOp func) {
+  for (auto func : module.getOps<func::FuncOp>())
     if (auto pipeline = func->getAttrOfType<train::PipelineAttr>(
             train::TrainDialect::kPipelineAttrName))
-      layout = pipeline.getLayout().str();
-  });
-  return layout;
+      return pipeline.getLayout().str();
+  return "";
 }
 
 /// The evaluation step (--eval): `forward` compiled alone, its loss the
@@ -601,7 +599,7 @@ LogicalResult loom::driver::compileToMlir(OwningOpRef<ModuleOp> &module,
     return failure();
   if (options.emit == EmitPoint::TrainingStep)
     return success();
-  std::string layout = getStageLayout(*module);
+  std::string layout = forward ? getStageLayout(*module) : "";
   if (failed(options.pipelineStages > 1
                  ? compileStages(module, options, reporter, plans)
                  : StageCompiler(options, reporter, Stages::None)
