@@ -47,8 +47,11 @@ class Bf16:
     @staticmethod
     def from_float(values: np.ndarray) -> "Bf16":
         """Rounds f32 values to nearest even, as PyTorch's cast does."""
-        wide = np.asarray(values, dtype="<f4", order="C").view("<u4").astype(np.uint64)
+        floats = np.asarray(values, dtype="<f4", order="C")
+        wide = floats.view("<u4").astype(np.uint64)
         rounded = (wide + 0x7FFF + ((wide >> 16) & 1)) >> 16
+        # A NaN stays a (quiet) NaN, as PyTorch makes it.
+        rounded = np.where(np.isnan(floats), 0x7FC0, rounded)
         return Bf16(rounded.astype("<u2"))
 
     def to_float(self) -> np.ndarray:
@@ -57,6 +60,12 @@ class Bf16:
     @property
     def shape(self):
         return self.bits.shape
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(path: str) -> None:
@@ -76,6 +85,9 @@ def _write_durably(path: str, chunks) -> None:
         raise OSError(f"cannot write {path}: it is not a regular file")
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
     try:
+        # mkstemp's file is the owner's alone; a file written here is as
+        # open as the umask makes new files.
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)
@@ -186,28 +198,47 @@ def write_checkpoint(root: str, params: Mapping[str, np.ndarray | Bf16],
     """Writes a Loom checkpoint of `params` (and optimizer `state`) at
     `step` under `root` and points `root/latest` at it, each file fsynced
     and renamed into place. Returns the step directory."""
+    tensors = [("param", n, v) for n, v in params.items()] + \
+              [("state", n, v) for n, v in (state or {}).items()]
+    files = {}
+    for role, name, _ in tensors:
+        if not name or any(c.isspace() or c in '"\\' or ord(c) < 32 for c in name):
+            raise ValueError(f"tensor name {name!r}: Loom's names have no blanks, quotes or "
+                             "control characters")
+        file = _file_name(role, name)
+        if file in files:
+            raise ValueError(f"{role} names {files[file]!r} and {name!r} both map to {file}")
+        files[file] = name
+    created = not os.path.isdir(root)
     os.makedirs(root, exist_ok=True)
+    if created:
+        _fsync_dir(os.path.dirname(os.path.abspath(root)))
     final = os.path.join(root, f"step-{step}")
     if os.path.exists(final):
         raise FileExistsError(f"{final} exists; write the checkpoint to a new directory")
     tmp = tempfile.mkdtemp(prefix=f"step-{step}.tmp-", dir=root)
-    lines = []
-    tensors = [("param", n, v) for n, v in params.items()] + \
-              [("state", n, v) for n, v in (state or {}).items()]
-    for role, name, value in tensors:
-        if any(c.isspace() or c in '"\\' for c in name) or not name:
-            raise ValueError(f"tensor name {name!r}: Loom's names have no blanks or quotes")
-        array = value.to_float() if isinstance(value, Bf16) else np.asarray(value, dtype=np.float32)
-        file = _file_name(role, name)
-        _write_durably(os.path.join(tmp, file), [_npy_bytes(array)])
-        shape = ", ".join(str(d) for d in array.shape)
-        lines.append(f'    {{"name": "{name}", "role": "{role}", "file": "{file}", '
-                     f'"dtype": "f32", "shape": [{shape}]}}')
-    manifest = ('{\n  "format": "loom-checkpoint-1",\n'
-                f'  "step": {step},\n  "world_size": 1,\n  "zero_stage": 0,\n'
-                f'  "source": "{source}",\n  "tensors": [\n' + ",\n".join(lines) + "\n  ]\n}\n")
-    _write_durably(os.path.join(tmp, "manifest.json"), [manifest.encode()])
-    os.rename(tmp, final)
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        lines = []
+        for role, name, value in tensors:
+            array = value.to_float() if isinstance(value, Bf16) else \
+                np.asarray(value, dtype=np.float32)
+            file = _file_name(role, name)
+            _write_durably(os.path.join(tmp, file), [_npy_bytes(array)])
+            entry = {"name": name, "role": role, "file": file, "dtype": "f32",
+                     "shape": list(array.shape)}
+            # One tensor a line, as the trainer's reader takes it.
+            lines.append("    " + json.dumps(entry))
+        manifest = ('{\n  "format": "loom-checkpoint-1",\n'
+                    f'  "step": {step},\n  "world_size": 1,\n  "zero_stage": 0,\n'
+                    f'  "source": {json.dumps(source)},\n  "tensors": [\n' +
+                    ",\n".join(lines) + "\n  ]\n}\n")
+        _write_durably(os.path.join(tmp, "manifest.json"), [manifest.encode()])
+        os.rename(tmp, final)
+    except BaseException:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     _fsync_dir(root)
     _write_durably(os.path.join(root, "latest"), [f"step-{step}\n".encode()])
     return final

@@ -103,14 +103,21 @@ class Compiled:
             cmd += list(args)
             if ranks > 1:
                 cmd = [*mpirun, "-np", str(ranks), *cmd]
+            # A session of its own, so that a time-out stops every rank,
+            # not only the launcher.
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env={**os.environ, **(env or {})},
+                                    start_new_session=True)
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                                      env={**os.environ, **(env or {})})
-            except subprocess.TimeoutExpired as e:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                import signal
+                os.killpg(proc.pid, signal.SIGKILL)
+                stdout, stderr = proc.communicate()
                 raise TrainerError(f"{' '.join(cmd)}: no end after {timeout_s} s (a hang "
-                                   "guard)", str(e.output or "")) from None
+                                   "guard)", stdout + stderr) from None
             if proc.returncode != 0:
-                out = proc.stdout + proc.stderr
+                out = stdout + stderr
                 # The trainer's own message, not the launcher's lines after it.
                 lines = [line for line in out.splitlines() if line.strip()]
                 said = next((line for line in lines if "trainer: " in line),

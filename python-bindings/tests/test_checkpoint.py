@@ -80,6 +80,30 @@ def test_only_regular_files_are_replaced(tmp_path):
     assert directory.is_dir() and not os.listdir(directory)
 
 
+def test_bf16_rounds_as_pytorch_does():
+    values = np.array([1.0, 1.00390625, 1.01171875, -3.3, np.inf, -np.inf], np.float32)
+    assert Bf16.from_float(values).bits.tolist() == [16256, 16256, 16258, 49235, 0x7F80, 0xFF80]
+    nans = np.array([0x7F800001, 0x7FFFFFFF, 0xFFFFFFFF], np.uint32).view(np.float32)
+    assert np.isnan(Bf16.from_float(nans).to_float()).all()
+
+
+def test_checkpoint_names_and_files(tmp_path):
+    root = str(tmp_path / "ckpt")
+    with pytest.raises(ValueError, match="both map to param.a_b.npy"):
+        write_checkpoint(root, {"a/b": np.zeros(1, np.float32), "a_b": np.zeros(1, np.float32)})
+    with pytest.raises(ValueError, match="control characters"):
+        write_checkpoint(root, {"a\x01": np.zeros(1, np.float32)})
+    # Nothing was left half-written, and a source with quotes still reads.
+    assert not os.path.exists(root) or not os.listdir(root)
+    write_checkpoint(root, {"w": np.ones(2, np.float32)}, source='my "model".safetensors')
+    step, params, _ = read_checkpoint(root)
+    assert step == 0 and params["w"].tolist() == [1.0, 1.0]
+    mode = os.stat(os.path.join(root, "step-0", "param.w.npy")).st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask
+
+
 def test_checkpoint_round_trip_and_no_overwrite(tmp_path):
     params = {"embed": np.arange(6, dtype=np.float32).reshape(2, 3),
               "layers.0.norm": Bf16.from_float(np.ones(3, np.float32))}
@@ -91,5 +115,5 @@ def test_checkpoint_round_trip_and_no_overwrite(tmp_path):
     assert open(os.path.join(root, "latest")).read() == "step-0\n"
     with pytest.raises(FileExistsError):
         write_checkpoint(root, params)
-    with pytest.raises(ValueError, match="no blanks or quotes"):
+    with pytest.raises(ValueError, match="no blanks, quotes"):
         write_checkpoint(str(tmp_path / "other"), {"a b": np.zeros(1, np.float32)})

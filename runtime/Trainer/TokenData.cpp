@@ -250,10 +250,12 @@ std::string TokenData::readNpyHeader(const std::string &path) {
       continue;
     }
     char *end = nullptr;
+    errno = 0;
     long long d = std::strtoll(p, &end, 10);
-    if (end == p || d < 0)
+    if (end == p || d < 0 || errno == ERANGE)
       return bad("a .npy shape that does not parse: " + shape);
-    if (d && elements > std::numeric_limits<int64_t>::max() / d)
+    // The bytes of ids must fit the file: no product past it is taken.
+    if (d && elements > std::numeric_limits<int64_t>::max() / width / d)
       return bad("a .npy shape too large: " + shape);
     elements *= d;
     ++dims;
@@ -262,12 +264,11 @@ std::string TokenData::readNpyHeader(const std::string &path) {
   if (order != "False" && dims > 1)
     return bad("a Fortran-ordered .npy array; save it in C order");
   first = start + length;
-  if (elements * width != int64_t(mapBytes) - first)
-    return bad("the .npy shape " + shape + " is " +
-               std::to_string(elements * width) +
-               " bytes of ids, the file "
-               "holds " +
-               std::to_string(int64_t(mapBytes) - first));
+  int64_t payload = int64_t(mapBytes) - first;
+  if (elements > payload / width || elements * width != payload)
+    return bad("the .npy shape " + shape + " is " + std::to_string(elements) +
+               " ids of " + std::to_string(width) + " bytes, the file holds " +
+               std::to_string(payload) + " bytes of data");
   count = elements;
   description = "npy (" + descr.substr(1, descr.size() - 2) + ")";
   return "";

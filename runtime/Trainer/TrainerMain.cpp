@@ -313,6 +313,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
          "FILE or --data-split FRACTION");
   bool hasEvaluation = at.pipelineStages
                            ? &loom_pipeline_stages_eval &&
+                                 loom_pipeline_packed_eval &&
+                                 loom_pipeline_manifests_eval &&
                                  loom_pipeline_stages_eval == at.pipelineStages
                            : loom_step_packed_eval && loom_step_manifest_eval;
   if (o.evaluates() && !hasEvaluation)
@@ -320,6 +322,14 @@ Options parseOptions(const Placement &at, int argc, char **argv,
          "to use --val-data or --data-split");
   if (o.evalBatches < 0)
     o.evalBatches = 4;
+  if (o.valFormat != loom::runtime::TokenFormat::Auto && o.valData.empty())
+    fail("--val-data-format names the format of --val-data FILE, which is "
+         "not given");
+  // The evaluation step's ops would be timed under the training step's op
+  // ids.
+  if (o.evaluates() && !o.profile.empty())
+    fail("--profile times the training step; give it without --val-data "
+         "or --data-split");
   if (o.resume && !o.init.empty())
     fail("--init starts a run from a checkpoint's parameters and --resume "
          "continues one: give one of them");
@@ -502,7 +512,7 @@ struct Evaluation {
 /// and types: placed and sharded alike).
 void setUpEvaluation(const Placement &at,
                      const std::map<std::string, Tensor *> &argByKey,
-                     Evaluation &e) {
+                     int64_t batch, int64_t seq, Evaluation &e) {
   e.packed = at.pipelineStages ? loom_pipeline_packed_eval[at.stage]
                                : loom_step_packed_eval;
   loom::runtime::StepManifest parsed;
@@ -552,6 +562,19 @@ void setUpEvaluation(const Placement &at,
   if ((first && !e.tokens) || (last && (!e.labels || !e.loss)))
     fail("the evaluation step must take 'tokens' and 'labels' and return "
          "the loss");
+  // Its batch is cut as the training step's is.
+  for (Tensor *t : {e.tokens, e.labels})
+    if (t &&
+        (t->dtype != "i32" || t->local != std::vector<int64_t>{batch, seq}))
+      fail("the evaluation step's '" + t->name + "' is " + t->dtype + " " +
+           shapeText(t->local) + "; the training step's batch is i32 " +
+           std::to_string(batch) + "x" + std::to_string(seq));
+  if (e.loss && (e.loss->localCount != 1 ||
+                 (e.loss->dtype != "f32" && e.loss->dtype != "bf16")))
+    fail("the evaluation step's loss is " + e.loss->dtype + " " +
+         shapeText(e.loss->local) +
+         "; the trainer reads an f32 or bf16 "
+         "scalar");
 }
 
 /// The held-out loss: the mean of the evaluation step's losses over the
@@ -973,7 +996,7 @@ int main(int argc, char **argv) {
                     o.dataSplit > 0 ? "the held-out part of " + o.data
                                     : "held-out data file " + o.valData,
                     heldOut, batch, seq);
-    setUpEvaluation(at, argByKey, evaluation);
+    setUpEvaluation(at, argByKey, batch, seq, evaluation);
   }
   // What a killed trainer left half-written goes first (rank 0, before any
   // rank reads a checkpoint).

@@ -1249,6 +1249,9 @@ def evaluation(work: str) -> None:
          "--eval-batches expects 1 or more batches"),
         ("r1-eval", ["--data-split", "0.1", "--val-data", CORPUS], "give one"),
         ("r1-eval", ["--data-split", "0.001"], "the held-out part of"),
+        ("r1-eval", ["--data-split", "0.1", "--profile", path("eval-profile.json")],
+         "--profile times the training step"),
+        ("r1-eval", ["--val-data-format", "uint16"], "--val-data-format names the format"),
     ]
     for name, args, message in cases:
         proc = run(work, name, 1, "--steps", "1", *args, expect_fail=True, timeout=300)

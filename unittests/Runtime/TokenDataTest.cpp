@@ -185,7 +185,14 @@ TEST_F(TokenDataTest, MalformedFilesSayWhatIsWrong) {
       {write("fortran.npy", npy("<u2", "(1, 3)", true) + raw(u16)),
        TokenFormat::Auto, "Fortran-ordered"},
       {write("shape.npy", npy("<u2", "(4,)") + raw(u16)), TokenFormat::Auto,
-       "the .npy shape (4,) is 8 bytes of ids, the file holds 6"},
+       "the .npy shape (4,) is 4 ids of 2 bytes, the file holds 6 bytes"},
+      // Shapes whose bytes wrap around 64 bits: refused, never read.
+      {write("wrap.npy", npy("<u8", "(2305843009213693952,)")),
+       TokenFormat::Auto, "a .npy shape too large"},
+      {write("wrap2.npy", npy("<u4", "(2147483648, 2147483648)")),
+       TokenFormat::Auto, "a .npy shape too large"},
+      {write("range.npy", npy("<u2", "(99999999999999999999,)")),
+       TokenFormat::Auto, "a .npy shape that does not parse"},
       {write("cut.npy", npy("<u2", "(3,)").substr(0, 20)), TokenFormat::Auto,
        "truncated .npy header"},
   };
