@@ -18,6 +18,7 @@ with spaces to 8 bytes, then the data), with NumPy only.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import tempfile
@@ -103,49 +104,59 @@ def _write_durably(path: str, chunks) -> None:
 
 def read_safetensors(path: str) -> tuple[dict[str, np.ndarray | Bf16], dict[str, str]]:
     """The tensors of a .safetensors file (BF16 ones as Bf16) and its
-    metadata. Raises ValueError naming what is malformed."""
+    metadata. The header is checked whole before any tensor is read (each
+    is read once, into its own array). Raises ValueError naming what is
+    malformed."""
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 8:
-        raise ValueError(f"{path}: not a safetensors file (shorter than its header length)")
-    (length,) = struct.unpack("<Q", data[:8])
-    if length > _HEADER_LIMIT or 8 + length > len(data):
-        raise ValueError(f"{path}: header of {length} bytes does not fit the file of {len(data)}")
-    try:
-        header = json.loads(data[8:8 + length].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{path}: header is not JSON: {e}") from None
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: header is not a JSON object")
-    metadata = header.pop("__metadata__", {}) or {}
-    body = memoryview(data)[8 + length:]
-    tensors: dict[str, np.ndarray | Bf16] = {}
-    spans = []
-    for name, info in header.items():
+        prefix = f.read(8)
+        if len(prefix) < 8:
+            raise ValueError(f"{path}: not a safetensors file (shorter than its header length)")
+        (length,) = struct.unpack("<Q", prefix)
+        if length > _HEADER_LIMIT or 8 + length > size:
+            raise ValueError(f"{path}: header of {length} bytes does not fit the file of {size}")
         try:
-            dtype, shape, (begin, end) = info["dtype"], list(info["shape"]), info["data_offsets"]
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"{path}: tensor '{name}' lacks dtype, shape or data_offsets") from None
-        if dtype != "BF16" and dtype not in _DTYPES:
-            raise ValueError(f"{path}: tensor '{name}' has dtype {dtype}, which Loom does not read")
-        width = 2 if dtype == "BF16" else np.dtype(_DTYPES[dtype]).itemsize
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
-        if any(d < 0 for d in shape) or not 0 <= begin <= end <= len(body) or \
-                end - begin != count * width:
-            raise ValueError(f"{path}: tensor '{name}' of shape {shape} and dtype {dtype} "
-                             f"does not fit bytes [{begin}, {end}) of {len(body)}")
-        raw = np.frombuffer(body[begin:end], dtype="<u2" if dtype == "BF16" else _DTYPES[dtype])
-        tensors[name] = Bf16(raw.reshape(shape)) if dtype == "BF16" else raw.reshape(shape).copy()
-        spans.append((begin, end, name))
-    # The specification: the data is the tensors end to end, no holes or overlaps.
-    cursor = 0
-    for begin, end, name in sorted(spans):
-        if begin != cursor:
-            raise ValueError(f"{path}: tensor '{name}' starts at byte {begin}, expected {cursor} "
-                             "(tensors overlap or leave a hole)")
-        cursor = end
-    if cursor != len(body):
-        raise ValueError(f"{path}: {len(body) - cursor} bytes after the last tensor")
+            header = json.loads(f.read(length).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: header is not JSON: {e}") from None
+        if not isinstance(header, dict):
+            raise ValueError(f"{path}: header is not a JSON object")
+        metadata = header.pop("__metadata__", {}) or {}
+        body = size - 8 - length
+        entries = []
+        for name, info in header.items():
+            try:
+                dtype, shape, (begin, end) = info["dtype"], list(info["shape"]), \
+                    info["data_offsets"]
+                shape = [int(d) for d in shape]
+            except (KeyError, TypeError, ValueError):
+                raise ValueError(f"{path}: tensor '{name}' lacks dtype, shape or "
+                                 "data_offsets") from None
+            if dtype != "BF16" and dtype not in _DTYPES:
+                raise ValueError(f"{path}: tensor '{name}' has dtype {dtype}, which Loom does "
+                                 "not read")
+            width = 2 if dtype == "BF16" else np.dtype(_DTYPES[dtype]).itemsize
+            count = math.prod(shape)
+            if any(d < 0 for d in shape) or not 0 <= begin <= end <= body or \
+                    end - begin != count * width:
+                raise ValueError(f"{path}: tensor '{name}' of shape {shape} and dtype {dtype} "
+                                 f"does not fit bytes [{begin}, {end}) of {body}")
+            entries.append((begin, end, name, dtype, shape, count))
+        # The specification: the data is the tensors end to end, no holes or
+        # overlaps.
+        cursor = 0
+        for begin, end, name, *_ in sorted(entries):
+            if begin != cursor:
+                raise ValueError(f"{path}: tensor '{name}' starts at byte {begin}, expected "
+                                 f"{cursor} (tensors overlap or leave a hole)")
+            cursor = end
+        if cursor != body:
+            raise ValueError(f"{path}: {body - cursor} bytes after the last tensor")
+        tensors: dict[str, np.ndarray | Bf16] = {}
+        for begin, _, name, dtype, shape, count in entries:
+            f.seek(8 + length + begin)
+            raw = np.fromfile(f, dtype="<u2" if dtype == "BF16" else _DTYPES[dtype], count=count)
+            tensors[name] = Bf16(raw.reshape(shape)) if dtype == "BF16" else raw.reshape(shape)
     return tensors, metadata
 
 
