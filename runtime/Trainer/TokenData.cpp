@@ -43,11 +43,17 @@ bool endsWith(const std::string &s, const std::string &suffix) {
 }
 
 /// The first of `ids` (n of them) outside [0, bound), or -1.
+/// Id `i` of `ids`, stored as T (the file's bytes need not be aligned).
+template <typename T> T load(const unsigned char *ids, int64_t i) {
+  T v;
+  std::memcpy(&v, ids + i * int64_t(sizeof(T)), sizeof(T));
+  return v;
+}
+
 template <typename T>
 int64_t findOutside(const unsigned char *ids, int64_t n, int64_t bound) {
   for (int64_t i = 0; i < n; ++i) {
-    T v;
-    std::memcpy(&v, ids + i * int64_t(sizeof(T)), sizeof(T));
+    T v = load<T>(ids, i);
     if constexpr (std::numeric_limits<T>::is_signed) {
       if (v < 0)
         return i;
@@ -275,36 +281,21 @@ std::string TokenData::readNpyHeader(const std::string &path) {
 }
 
 int64_t TokenData::operator[](int64_t i) const {
-  const unsigned char *at = base + first + i * width;
+  const unsigned char *ids = base + first;
   switch (width) {
   case 1:
-    return *at;
-  case 2: {
-    if (isSigned) {
-      int16_t v;
-      std::memcpy(&v, at, 2);
-      return v;
-    }
-    uint16_t v;
-    std::memcpy(&v, at, 2);
-    return v;
-  }
-  case 4: {
-    if (isSigned) {
-      int32_t v;
-      std::memcpy(&v, at, 4);
-      return v;
-    }
-    uint32_t v;
-    std::memcpy(&v, at, 4);
-    return v;
-  }
-  default: {
-    int64_t v;
-    std::memcpy(&v, at, 8);
+    return ids[i];
+  // Each branch widened on its own: a ternary of the two types would read
+  // a negative int32 as uint32.
+  case 2:
+    return isSigned ? int64_t(load<int16_t>(ids, i))
+                    : int64_t(load<uint16_t>(ids, i));
+  case 4:
+    return isSigned ? int64_t(load<int32_t>(ids, i))
+                    : int64_t(load<uint32_t>(ids, i));
+  default:
     // uint64 ids past int64's range read as negative: out of range.
-    return v;
-  }
+    return load<int64_t>(ids, i);
   }
 }
 

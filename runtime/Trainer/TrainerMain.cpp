@@ -174,27 +174,41 @@ loom::runtime::StepManifest parseStepManifest(const Placement &at, int64_t s) {
   return parsed;
 }
 
+/// A manifest's tensor with this process's storage (none for a result
+/// written in place).
+Tensor allocateTensor(const loom::runtime::StepTensor &s) {
+  Tensor t;
+  t.isArgument = s.isArgument;
+  t.inPlace = s.inPlace;
+  t.localCount = s.getLocalCount();
+  t.fullCount = s.getFullCount();
+  t.bytes = s.getBytes();
+  t.role = s.role;
+  t.name = s.name;
+  t.dtype = s.dtype;
+  t.local = s.localShape;
+  t.full = s.fullShape;
+  if (!t.inPlace)
+    t.storage.assign((t.bytes + 7) / 8, 0.0);
+  return t;
+}
+
+/// Every stage's tensors (the step's, outside a pipeline), as compiled.
+std::vector<loom::runtime::StepTensor> getAllStageTensors(const Placement &at) {
+  std::vector<loom::runtime::StepTensor> all;
+  for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
+    for (loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
+      all.push_back(std::move(t));
+  return all;
+}
+
 /// Stage `s`'s manifest with this process's storage for each tensor.
 Manifest readStepManifest(const Placement &at, int64_t s) {
   loom::runtime::StepManifest parsed = parseStepManifest(at, s);
   Manifest m;
   m.properties = std::move(parsed.properties);
-  for (const loom::runtime::StepTensor &s : parsed.tensors) {
-    Tensor t;
-    t.isArgument = s.isArgument;
-    t.inPlace = s.inPlace;
-    t.localCount = s.getLocalCount();
-    t.fullCount = s.getFullCount();
-    t.bytes = s.getBytes();
-    t.role = s.role;
-    t.name = s.name;
-    t.dtype = s.dtype;
-    t.local = s.localShape;
-    t.full = s.fullShape;
-    if (!t.inPlace)
-      t.storage.assign((t.bytes + 7) / 8, 0.0);
-    m.tensors.push_back(std::move(t));
-  }
+  for (const loom::runtime::StepTensor &t : parsed.tensors)
+    m.tensors.push_back(allocateTensor(t));
   return m;
 }
 
@@ -213,6 +227,15 @@ Options parseOptions(const Placement &at, int argc, char **argv,
     if (end == text.c_str() || *end || v < 0)
       fail(flag + " expects a non-negative integer, got '" + text + "'");
     return v;
+  };
+  auto format = [&](int &i) {
+    std::string flag = argv[i], name = need(i);
+    loom::runtime::TokenFormat parsed;
+    if (!loom::runtime::parseTokenFormat(name, parsed))
+      fail(flag + " expects " +
+           std::string(loom::runtime::getTokenFormatNames()) + ", got '" +
+           name + "'");
+    return parsed;
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -238,13 +261,9 @@ Options parseOptions(const Placement &at, int argc, char **argv,
       o.data = need(i);
     else if (a == "--val-data")
       o.valData = need(i);
-    else if (a == "--val-data-format") {
-      std::string name = need(i);
-      if (!loom::runtime::parseTokenFormat(name, o.valFormat))
-        fail("--val-data-format expects " +
-             std::string(loom::runtime::getTokenFormatNames()) + ", got '" +
-             name + "'");
-    } else if (a == "--data-split") {
+    else if (a == "--val-data-format")
+      o.valFormat = format(i);
+    else if (a == "--data-split") {
       std::string text = need(i);
       char *end = nullptr;
       o.dataSplit = std::strtod(text.c_str(), &end);
@@ -258,14 +277,9 @@ Options parseOptions(const Placement &at, int argc, char **argv,
       o.evalBatches = integer(i);
       if (o.evalBatches < 1)
         fail("--eval-batches expects 1 or more batches");
-    }
-    else if (a == "--data-format") {
-      std::string name = need(i);
-      if (!loom::runtime::parseTokenFormat(name, o.dataFormat))
-        fail("--data-format expects " +
-             std::string(loom::runtime::getTokenFormatNames()) + ", got '" +
-             name + "'");
-    } else if (a == "--log")
+    } else if (a == "--data-format")
+      o.dataFormat = format(i);
+    else if (a == "--log")
       o.log = need(i);
     else if (a == "--checkpoint")
       o.checkpoint = need(i);
@@ -428,11 +442,10 @@ std::vector<float> gatherFull(const Placement &at, Tensor &t) {
 /// (their manifests' `below=N`, over every stage of a pipeline), or 0.
 int64_t tokenBound(const Placement &at) {
   int64_t bound = 0;
-  for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
-    for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
-      if (t.isArgument && t.role == "input" && t.bound > 0 &&
-          (t.name == "tokens" || t.name == "labels"))
-        bound = bound ? std::min(bound, t.bound) : t.bound;
+  for (const loom::runtime::StepTensor &t : getAllStageTensors(at))
+    if (t.isArgument && t.role == "input" && t.bound > 0 &&
+        (t.name == "tokens" || t.name == "labels"))
+      bound = bound ? std::min(bound, t.bound) : t.bound;
   return bound;
 }
 
@@ -541,18 +554,7 @@ void setUpEvaluation(const Placement &at,
       fail("the evaluation step takes parameters, tokens and labels and "
            "returns the loss; it has " +
            std::string(t.isArgument ? "argument " : "result ") + key);
-    Tensor own;
-    own.isArgument = t.isArgument;
-    own.role = t.role;
-    own.name = t.name;
-    own.dtype = t.dtype;
-    own.local = t.localShape;
-    own.full = t.fullShape;
-    own.localCount = t.getLocalCount();
-    own.fullCount = t.getFullCount();
-    own.bytes = t.getBytes();
-    own.storage.assign((own.bytes + 7) / 8, 0.0);
-    e.own.push_back(std::move(own));
+    e.own.push_back(allocateTensor(t));
     e.shared.push_back(nullptr);
   }
   for (Tensor &t : e.own)
@@ -805,10 +807,9 @@ void initParameters(const Placement &at, const Options &o,
     if (t->role == "param")
       params.push_back(t);
   std::set<std::string> known;
-  for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
-    for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
-      if (t.isArgument && t.role == "param")
-        known.insert(t.name);
+  for (const loom::runtime::StepTensor &t : getAllStageTensors(at))
+    if (t.isArgument && t.role == "param")
+      known.insert(t.name);
   std::string unknown;
   int unknownCount = 0;
   for (const CheckpointTensor &t : cm.tensors)

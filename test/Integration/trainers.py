@@ -963,6 +963,19 @@ def bad_input(work: str) -> None:
             check(False, f"{what}: hung for 60 s")
 
 
+def expect_errors(work: str, cases) -> None:
+    """Each (trainer, ranks, flags, message) run for one step ends with a
+    non-zero exit and says `message`."""
+    for name, ranks, args, message in cases:
+        proc = run(work, name, ranks, "--steps", "1", *args, expect_fail=True, timeout=300)
+        out = proc.stdout + proc.stderr
+        check(proc.returncode != 0 and message in out,
+              f"{name} on {ranks} rank(s), {' '.join(args)}: exit {proc.returncode}, "
+              f"says '{message}'")
+        if proc.returncode == 0 or message not in out:
+            print(out[-2000:])
+
+
 def data(work: str) -> None:
     """Token files (docs/Data.md): every format of the same ids trains the
     same; ids the model cannot read are refused before the first step."""
@@ -1032,14 +1045,7 @@ def data(work: str) -> None:
     ]
     ids[:128].astype("<u2").tofile(path("short.u16"))
     ids.astype("<u2").tofile(path("nanogpt.bin"))
-    for name, ranks, args, message in cases:
-        proc = run(work, name, ranks, "--steps", "1", *args, expect_fail=True, timeout=300)
-        out = proc.stdout + proc.stderr
-        check(proc.returncode != 0 and message in out,
-              f"{name} on {ranks} rank(s), {' '.join(args[1:])}: exit {proc.returncode}, "
-              f"says '{message}'")
-        if proc.returncode == 0 or message not in out:
-            print(out[-2000:])
+    expect_errors(work, cases)
 
 
 def weights(work: str) -> None:
@@ -1149,13 +1155,7 @@ def weights(work: str) -> None:
          "--init starts a run from a checkpoint's parameters and --resume continues one"),
         (["--init", path("nothing-here")], "--init: "),
     ]
-    for args, message in cases:
-        proc = run(work, "r1", 1, "--steps", "1", *args, expect_fail=True, timeout=300)
-        out = proc.stdout + proc.stderr
-        check(proc.returncode != 0 and message in out,
-              f"r1 {' '.join(args)}: exit {proc.returncode}, says '{message}'")
-        if proc.returncode == 0 or message not in out:
-            print(out[-2000:])
+    expect_errors(work, [("r1", 1, args, message) for args, message in cases])
 
 
 def evaluation(work: str) -> None:
@@ -1253,13 +1253,7 @@ def evaluation(work: str) -> None:
          "--profile times the training step"),
         ("r1-eval", ["--val-data-format", "uint16"], "--val-data-format names the format"),
     ]
-    for name, args, message in cases:
-        proc = run(work, name, 1, "--steps", "1", *args, expect_fail=True, timeout=300)
-        out = proc.stdout + proc.stderr
-        check(proc.returncode != 0 and message in out,
-              f"{name} {' '.join(args)}: exit {proc.returncode}, says '{message}'")
-        if proc.returncode == 0 or message not in out:
-            print(out[-2000:])
+    expect_errors(work, [(name, 1, args, message) for name, args, message in cases])
     # Pipelines: the evaluation step is cut into the training step's
     # stages (the layout it chose), on 2 stages and on 2 stages x 2 ZeRO-2
     # replicas: the same held-out losses.
