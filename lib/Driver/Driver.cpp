@@ -45,6 +45,12 @@ namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+/// `bytes` in MiB rounded up to the 0.001 an error prints: a bound a user
+/// copies from the message is then one that holds it.
+double mibUp(int64_t bytes) {
+  return std::ceil(double(bytes) / kMiB * 1000.0) / 1000.0;
+}
+
 /// Runs the passes `build` adds on `module` as the phase `phase`; on
 /// failure says which phase failed.
 LogicalResult runPasses(ModuleOp module, StringRef phase, bool verifyEach,
@@ -281,7 +287,7 @@ LogicalResult StageCompiler::underRematBudget(OwningOpRef<ModuleOp> &module) {
     reporter.error(formatv("{0} {1:F3} cannot be met: the smallest memory "
                            "plan Loom reaches is {2:F3} MiB (recomputing what "
                            "train-remat can; keeping everything: {3:F3} MiB)",
-                           boundFlag, boundMb, *floor / kMiB, *keepAll / kMiB));
+                           boundFlag, boundMb, mibUp(*floor), mibUp(*keepAll)));
     return failure();
   }
   // The candidates from the floor (index 0) to keeping everything: the
@@ -371,7 +377,7 @@ LogicalResult StageCompiler::shardAndPlan(OwningOpRef<ModuleOp> &module) {
       reporter.error(formatv(
           "--memory-limit-mb {0:F3} cannot be met: {1} needs {2:F3} MiB with "
           "no collectives to schedule{3}",
-          options.memoryLimitMb, what, live / kMiB,
+          options.memoryLimitMb, what, mibUp(live),
           options.pipelineStages > 1
               ? ""
               : "; --remat-budget-mb recomputes activations to go lower"));

@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "loom/Analysis/MemoryTimeline.h"
 #include "loom/Dialect/Coll/CollOps.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Sharding/Passes.h"
@@ -424,6 +425,21 @@ LogicalResult Partitioner::rebuildUpdate() {
   return success();
 }
 
+/// The later of `last` and the last op of `block` that reads `user`'s
+/// operand: `user` itself or, when it is a view (a slice or a reshape: the
+/// gathered buffer itself once bufferized), the last reader of its results.
+static Operation *lastReader(Block &block, Operation *user, Operation *last) {
+  if (!last || last->isBeforeInBlock(user))
+    last = user;
+  if (!isBufferView(user))
+    return last;
+  for (Value result : user->getResults())
+    for (Operation *reader : result.getUsers())
+      if (Operation *top = block.findAncestorOpInBlock(*reader))
+        last = lastReader(block, top, last);
+  return last;
+}
+
 /// Stage 3: gathers a sharded parameter before each region that uses it
 /// (the forward, up to the loss; the backward, after it) and releases it
 /// after the region's last use.
@@ -454,8 +470,7 @@ LogicalResult Partitioner::gatherParameterUses(BlockArgument param,
       Operation *user = block.findAncestorOpInBlock(*use->getOwner());
       if (!first || user->isBeforeInBlock(first))
         first = user;
-      if (!last || last->isBeforeInBlock(user))
-        last = user;
+      last = lastReader(block, user, last);
     }
     builder.setInsertionPoint(first);
     auto [waited, full] = gather(param.getLoc(), param, fullType);

@@ -15,6 +15,7 @@
 # CHECK-NOT: FAIL
 
 import dataclasses
+import math
 import os
 import re
 import subprocess
@@ -69,10 +70,16 @@ def sweep(name, forward, flags):
               f"floor {floor / MIB:.3f} MiB = the smallest plan")
     out, rc = compile_(forward, flags, (floor - 1024) / MIB)
     error = next((line for line in out.splitlines() if "error" in line), "")
-    if rc == 0 or f"{floor / MIB:.3f} MiB" not in error:
+    # The floor is printed rounded up, so that the figure as printed is a
+    # budget loomc accepts.
+    printed = f"{math.ceil(floor / MIB * 1000) / 1000:.3f}"
+    if rc == 0 or f"reaches is {printed} MiB" not in error:
         print(f"FAIL {name}: a budget below the floor: exit {rc}, {out.strip()[-400:]}")
     else:
         print(f"{name}: below the floor: {error}")
+    out, rc = compile_(forward, flags, float(printed))
+    if rc:
+        print(f"FAIL {name}: the floor as printed ({printed} MiB) is refused: {out.strip()[-400:]}")
     return budgets
 
 

@@ -24,7 +24,9 @@ def ZeroPartitionPass : Pass<"zero-partition", "::mlir::ModuleOp"> {
     * stage 3: parameters, gradients and optimizer state are sharded. Before
       the forward's uses of a parameter, and again before the backward's, the
       pass inserts `all_gather_start` + `coll.wait`, and `coll.release` after
-      the region's last use. Gradients are reduce-scattered into shards as
+      the region's last use (through views: after the last reader of a slice
+      or reshape of it, which shares its buffer). Gradients are
+      reduce-scattered into shards as
       soon as they exist, and the optimizer updates shards.
     * stage 1: parameters stay whole and optimizer state is sharded. Each
       rank updates its own slice of a parameter (`coll.comm_rank`), and the

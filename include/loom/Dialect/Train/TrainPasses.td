@@ -223,7 +223,8 @@ def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
     Runs on a forward (the function with the `train.loss` result) before
     `train-autodiff`. Every op that carries the batch (dimension 0 of the
     `train.input` arguments, followed through linalg ops' loop dimensions,
-    reshapes, element-wise ops and the train ops) is cloned once per
+    reshapes, element-wise ops, the train ops, and slices and concatenations
+    along the dimensions they take whole) is cloned once per
     microbatch on a slice of the inputs, with its types at 1/M of the batch
     and the attribute `train.microbatch = m`. Ops that do not read the batch
     (parameters' casts, constants) stay shared.

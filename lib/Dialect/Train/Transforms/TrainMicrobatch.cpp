@@ -140,6 +140,51 @@ bool propagate(BatchDims &dims, Operation *op, bool &known) {
     for (int64_t d = 0; d < type.getRank(); ++d)
       changed |= dims.tie(a, d, b, d);
   };
+  // A slice carries the batch along the dimensions it takes whole; one that
+  // narrows the batch has no rule (its microbatch clones would need other
+  // offsets).
+  auto tieWhole = [&](Value whole, Value part,
+                      OffsetSizeAndStrideOpInterface slice) {
+    auto type = cast<RankedTensorType>(whole.getType());
+    if (slice.getMixedSizes().size() != size_t(type.getRank()) ||
+        cast<RankedTensorType>(part.getType()).getRank() != type.getRank()) {
+      known = !dims.hasAny(whole) && !dims.hasAny(part);
+      return;
+    }
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      bool takesWhole = slice.isDynamicOffset(d) == false &&
+                        slice.getStaticOffset(d) == 0 &&
+                        !slice.isDynamicSize(d) &&
+                        slice.getStaticSize(d) == type.getDimSize(d) &&
+                        !slice.isDynamicStride(d) &&
+                        slice.getStaticStride(d) == 1;
+      if (takesWhole)
+        changed |= dims.tie(whole, d, part, d);
+      else if (dims.isMarked(whole, d) || dims.isMarked(part, d))
+        known = false;
+    }
+  };
+  if (auto extract = dyn_cast<tensor::ExtractSliceOp>(op)) {
+    tieWhole(extract.getSource(), extract.getResult(), extract);
+    return changed;
+  }
+  if (auto insert = dyn_cast<tensor::InsertSliceOp>(op)) {
+    tieAll(insert.getDest(), insert.getResult());
+    tieWhole(insert.getDest(), insert.getSource(), insert);
+    return changed;
+  }
+  if (auto concat = dyn_cast<tensor::ConcatOp>(op)) {
+    int64_t axis = concat.getDim();
+    for (Value input : concat.getInputs())
+      for (int64_t d = 0; d < concat.getResultType().getRank(); ++d)
+        if (d != axis)
+          changed |= dims.tie(input, d, concat.getResult(), d);
+    for (Value v : llvm::concat<Value>(concat.getInputs(),
+                                       concat->getResults()))
+      if (dims.isMarked(v, axis))
+        known = false;
+    return changed;
+  }
   if (auto embedding = dyn_cast<EmbeddingOp>(op)) {
     for (int64_t d = 0; d < embedding.getIds().getType().getRank(); ++d)
       changed |= dims.tie(embedding.getIds(), d, embedding.getResult(), d);
@@ -399,6 +444,11 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
           result.setType(getMicrobatchType(type, dims.getDims(original), m));
       if (auto expand = dyn_cast<tensor::ExpandShapeOp>(clone))
         expand.setStaticOutputShape(expand.getResultType().getShape());
+      // A slice's sizes along the batch follow its microbatch type.
+      if (auto extract = dyn_cast<tensor::ExtractSliceOp>(clone))
+        extract.setStaticSizes(extract.getResultType().getShape());
+      if (auto insert = dyn_cast<tensor::InsertSliceOp>(clone))
+        insert.setStaticSizes(insert.getSourceType().getShape());
       if (auto ce = dyn_cast<CrossEntropyOp>(clone); ce && &op == lossOp)
         ce.setReduction(LossReduction::Sum);
       if (auto ce = dyn_cast<LinearCrossEntropyOp>(clone); ce && &op == lossOp)
