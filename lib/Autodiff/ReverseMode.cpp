@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -14,8 +15,11 @@ using namespace loom;
 using namespace loom::autodiff;
 
 void ReverseMode::markActive(ValueRange values) {
+  // Only floats carry a derivative: a comparison's i1 mask or an integer
+  // computed from a parameter is as constant to the loss as an input.
   for (Value value : values)
-    active.insert(value);
+    if (isa<FloatType>(getElementTypeOrSelf(value.getType())))
+      active.insert(value);
 }
 
 void ReverseMode::propagateActivity(ArrayRef<Operation *> ops) {
