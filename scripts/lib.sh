@@ -12,7 +12,7 @@ LOOM_PACKAGES=(
   libclang-rt-22-dev
   libgtest-dev python3 python3-numpy python3-torch python3-pytest pybind11-dev
   libopenblas-dev openmpi-bin libopenmpi-dev coinor-libcbc-dev pkg-config
-  strace util-linux
+  strace util-linux python3-venv
 )
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*"; }

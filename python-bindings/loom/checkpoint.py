@@ -299,12 +299,21 @@ def from_state_dict(state_dict, root: str) -> str:
     return write_checkpoint(root, params, source="state_dict")
 
 
-def export_safetensors(root: str, path: str, dtype: str = "F32") -> None:
+def export_safetensors(root: str, path: str, dtype: str = "F32",
+                       tied: Mapping[str, str] | None = None) -> None:
     """Writes the parameters of `root`'s latest checkpoint to a
     .safetensors file under their own names, in F32 or BF16 (rounded to
-    nearest even); the optimizer state is left out."""
+    nearest even); the optimizer state is left out. `tied` maps further
+    names to the parameter they share (an imported module's tied weights):
+    each is written as a copy, as `save_file` of a state_dict would."""
     step, params, _ = read_checkpoint(root)
     if dtype not in ("F32", "BF16"):
         raise ValueError(f"dtype {dtype}: export writes F32 or BF16")
+    for alias, holder in (tied or {}).items():
+        if holder not in params:
+            raise ValueError(f"tied name '{alias}' refers to '{holder}', which {root} does not hold")
+        if alias in params:
+            raise ValueError(f"tied name '{alias}' is also a parameter of {root}")
+        params[alias] = params[holder]
     tensors = {n: Bf16.from_float(a) if dtype == "BF16" else a for n, a in params.items()}
     write_safetensors(path, tensors, metadata={"format": "pt", "loom_step": str(step)})
