@@ -66,6 +66,10 @@ class Compiled:
     plans: list[dict[str, int]] = field(default_factory=list)
     manifests: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: str | None = None
+    # For a compiled nn.Module: its weights as a Loom checkpoint (what run()
+    # starts from) and the importer's record of its parameters.
+    init: str | None = None
+    imported: Any = None
 
     def world_size(self) -> int:
         """The ranks the trainer was compiled for (every stage's replicas)."""
@@ -86,7 +90,8 @@ class Compiled:
         under ``mpirun -np ranks`` (``mpirun`` names the launcher and its
         flags). ``checkpoint`` is where checkpoints go (``--checkpoint``,
         with ``resume`` to continue one), and :meth:`state_dict` reads the
-        last; ``init`` starts from a checkpoint's parameters (``--init``);
+        last; ``init`` starts from a checkpoint's parameters (``--init``;
+        for a compiled ``nn.Module`` its own weights unless ``resume``);
         ``args`` are further trainer flags. A run that fails raises
         :class:`TrainerError` with the trainer's output; ``timeout_s`` only
         guards against a hang."""
@@ -98,6 +103,8 @@ class Compiled:
             cmd = [self.path, "--data", os.fspath(data), "--steps", str(steps), "--log", log]
             if checkpoint is not None:
                 cmd += ["--checkpoint", os.fspath(checkpoint)] + (["--resume"] if resume else [])
+            if init is None and not resume:
+                init = self.init
             if init is not None:
                 cmd += ["--init", os.fspath(init)]
             cmd += list(args)
@@ -133,13 +140,22 @@ class Compiled:
         """The parameters of ``checkpoint`` (default: the last :meth:`run`'s)
         by their names, as NumPy arrays at their full shapes: what the
         module's ``load_state_dict`` takes once made tensors
-        (``{k: torch.from_numpy(v) for k, v in ...}``)."""
+        (``{k: torch.from_numpy(v) for k, v in ...}``). For a compiled
+        ``nn.Module`` they are torch tensors under the module's own names,
+        tied names included (for :func:`loom.frontend.torch.causal_lm_loss`,
+        the wrapped model's names): ``model.load_state_dict(...)`` takes them."""
         from loom.checkpoint import read_checkpoint
         where = checkpoint if checkpoint is not None else self.checkpoint
         if where is None:
             raise ValueError("no checkpoint: run(..., checkpoint=DIR) first, or name one")
         _, params, _ = read_checkpoint(os.fspath(where))
-        return params
+        if self.imported is None:
+            return params
+        import torch
+        out = {name: torch.from_numpy(params[name]) for name, _ in self.imported.parameters}
+        for alias, holder in self.imported.tied.items():
+            out[alias] = out[holder]
+        return out
 
 
 def _extension():
@@ -164,14 +180,34 @@ def _flag(name: str, value: Any) -> str:
     return f"{flag}={value}"
 
 
-def compile(module: str | os.PathLike, output: str | os.PathLike | None = None, *,  # noqa: A001
-            name: str = "forward.mlir", **options: Any) -> Compiled:
-    """Compiles ``module`` (a forward's IR text, or a path to it) with ``loomc``'s ``options``
-    (keyword names are its flags with ``_`` for ``-``: ``emit``,
-    ``target``, ``world_size``, ``zero_stage``, ``pipeline_stages``,
-    ``remat_budget_mb``, ...) and returns :class:`Compiled`. ``output`` is
-    where ``emit="exe"`` (the default) or ``"obj"`` writes; ``name`` is the
-    source's name in diagnostics and in the trainer's log."""
+def compile(module: Any, *args: Any, output: str | os.PathLike | None = None,  # noqa: A001
+            example_batch: Any = None, name: str = "forward.mlir", **options: Any) -> Compiled:
+    """Compiles ``module`` with ``loomc``'s ``options`` (keyword names are
+    its flags with ``_`` for ``-``: ``emit``, ``target``, ``world_size``,
+    ``zero_stage``, ``pipeline_stages``, ``remat_budget_mb``, ...) and
+    returns :class:`Compiled`.
+
+    ``module`` is a forward's IR text or a path to it (then a second
+    positional argument is ``output``), or a PyTorch ``nn.Module`` whose
+    forward returns the loss (then it is ``example_batch``, one rank's
+    batch: the module is imported by :mod:`loom.frontend.torch`, and its
+    own weights become the trainer's start, :attr:`Compiled.init`).
+    ``output`` is where ``emit="exe"`` (the default) or ``"obj"`` writes;
+    ``name`` is the source's name in diagnostics and in the trainer's log."""
+    if len(args) > 1:
+        raise TypeError(f"loom.compile takes 2 positional arguments, got {1 + len(args)}")
+    imported = init = None
+    if _is_torch_module(module):
+        example_batch = args[0] if args else example_batch
+        if example_batch is None:
+            raise TypeError("loom.compile of an nn.Module needs its example_batch")
+        from loom.frontend.torch import import_module
+        torch_module, imported = module, import_module(module, example_batch)
+        module, name = imported.text, type(torch_module).__name__ + ".mlir"
+        init = tempfile.mkdtemp(prefix="loom-init-")
+        imported.write_init(torch_module, init)
+    elif args:
+        output = args[0]
     if isinstance(module, os.PathLike):
         name = os.path.basename(module)
         with open(module, encoding="utf-8") as source:
@@ -181,7 +217,13 @@ def compile(module: str | os.PathLike, output: str | os.PathLike | None = None, 
     if not ok:
         raise CompileError(result)
     return Compiled(text=result["text"], path=result["path"], plans=list(result["plans"]),
-                    manifests=list(result["manifests"]))
+                    manifests=list(result["manifests"]), init=init, imported=imported)
+
+
+def _is_torch_module(value: Any) -> bool:
+    import sys
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.nn.Module)
 
 
 def report(step: str, device: Optional[str] = None, *, profile: Optional[str] = None,

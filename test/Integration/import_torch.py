@@ -18,7 +18,9 @@ under scripts/torch-python (torch 2.x and transformers from PyPI).
                                   fused loss, a remat budget and 2 pipeline
                                   stages (refused, with the reason, for tied
                                   weights)
-    import_torch.py weights       tied models trained, exported to safetensors
+    import_torch.py weights       loom.compile(module, example_batch) run and its
+                                  state_dict() loaded back into the module; tied
+                                  models trained, exported to safetensors
                                   under the module's own names (tied ones
                                   restored): load_state_dict(strict=True)
                                   takes it and PyTorch's loss on the next
@@ -284,6 +286,7 @@ def train(work: str, name: str) -> None:
 
 def weights(work: str) -> None:
     from safetensors.torch import load_file
+    api(work)
     for name in sorted(torch_models.TIED):
         directory = os.path.join(work, "weights-" + name)
         shutil.rmtree(directory, ignore_errors=True)
@@ -321,6 +324,40 @@ def weights(work: str) -> None:
         check(not missing.missing_keys and error <= 1e-6,
               f"{name}: the exported safetensors ({len(state)} tensors, tied restored) load strictly; "
               f"PyTorch's loss {loss:.7f} vs Loom's step 5 {got[5]:.7f} ({error:.1e}, bound 1e-6)")
+
+
+def api(work: str) -> None:
+    """loom.compile(module, example_batch, ...) in-process, run, and
+    state_dict() back into the module."""
+    import loom
+    name = "qwen3"
+    directory = os.path.join(work, "api")
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    model = torch_models.make(name)
+    trainer = loom.compile(model, torch_models.example(name, BATCH, SEQ), output=os.path.join(directory, "trainer"),
+                           world_size=2, zero_stage=3, lr=LR)
+    data = token_file(directory)
+    rows = trainer.run(data, steps=6, ranks=2, checkpoint=os.path.join(directory, "ckpt"),
+                       args=["--data-format", "uint16", "--checkpoint-every", "5"], env=MPI_ENV, timeout_s=900)
+    want = reference_losses(name, np.fromfile(data, "<u2").astype(np.int64), 2 * BATCH, 6)
+    worst = max(abs(r["loss"] - w) / abs(w) for r, w in zip(rows, want))
+    check(worst <= 1e-5, f"loom.compile({name} module, example batch, world_size=2, zero_stage=3).run(): 6 losses "
+                         f"within {worst:.1e} of PyTorch eager")
+    hf = torch_models.make(name, seed=99).model
+    state = trainer.state_dict(os.path.join(directory, "ckpt", "step-5"))
+    result = hf.load_state_dict(state, strict=True)
+    tokens = np.fromfile(data, "<u2").astype(np.int64)
+    windows, g = len(tokens) - SEQ - 1, 2 * BATCH
+    starts = [((5 * g + k) * SEQ) % windows for k in range(g)]
+    x = torch.tensor(np.stack([tokens[s:s + SEQ] for s in starts]))
+    y = torch.tensor(np.stack([tokens[s + 1:s + SEQ + 1] for s in starts]))
+    with torch.no_grad():
+        loss = lt.causal_lm_loss(hf)(x, y).item()
+    error = abs(loss - rows[5]["loss"]) / rows[5]["loss"]
+    check(not result.missing_keys and error <= 1e-6,
+          f"trainer.state_dict() ({len(state)} tensors) loads strictly into the HF model: loss {loss:.7f} vs "
+          f"Loom's step 5 {rows[5]['loss']:.7f} ({error:.1e})")
 
 
 # --- refusals --------------------------------------------------------------------------
