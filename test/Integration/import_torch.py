@@ -335,7 +335,10 @@ def api(work: str) -> None:
     shutil.rmtree(directory, ignore_errors=True)
     os.makedirs(directory)
     model = torch_models.make(name)
-    trainer = loom.compile(model, torch_models.example(name, BATCH, SEQ), output=os.path.join(directory, "trainer"),
+    # One tensor for both inputs, as a shape-only example often is: each
+    # must still be its own argument.
+    shape_only = (torch.zeros(BATCH, SEQ, dtype=torch.long),) * 2
+    trainer = loom.compile(model, shape_only, output=os.path.join(directory, "trainer"),
                            world_size=2, zero_stage=3, lr=LR)
     data = token_file(directory)
     rows = trainer.run(data, steps=6, ranks=2, checkpoint=os.path.join(directory, "ckpt"),

@@ -108,6 +108,9 @@ def import_module(module: torch.nn.Module, example_batch: Sequence[torch.Tensor]
     imports it. Raises :class:`UnsupportedError` naming the op, the FX node
     and the source line of anything it cannot lower."""
     batch = (example_batch,) if isinstance(example_batch, torch.Tensor) else tuple(example_batch)
+    # Each input its own tensor: torch.export merges inputs that are one
+    # object, `(zeros,) * 2` included, and the graph then reads one for both.
+    batch = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in batch)
     program = export(module, batch)
     if prefix is None:
         prefix = getattr(module, "loom_prefix", "")
