@@ -50,6 +50,7 @@
 #include "loom/PipelineParallel/Passes.h"
 #include "loom/PipelineParallel/Schedules.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -118,6 +119,7 @@ private:
   LogicalResult assignParameterUnits();
   LogicalResult assignOpUnits();
   LogicalResult assignStages();
+  void shareParameters();
   void assignMicrobatches();
   void splitInputGradients();
   void placeInSchedules();
@@ -229,6 +231,7 @@ LogicalResult Partitioner::run() {
   if (failed(assignParameterUnits()) || failed(assignOpUnits()) ||
       failed(assignStages()))
     return failure();
+  shareParameters();
   assignMicrobatches();
   if (kind == ScheduleKind::ZeroBubbleH1)
     splitInputGradients();
@@ -457,6 +460,42 @@ LogicalResult Partitioner::assignStages() {
   return success();
 }
 
+/// A parameter read on stages other than its own (a tied embedding, which
+/// the output projection reads on the last stage) is sent to them: their
+/// reads take a tensor.cast of it made on its own stage, which
+/// planTransfers sends as it sends an activation. The gradient those stages
+/// compute for it comes back as any gradient does, is added on its own
+/// stage, and the update stays there: the tied weight has one copy of its
+/// optimizer state, and each step moves it out and its gradient back.
+void Partitioner::shareParameters() {
+  OpBuilder builder(step.getContext());
+  for (BlockArgument arg : step.getArguments()) {
+    auto unit = unitOf.find(arg);
+    if (unit == unitOf.end())
+      continue;
+    int64_t home = stageOfUnit[unit->second];
+    SmallVector<OpOperand *> away;
+    for (OpOperand &use : arg.getUses())
+      if (Operation *top = topLevel(use.getOwner()))
+        if (info[top].stage != kFree && info[top].stage != home)
+          away.push_back(&use);
+    if (away.empty())
+      continue;
+    builder.setInsertionPointToStart(&body);
+    auto copy =
+        tensor::CastOp::create(builder, arg.getLoc(), arg.getType(), arg);
+    OpInfo &copyInfo = info[copy];
+    copyInfo.unit = unit->second;
+    copyInfo.stage = home;
+    copyInfo.forward = true;
+    forward.insert(copy);
+    ops.insert(ops.begin(), copy);
+    for (OpOperand *use : away)
+      use->set(copy.getResult());
+  }
+  reads.clear();
+}
+
 /// A forward clone's microbatch is train-microbatch's attribute (which
 /// train-autodiff copies to the adjoint); otherwise the one microbatch
 /// among the operands', none, or many.
@@ -593,8 +632,9 @@ LogicalResult Partitioner::planTransfers() {
   return success();
 }
 
-/// Every parameter is read on its own stage only, and its gradient, if the
-/// step returns it, is computed there.
+/// Every parameter is read on its own stage only (elsewhere, its copy sent
+/// by shareParameters), and its gradient, if the step returns it, is
+/// computed there.
 LogicalResult Partitioner::checkParameters() {
   for (const ReturnedGrad &grad : returnedGrads) {
     Operation *def = grad.value.getDefiningOp();
@@ -625,8 +665,7 @@ LogicalResult Partitioner::checkParameters() {
                     .getValue()
              << "' of stage " << stageOfUnit[unit] << " is also read on stage "
              << info[top].stage
-             << " (parameters shared across stages, such as tied embeddings, "
-                "are not supported)";
+             << " where it was not sent (an internal error: please report it)";
     }
   }
   return success();

@@ -12,7 +12,6 @@
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=0" 2>&1 | FileCheck %s --check-prefix=STAGES
 // RUN: not loom-opt %s --train-autodiff --train-optimizer="kind=sgd lr=0.1" --zero-partition="stage=1 world-size=2" --loom-set-target=device=cpu --pp-partition="stages=2" 2>&1 | FileCheck %s --check-prefix=SHARDED
 // RUN: loom-opt %s --train-microbatch=microbatches=2 --train-autodiff --train-optimizer="kind=sgd lr=0.1" | sed -e 's/train.microbatch = 1 : i64/train.microbatch = 7 : i64/' | not loom-opt --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefix=MBRANGE
-// RUN: not loom-opt %S/Inputs/tied.mlir --train-autodiff --train-optimizer="kind=sgd lr=0.1" --loom-set-target=device=cpu --pp-partition="stages=2 layout=E|t" 2>&1 | FileCheck %s --check-prefix=TIED
 // RUN: not loom-opt %S/Inputs/grad-elsewhere.mlir --loom-set-target=device=cpu --pp-partition="stages=2 layout=t|tL" 2>&1 | FileCheck %s --check-prefix=GRADSTAGE
 // RUN: not loom-opt %S/Inputs/unknown-ops.mlir --allow-unregistered-dialect --split-input-file --loom-set-target=device=cpu --pp-partition=stages=2 2>&1 | FileCheck %s --check-prefixes=UNKNOWN,TERMINATOR
 
@@ -30,7 +29,6 @@
 // REPEAT: error: pp-partition: expected a positive count after '*' in layout "t*0|tL"
 // STAGES: error: pp-partition: stages and replicas must be at least 1, got 0 and 1
 // SHARDED: error: pp-partition: the step already has collectives; pp-partition runs before zero-partition
-// TIED: error: pp-partition: parameter 'embed' of stage 0 is also read on stage 1 (parameters shared across stages, such as tied embeddings, are not supported)
 
 func.func @mlp(%w0: tensor<8x8xf32> {train.param = "layers.0.w"},
                %w1: tensor<8x8xf32> {train.param = "layers.1.w"},

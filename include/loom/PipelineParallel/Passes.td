@@ -69,10 +69,16 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
 
     The last stage returns the loss (the other stages return none), each
     stage its parameters' and their state's updates; a shared counter's
-    update is returned by every stage that reads the counter. A parameter
-    read on two stages (tied embeddings), a layout that does not list the
-    step's units, fewer units than stages, or collectives already in the
-    step are errors.
+    update is returned by every stage that reads the counter. A layout that
+    does not list the step's units, fewer units than stages, or collectives
+    already in the step are errors.
+
+    *Tied parameters.* A parameter read on another stage than its own (a
+    tied embedding: the table on stage 0, the output projection on the
+    last) is sent there at the start of the step, a `tensor.cast` of it
+    sent as an activation is; that stage sends back the gradient it
+    computes for it, which is added to the home stage's before the one
+    update. The weight's optimizer state stays on its stage.
 
     *Replicas.* With `replicas = D`, the job is a grid of `stages * D`
     ranks, rank `s * D + d` running stage `s` of replica `d`. The transfers
@@ -103,7 +109,8 @@ def PPPartitionPass : Pass<"pp-partition", "::mlir::ModuleOp"> {
            "training step's layout, so that each stage holds the same "
            "parameters">,
   ];
-  let dependentDialects = ["::loom::coll::CollDialect"];
+  let dependentDialects = ["::loom::coll::CollDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def PPSplitStagesPass : Pass<"pp-split-stages", "::mlir::ModuleOp"> {
