@@ -141,6 +141,7 @@ def gradients(work: str) -> None:
     ids, labels = torch_models.example("llama", 2, 8)
     for label, fn, out_shape, shapes in OPS:
         check_gradients(label, OpCase(fn, out_shape, **shapes), (ids, labels), 1e-9)
+    patterns()
     for name in torch_models.LANGUAGE_MODELS + ("mlp",):
         model = torch_models.make(name)
         batch = torch_models.example(name, BATCH, SEQ)
@@ -153,6 +154,36 @@ def gradients(work: str) -> None:
         # islands, in PyTorch and in Loom alike, and agrees to f32's rounding.
         bound = 1e-6 if name in ("llama", "mistral", "qwen3") else 1e-9
         check_gradients(name, model.double(), torch_models.example(name, BATCH, SEQ, torch.float64), bound)
+
+
+def patterns() -> None:
+    """RMSNorm and RoPE map onto train ops where they hold, with no
+    transpose left; a scaled RoPE stays elementwise, says so, and computes
+    the same loss."""
+    want = {"llama": (5, 4), "mistral": (5, 4), "qwen3": (9, 4)}  # (rms_norm, rope) for 2 layers
+    for name, (norms, ropes) in want.items():
+        imported = lt.import_module(torch_models.make(name), torch_models.example(name, BATCH, SEQ))
+        got = (imported.matched.get("rms_norm", 0), imported.matched.get("rope", 0))
+        transposes = imported.text.count("linalg.transpose")
+        check(got == (norms, ropes) and transposes == 0 and not imported.remarks,
+              f"{name}: {got[0]} RMSNorms as train.rms_norm, {got[1]} RoPEs as train.rope (want {norms}, {ropes}), "
+              f"{transposes} transposes")
+    import transformers as T
+    torch.manual_seed(0)
+    scaled = lt.causal_lm_loss(T.LlamaForCausalLM(T.LlamaConfig(
+        vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rope_theta=500000.0,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 8})))
+    batch = torch_models.example("llama", BATCH, SEQ)
+    imported = lt.import_module(scaled, batch)
+    params = imported.state_dict(scaled)
+    args = [params[n].numpy() for n, _ in imported.parameters] + [t.numpy().astype(np.int32) for t in batch]
+    loss, want_loss = float(run_function(imported.text, "forward", args)[0]), scaled(*batch).item()
+    check("rope" not in imported.matched and any("not train.rope's" in r for r in imported.remarks) and
+          abs(loss - want_loss) <= 1e-6 * want_loss,
+          f"Llama 3 scaled RoPE kept elementwise ({imported.remarks[0] if imported.remarks else 'no remark'}); "
+          f"loss {loss:.7f} vs PyTorch {want_loss:.7f}")
 
 
 def check_gradients(label: str, model: torch.nn.Module, batch, bound: float) -> None:

@@ -254,6 +254,8 @@ class Emitter:
     def reshape(self, v: Val, shape: Sequence[int], hint: str = "r") -> Val:
         """``v.reshape(shape)``: a collapse, an expand, or a collapse then an expand."""
         shape = tuple(shape)
+        if v.shape == shape:  # a view of the same shape: nothing to do
+            return v
         v = self.materialize(v, hint + "_t")
         if v.phys == shape:
             return v

@@ -19,6 +19,7 @@ the user's source line: never a silent change of the math.
 
 from __future__ import annotations
 
+import collections
 import math
 import operator
 import os
@@ -28,7 +29,8 @@ import numpy as np
 import torch
 import torch.fx
 
-from loom.frontend._ir import FLOATS, Body, Emitter, Val
+from loom.frontend._ir import FLOATS, Body, Emitter, Val, float_literal
+from loom.frontend._patterns import match_rms_norm, match_rope
 
 _DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.bfloat16: "bf16", torch.float16: "f16",
            torch.int64: "i32", torch.int32: "i32", torch.int16: "i32", torch.uint8: "i32", torch.int8: "i32",
@@ -130,6 +132,9 @@ class Lowering:
         self.kv_source: dict[torch.fx.Node, torch.fx.Node] = {}
         self.args: list[str] = []
         self.params: dict[str, Val] = {}
+        # Patterns mapped onto train ops, and why others were not.
+        self.matched: collections.Counter[str] = collections.Counter()
+        self.remarks: list[str] = []
         self.loss: Val | None = None
 
     # --- the three steps ----------------------------------------------------
@@ -306,6 +311,11 @@ class Lowering:
             return None
         if node.target is operator.getitem:
             return self.vals[node.args[0]][node.args[1]]
+        for match in (match_rms_norm, match_rope):
+            matched = match(self, node)
+            if matched is not None:
+                self.matched[match.__name__[len("match_"):]] += 1
+                return matched
         handler = _HANDLERS.get(name)
         if handler is None:
             hint = _REFUSED.get(name, "Loom's importer has no lowering for it")
@@ -680,7 +690,7 @@ def _attention(lw: Lowering, node, a):
     name = lw.e.fresh(node.name)
     out = Val(name, qs.phys, q.dtype)
     lw.e.emit(f"{name} = train.attention {qs.name}, {ks.name}, {vs.name}{' causal' if causal else ''} "
-              f"scale = {float(scale)!r} : {qs.type}, {ks.type}")
+              f"scale = {float_literal(float(scale), 'f64')} : {qs.type}, {ks.type}")
     return out.permuted(layout)
 
 
@@ -719,7 +729,7 @@ def _cross_entropy(lw: Lowering, node, a):
     ignore = a.get("ignore_index", -100)
     smoothing = float(a.get("label_smoothing", 0.0))
     lw.e.emit(f"{name} = train.cross_entropy {logits.name}, {labels.name} ignore_index = {ignore} "
-              f"reduction = <{reduction}> label_smoothing = {smoothing!r} z_loss = 0.0 : "
+              f"reduction = <{reduction}> label_smoothing = {float_literal(smoothing, 'f64')} z_loss = 0.0 : "
               f"{logits.type}, {labels.type} -> tensor<{_dtype(node)}>")
     return Val(name, (), _dtype(node))
 

@@ -66,6 +66,10 @@ class Imported:
     tied: dict[str, str]                            # alias -> the name that holds it
     inputs: list[str]
     prefix: str = ""
+    # Patterns mapped onto train ops (rms_norm, rope: how many), and the
+    # remarks on those left elementwise (same math, slower).
+    matched: dict[str, int] = dataclasses.field(default_factory=dict)
+    remarks: list[str] = dataclasses.field(default_factory=list)
 
     def state_dict(self, module: torch.nn.Module) -> dict[str, torch.Tensor]:
         """The module's tensors for this forward's parameters, by Loom name."""
@@ -152,7 +156,8 @@ def _lower(program: torch.export.ExportedProgram, prefix: str) -> Imported:
     for arg, node in placeholders.items():
         if arg in param_names and param_names[arg] not in dict(parameters) and node in lowering.vals:
             parameters.append((param_names[arg], tuple(node.meta["val"].shape)))
-    return Imported(text=text, parameters=parameters, tied=tied, inputs=list(inputs), prefix=prefix)
+    return Imported(text=text, parameters=parameters, tied=tied, inputs=list(inputs), prefix=prefix,
+                    matched=dict(lowering.matched), remarks=list(lowering.remarks))
 
 
 def _storage_key(tensor: torch.Tensor) -> int:
