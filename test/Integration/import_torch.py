@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -142,13 +143,14 @@ def gradients(work: str) -> None:
     for label, fn, out_shape, shapes in OPS:
         check_gradients(label, OpCase(fn, out_shape, **shapes), (ids, labels), 1e-9)
     patterns()
+    large()
     for name in torch_models.LANGUAGE_MODELS + ("mlp",):
         model = torch_models.make(name)
         batch = torch_models.example(name, BATCH, SEQ)
         start = time.perf_counter()
         lt.import_module(model, batch)
-        seconds = time.perf_counter() - start
-        check(seconds <= 10.0, f"{name}: imported in {seconds:.2f} s (target <= 10 s)")
+        # A figure, not a check (bench/import_torch measures it).
+        print(f"   {name}: imported in {time.perf_counter() - start:.2f} s")
         # Hugging Face's RMSNorm computes in f32 whatever the model's type
         # (hidden_states.to(torch.float32)): an f64 model keeps those f32
         # islands, in PyTorch and in Loom alike, and agrees to f32's rounding.
@@ -184,6 +186,30 @@ def patterns() -> None:
           abs(loss - want_loss) <= 1e-6 * want_loss,
           f"Llama 3 scaled RoPE kept elementwise ({imported.remarks[0] if imported.remarks else 'no remark'}); "
           f"loss {loss:.7f} vs PyTorch {want_loss:.7f}")
+
+
+def large() -> None:
+    """Llama-3-8B's shape built under empty_weights (no parameter memory)
+    imports: every parameter at its shape, every RMSNorm and RoPE mapped,
+    and the buffers the meta export borrowed are back, real."""
+    import transformers as T
+    config = T.LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192,
+                           rope_theta=500000.0)
+    with lt.empty_weights():
+        model = lt.causal_lm_loss(T.LlamaForCausalLM(config))
+    inv_freq = model.model.model.rotary_emb.inv_freq.clone()
+    start = time.perf_counter()
+    imported = lt.import_module(model, (torch.zeros(1, 2048, dtype=torch.long),) * 2)
+    seconds = time.perf_counter() - start
+    step = run_opt(imported.text, ["--train-autodiff"])
+    buffer = model.model.model.rotary_emb.inv_freq
+    count = sum(math.prod(shape) for _, shape in imported.parameters)
+    check(len(imported.parameters) == 291 and count == 8_030_261_248 and
+          imported.matched == {"rms_norm": 65, "rope": 64} and step.count("train.grad") == 291 and
+          buffer.device.type == "cpu" and torch.equal(buffer, inv_freq),
+          f"Llama-3-8B shape under empty_weights: {len(imported.parameters)} parameters ({count:,}), "
+          f"{imported.matched}, differentiated; buffers restored; imported in {seconds:.1f} s")
 
 
 def check_gradients(label: str, model: torch.nn.Module, batch, bound: float) -> None:

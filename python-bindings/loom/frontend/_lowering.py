@@ -120,12 +120,14 @@ class Lowering:
     """Lowers one exported program; ``text()`` gives the module."""
 
     def __init__(self, program: torch.export.ExportedProgram, param_names: dict[str, str],
-                 input_names: dict[str, str]):
+                 input_names: dict[str, str], buffers: dict[str, torch.Tensor] | None = None):
         self.program = program
         self.graph = program.graph_module.graph
         self.e = Emitter()
         self.param_names = param_names    # placeholder -> train.param name
         self.input_names = input_names    # placeholder -> train.input name
+        # Real values of buffers the program holds on the meta device.
+        self.buffers = buffers or {}
         self.const: dict[torch.fx.Node, Any] = {}
         self.vals: dict[torch.fx.Node, Any] = {}
         self.const_vals: dict[torch.fx.Node, Val] = {}
@@ -151,9 +153,10 @@ class Lowering:
             if node.op == "placeholder":
                 spec = kinds[node.name]
                 if spec.kind.name in ("BUFFER", "CONSTANT_TENSOR"):
-                    value = constants[spec.target]
+                    value = self.buffers.get(spec.target, constants[spec.target])
                     if value.device.type == "meta":
-                        raise UnsupportedError(node, "the buffer is on the meta device: constants must be real")
+                        raise UnsupportedError(node, f"the constant '{spec.target}' is on the meta device: "
+                                                     "buffers must hold their values (see empty_weights)")
                     self.const[node] = value
             elif node.op == "call_function":
                 self._fold(node)
@@ -182,6 +185,8 @@ class Lowering:
             return
         args = torch.fx.node.map_arg(node.args, lambda n: self.const[n])
         kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: self.const[n])
+        if isinstance(kwargs.get("device"), torch.device) and kwargs["device"].type == "meta":
+            kwargs = {**kwargs, "device": torch.device("cpu")}  # a meta export folds on the CPU
         try:
             self.const[node] = node.target(*args, **kwargs)
         except Exception as error:  # noqa: BLE001 -- reported with the node

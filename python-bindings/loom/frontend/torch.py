@@ -17,6 +17,7 @@ and ``labels``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from typing import Mapping, Sequence
@@ -25,7 +26,8 @@ import torch
 
 from loom.frontend._lowering import Lowering, UnsupportedError
 
-__all__ = ["CausalLMLoss", "Imported", "UnsupportedError", "causal_lm_loss", "import_module", "import_program"]
+__all__ = ["CausalLMLoss", "Imported", "UnsupportedError", "causal_lm_loss", "empty_weights", "import_module",
+           "import_program"]
 
 # Ops kept whole through decomposition: each maps onto a Loom op or a
 # lowering that keeps its structure (attention and the loss especially).
@@ -49,6 +51,35 @@ class CausalLMLoss(torch.nn.Module):
         logits = self.model(input_ids=tokens, use_cache=False).logits
         return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                  ignore_index=self.ignore_index)
+
+
+@contextlib.contextmanager
+def empty_weights():
+    """Modules built inside have their parameters on the meta device (no
+    memory) and their buffers real, as accelerate's ``init_empty_weights``
+    does: enough to import a model of any size. The importer never reads a
+    parameter's values; it exports such a module on the meta device and
+    folds constants (RoPE's ``inv_freq``, the causal mask) on the CPU from
+    the real buffers::
+
+        with loom.frontend.torch.empty_weights():
+            model = causal_lm_loss(LlamaForCausalLM(llama3_8b_config))
+        text = import_module(model, batch).text
+    """
+    register = torch.nn.Module.register_parameter
+
+    def on_meta(module, name, param):
+        register(module, name, param)
+        if param is not None:
+            kind = type(module._parameters[name])
+            module._parameters[name] = kind(module._parameters[name].to("meta"),
+                                            requires_grad=param.requires_grad)
+
+    torch.nn.Module.register_parameter = on_meta
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = register
 
 
 def causal_lm_loss(model: torch.nn.Module, ignore_index: int = -100) -> CausalLMLoss:
@@ -115,10 +146,23 @@ def import_module(module: torch.nn.Module, example_batch: Sequence[torch.Tensor]
     # Each input its own tensor: torch.export merges inputs that are one
     # object, `(zeros,) * 2` included, and the graph then reads one for both.
     batch = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in batch)
-    program = export(module, batch)
     if prefix is None:
         prefix = getattr(module, "loom_prefix", "")
-    return _lower(program, prefix)
+    if not any(p.device.type == "meta" for p in module.parameters()):
+        return _lower(export(module, batch), prefix)
+    # Parameters without memory (empty_weights): export on the meta device,
+    # fold on the CPU from the buffers as they were.
+    buffers = {name: b.detach().clone() for name, b in module.named_buffers(remove_duplicate=False)}
+    module.to("meta")
+    try:
+        program = export(module, tuple(t.to("meta") if isinstance(t, torch.Tensor) else t for t in batch))
+    finally:
+        with torch.no_grad():
+            for name, value in buffers.items():
+                owner, _, leaf = name.rpartition(".")
+                target = module.get_submodule(owner) if owner else module
+                target._buffers[leaf] = value
+    return _lower(program, prefix, buffers)
 
 
 def export(module: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.export.ExportedProgram:
@@ -132,7 +176,8 @@ def export(module: torch.nn.Module, batch: tuple[torch.Tensor, ...]) -> torch.ex
     return program.run_decompositions(table)
 
 
-def _lower(program: torch.export.ExportedProgram, prefix: str) -> Imported:
+def _lower(program: torch.export.ExportedProgram, prefix: str,
+           buffers: Mapping[str, torch.Tensor] | None = None) -> Imported:
     signature = program.graph_signature
     tensors = program.state_dict
     placeholders = {n.name: n for n in program.graph.nodes if n.op == "placeholder"}
@@ -150,7 +195,7 @@ def _lower(program: torch.export.ExportedProgram, prefix: str) -> Imported:
             tied[name] = holder
         param_names[spec.arg.name] = holder
     inputs = {spec.arg.name: spec.arg.name for spec in signature.input_specs if spec.kind.name == "USER_INPUT"}
-    lowering = Lowering(program, param_names, inputs)
+    lowering = Lowering(program, param_names, inputs, buffers or {})
     text = lowering.run()
     parameters = []
     for arg, node in placeholders.items():
