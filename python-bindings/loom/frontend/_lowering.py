@@ -117,7 +117,7 @@ _RESHAPES = {"aten.view.default", "aten._unsafe_view.default", "aten.reshape.def
 
 
 class Lowering:
-    """Lowers one exported program; ``text()`` gives the module."""
+    """Lowers one exported program; ``run()`` returns the module's text."""
 
     def __init__(self, program: torch.export.ExportedProgram, param_names: dict[str, str],
                  input_names: dict[str, str], buffers: dict[str, torch.Tensor] | None = None):
