@@ -16,7 +16,8 @@ under scripts/torch-python (torch 2.x and transformers from PyPI).
                                   (AdamW, same data order) within 1e-5; so do
                                   ZeRO-1/2 on 4 ranks, 2 microbatches, the
                                   fused loss, a remat budget, 2 and 4 pipeline
-                                  stages and 2 stages x 2 ZeRO-2 replicas
+                                  stages (1F1B; ZB-H1 on 2) and 2 stages x 2
+                                  ZeRO-2 replicas
                                   (tied embeddings on the first and the last)
     import_torch.py weights       loom.compile(module, example_batch) run and its
                                   state_dict() loaded back into the module; tied
@@ -318,6 +319,8 @@ def train(work: str, name: str) -> None:
                (f"--remat-budget-mb={floor}", 1, 1, 20, [f"--remat-budget-mb={floor}"]),
                ("2 pipeline stages", 2, 1, 20, ["--pipeline-stages=2", "--microbatches=2"]),
                ("4 pipeline stages", 4, 1, 20, ["--pipeline-stages=4", "--microbatches=2"]),
+               ("2 stages, ZB-H1", 2, 1, 20, ["--pipeline-stages=2", "--microbatches=2",
+                                              "--pipeline-schedule=zb-h1"]),
                ("2 stages x 2 ZeRO-2 replicas", 4, 2, 20,
                 ["--pipeline-stages=2", "--microbatches=2", "--zero-stage=2"])]
     references: dict[tuple[int, int], list[float]] = {}

@@ -152,7 +152,7 @@ bool propagate(BatchDims &dims, Operation *op, bool &known) {
       return;
     }
     for (int64_t d = 0; d < type.getRank(); ++d) {
-      bool takesWhole = slice.isDynamicOffset(d) == false &&
+      bool takesWhole = !slice.isDynamicOffset(d) &&
                         slice.getStaticOffset(d) == 0 &&
                         !slice.isDynamicSize(d) &&
                         slice.getStaticSize(d) == type.getDimSize(d) &&
