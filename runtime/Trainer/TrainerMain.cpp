@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "SampleData.h"
 #include "TokenData.h"
 #include "loom/Runtime/Bf16.h"
 #include "loom/Runtime/CpuFeatures.h"
@@ -115,6 +116,8 @@ struct Options {
   double dataSplit = 0;
   int64_t evalEvery = 0, evalBatches = -1;
   bool evaluates() const { return !valData.empty() || dataSplit > 0; }
+  /// Inputs other than token ids, by name: `--input NAME=FILE.npy`.
+  std::map<std::string, std::string> inputs;
 };
 
 /// Where this rank sits: its place in the world, its pipeline stage and its
@@ -259,6 +262,15 @@ Options parseOptions(const Placement &at, int argc, char **argv,
         fail("--lr expects a positive number, got '" + text + "'");
     } else if (a == "--data")
       o.data = need(i);
+    else if (a == "--input") {
+      std::string text = need(i);
+      size_t equals = text.find('=');
+      if (equals == 0 || equals == std::string::npos || equals + 1 == text.size())
+        fail("--input expects NAME=FILE.npy, got '" + text + "'");
+      if (!o.inputs.emplace(text.substr(0, equals), text.substr(equals + 1))
+               .second)
+        fail("--input " + text.substr(0, equals) + " is given twice");
+    }
     else if (a == "--val-data")
       o.valData = need(i);
     else if (a == "--val-data-format")
@@ -295,7 +307,8 @@ Options parseOptions(const Placement &at, int argc, char **argv,
       if (at.rank == 0)
         std::printf(
             "usage: %s --data FILE [--data-format auto|bytes|uint16|uint32|"
-            "llmc|npy]\n       [--steps N] [--seq S] [--batch B] "
+            "llmc|npy]\n       [--input NAME=FILE.npy (an input other than "
+            "tokens, one sample a row)]\n       [--steps N] [--seq S] [--batch B] "
             "[--seed K] [--lr X]\n       [--log metrics.jsonl] "
             "[--checkpoint DIR [--checkpoint-every N] [--resume]\n"
             "       [--keep-checkpoints K (default 3; 0 keeps all)]] "
@@ -310,9 +323,6 @@ Options parseOptions(const Placement &at, int argc, char **argv,
     } else
       fail("unknown flag '" + a + "' (see --help)");
   }
-  if (o.data.empty())
-    fail("--data FILE is required (token ids: any file's bytes, raw uint16 "
-         "or uint32 ids, an llm.c shard or a .npy array; docs/Data.md)");
   if ((o.resume || o.checkpointEvery || o.keepCheckpoints >= 0) &&
       o.checkpoint.empty())
     fail("--resume, --checkpoint-every and --keep-checkpoints need "
@@ -913,6 +923,8 @@ int main(int argc, char **argv) {
   std::vector<Tensor *> args, results, saved;
   Tensor *tokens = nullptr, *labels = nullptr, *loss = nullptr,
          *learningRate = nullptr;
+  // Inputs filled from --input files (their samples in `samples`).
+  std::vector<Tensor *> fed;
   std::map<std::string, Tensor *> argByKey;
   for (Tensor &t : m.tensors)
     (t.isArgument ? args : results).push_back(&t);
@@ -925,12 +937,24 @@ int main(int argc, char **argv) {
     else if (t->role == "input" && t->name == "lr" && t->localCount == 1 &&
              t->dtype == "f32")
       learningRate = t;
-    else if (t->role == "input")
-      fail("the step has an input '" + t->name +
-           "' the trainer cannot fill (it fills 'tokens', 'labels' and "
-           "'lr')");
-    else
+    else if (t->role == "input") {
+      if (!o.inputs.count(t->name))
+        fail("the step has an input '" + t->name +
+             "' the trainer cannot fill (it fills 'tokens' and 'labels' "
+             "from --data, 'lr' from --lr, others from --input " + t->name +
+             "=FILE.npy)");
+      fed.push_back(t);
+    } else
       saved.push_back(t);
+  }
+  // Every --input names an input of some stage.
+  for (const auto &[name, file] : o.inputs) {
+    bool found = false;
+    for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
+      for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
+        found |= t.isArgument && t.role == "input" && t.name == name;
+    if (!found)
+      fail("--input " + name + ": the step has no input '" + name + "'");
   }
   std::vector<std::pair<Tensor *, Tensor *>> replaces;
   std::map<Tensor *, Tensor *> updatedInPlace;
@@ -957,10 +981,39 @@ int main(int argc, char **argv) {
       if (t.isArgument && t.role == "input" && t.name == "tokens")
         shape = {t.localShape, t.dtype};
   bool lastStage = !at.pipelineStages || at.stage == at.pipelineStages - 1;
+  // A step without tokens (a regression) takes every input from --input:
+  // its batch is the first input's first dimension, and "tokens" in the
+  // log count samples.
+  bool samplesOnly = !shape;
+  if (samplesOnly)
+    for (const loom::runtime::StepTensor &t : parseStepManifest(at, 0).tensors)
+      if (t.isArgument && t.role == "input" && t.name != "lr" &&
+          !t.localShape.empty() && !shape)
+        shape = {{t.localShape[0], 1}, "i32"};
   if (!shape || (lastStage && !loss) || shape->first.size() != 2 ||
       shape->second != "i32")
-    fail("the step must take 'tokens' (i32, batch x seq) and return a loss");
+    fail("the step must take 'tokens' (i32, batch x seq) or inputs given "
+         "by --input, and return a loss");
   int64_t batch = shape->first[0], seq = shape->first[1];
+  if (samplesOnly && (!o.data.empty() || o.evaluates()))
+    fail("this step takes no tokens: its inputs come from --input "
+         "NAME=FILE.npy, not --data, --val-data or --data-split");
+  if (!samplesOnly && o.data.empty())
+    fail("--data FILE is required (token ids: any file's bytes, raw uint16 "
+         "or uint32 ids, an llm.c shard or a .npy array; docs/Data.md)");
+  std::vector<loom::runtime::SampleData> samples(fed.size());
+  for (size_t i = 0; i < fed.size(); ++i) {
+    Tensor &t = *fed[i];
+    if (t.local.empty() || t.local[0] != batch ||
+        (t.dtype != "f32" && t.dtype != "i32"))
+      fail("input '" + t.name + "' is " + t.dtype + " " + shapeText(t.local) +
+           "; --input fills f32 or i32 inputs whose first dimension is the "
+           "batch (" + std::to_string(batch) + ")");
+    std::vector<int64_t> row(t.local.begin() + 1, t.local.end());
+    if (std::string error = samples[i].open(o.inputs[t.name], row, t.dtype);
+        !error.empty())
+      fail("--input " + t.name + ": " + error);
+  }
   if ((o.seq && o.seq != seq) || (o.batch && o.batch != batch))
     fail("this trainer was compiled for --seq " + std::to_string(seq) +
          " --batch " + std::to_string(batch) + " per rank");
@@ -977,7 +1030,8 @@ int main(int argc, char **argv) {
     fail("this step has the learning rate compiled in; --lr cannot change "
          "it");
   loom::runtime::TokenData corpus, heldOutFile;
-  openTokenData(at, o.data, o.dataFormat, corpus);
+  if (!samplesOnly)
+    openTokenData(at, o.data, o.dataFormat, corpus);
   TokenSpan training{&corpus, 0, corpus.size()}, heldOut;
   if (o.dataSplit > 0) {
     int64_t held = int64_t(double(corpus.size()) * o.dataSplit);
@@ -987,10 +1041,11 @@ int main(int argc, char **argv) {
     openTokenData(at, o.valData, o.valFormat, heldOutFile);
     heldOut = {&heldOutFile, 0, heldOutFile.size()};
   }
-  checkSpanLength(at,
-                  "data file " + o.data +
-                      (o.dataSplit > 0 ? " less its held-out part" : ""),
-                  training, batch, seq);
+  if (!samplesOnly)
+    checkSpanLength(at,
+                    "data file " + o.data +
+                        (o.dataSplit > 0 ? " less its held-out part" : ""),
+                    training, batch, seq);
   Evaluation evaluation;
   if (o.evaluates()) {
     checkSpanLength(at,
@@ -1104,6 +1159,15 @@ int main(int argc, char **argv) {
       std::this_thread::sleep_for(std::chrono::hours(1));
     }
     fillBatch(at, training, step, tokens, labels, batch, seq);
+    // Sample b of this rank is sample g = (step * world + rank) * batch + b
+    // of each --input file (modulo its length), as token windows are.
+    for (size_t i = 0; i < fed.size(); ++i) {
+      int64_t rowBytes = fed[i]->localCount / batch * 4;
+      for (int64_t b = 0; b < batch; ++b)
+        samples[i].copyRow((step * at.dataWorld + at.dataRank) * batch + b,
+                           static_cast<char *>(fed[i]->data()) + b * rowBytes);
+      fed[i]->upload();
+    }
     if (tokens)
       tokens->upload();
     if (labels)
