@@ -20,8 +20,9 @@ under scripts/torch-python (torch 2.x and transformers from PyPI).
                                   ZeRO-2 replicas
                                   (tied embeddings on the first and the last)
     import_torch.py regression    the MLP regression compiled for ZeRO-1/2/3 on
-                                  1 and 4 ranks and trained on --input .npy
-                                  files: 50 losses within 1e-5 of PyTorch's
+                                  1 and 4 ranks and 2 pipeline stages, trained
+                                  on --input .npy files: 50 losses within 1e-5
+                                  of PyTorch's (1 rank, ZeRO-3 on 4, stages)
     import_torch.py weights       loom.compile(module, example_batch) run and its
                                   state_dict() loaded back into the module; tied
                                   models trained, exported to safetensors
@@ -451,10 +452,11 @@ class Padded(torch.nn.Module):
 
 
 def regression(work: str) -> None:
-    """The MLP regression compiles with ZeRO-1/2/3 on 1 and 4 ranks and
-    trains on --input x=FILE.npy y=FILE.npy to PyTorch eager's losses over
-    50 steps on 1 rank and on 4 ranks of ZeRO-3; without --input the
-    trainer names what it cannot fill."""
+    """The MLP regression compiles with ZeRO-1/2/3 on 1 and 4 ranks and on
+    2 pipeline stages, and trains on --input x=FILE.npy y=FILE.npy to
+    PyTorch eager's losses over 50 steps on 1 rank, on 4 ranks of ZeRO-3
+    and on the stages; --microbatches is refused (its loss is no
+    cross-entropy); without --input the trainer names what it cannot fill."""
     batch, samples = 8, 1000
     model = torch_models.make("mlp")
     imported = lt.import_module(model, torch_models.example("mlp", batch, 16))
@@ -481,21 +483,33 @@ def regression(work: str) -> None:
             if proc.returncode:
                 print(proc.stderr)
     check(all(built.values()), f"MLP regression: {sum(built.values())}/6 trainers built (ZeRO-1/2/3, 1 and 4 ranks)")
-    for ranks, stage in ((1, 1), (4, 3)):
-        exe, log = os.path.join(work, f"mlp-r{ranks}-z{stage}"), os.path.join(work, f"mlp-r{ranks}.jsonl")
+    floor = remat_floor(work, forward)
+    proc = compile_trainer(work, forward, os.path.join(work, "mlp-remat"), [f"--remat-budget-mb={floor}"])
+    check(proc.returncode == 0, f"MLP regression: --remat-budget-mb={floor} (the floor) built {proc.stderr[-300:]}")
+    staged = os.path.join(work, "mlp-pp2")
+    proc = compile_trainer(work, forward, staged, ["--world-size", "2", "--pipeline-stages", "2"])
+    check(proc.returncode == 0, f"MLP regression: 2 pipeline stages built {proc.stderr[-300:]}")
+    proc = compile_trainer(work, forward, os.path.join(work, "unused"), ["--microbatches", "2"])
+    check(proc.returncode != 0 and "must be the result of train.cross_entropy" in proc.stderr,
+          "MLP regression: --microbatches refused: " + next(
+              (line for line in proc.stderr.splitlines() if "error" in line), "(no error)"))
+    for label, ranks, exe in (("1 rank", 1, "mlp-r1-z1"), ("ZeRO-3 on 4 ranks", 4, "mlp-r4-z3"),
+                              ("2 pipeline stages", 2, "mlp-pp2")):
+        exe, log = os.path.join(work, exe), os.path.join(work, exe + ".jsonl")
+        data_ranks = 1 if "pipeline" in label else ranks
         cmd = [exe, "--init", init, "--steps", "50", "--log", log, *inputs]
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), *cmd]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **MPI_ENV})
         if proc.returncode:
-            check(False, f"MLP regression on {ranks} ranks: {proc.stdout[-400:]}{proc.stderr[-400:]}")
+            check(False, f"MLP regression, {label}: {proc.stdout[-400:]}{proc.stderr[-400:]}")
             continue
         got = [json.loads(line)["loss"] for line in open(log)]
         reference = torch_models.make("mlp")
         optimizer = torch.optim.AdamW(reference.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
         want = []
         for step in range(50):
-            rows = [(step * ranks * batch + k) % samples for k in range(ranks * batch)]
+            rows = [(step * data_ranks * batch + k) % samples for k in range(data_ranks * batch)]
             loss = reference(x[rows], y[rows])
             optimizer.zero_grad()
             loss.backward()
@@ -503,7 +517,7 @@ def regression(work: str) -> None:
             want.append(loss.item())
         worst = max(abs(a - b) / abs(b) for a, b in zip(got, want))
         check(len(got) == 50 and worst <= 1e-5,
-              f"MLP regression, {'1 rank' if ranks == 1 else 'ZeRO-3 on 4 ranks'}: 50 losses within {worst:.1e} of "
+              f"MLP regression, {label}: 50 losses within {worst:.1e} of "
               f"PyTorch eager (bound 1e-5; last {got[-1]:.6f} vs {want[-1]:.6f})")
     proc = subprocess.run([os.path.join(work, "mlp-r1-z1"), "--steps", "1", "--input", f"x={files['x']}"],
                           capture_output=True, text=True, timeout=900, env={**os.environ, **MPI_ENV})

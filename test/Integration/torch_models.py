@@ -43,17 +43,18 @@ class Decoder(torch.nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1))
 
 class MLPRegression(torch.nn.Module):
-    """Two hidden layers (ReLU, tanh) and a mean squared error."""
+    """Two hidden layers (ReLU, tanh) and a mean squared error; the layers
+    are numbered, so that pipeline stages can split them."""
 
     def __init__(self, features=16, hidden=32):
         super().__init__()
-        self.l1 = torch.nn.Linear(features, hidden)
-        self.l2 = torch.nn.Linear(hidden, hidden)
+        self.layers = torch.nn.ModuleList([torch.nn.Linear(features, hidden), torch.nn.Linear(hidden, hidden)])
         self.out = torch.nn.Linear(hidden, 1)
 
     def forward(self, x, y):
-        h = torch.tanh(self.l2(torch.relu(self.l1(x))))
+        h = torch.tanh(self.layers[1](torch.relu(self.layers[0](x))))
         return F.mse_loss(self.out(h).squeeze(-1), y)
+
 
 def hf(name: str, tied: bool | None = None) -> torch.nn.Module:
     import transformers as T
