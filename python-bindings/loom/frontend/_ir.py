@@ -416,7 +416,7 @@ class Emitter:
     def matmul(self, a: Val, b: Val, hint: str = "mm") -> Val:
         """``a @ b`` for 2-D ``a [M, K]`` and ``b [K, N]`` (either may be a
         lazy transpose: the maps read it in place)."""
-        (m, k), (_, n) = a.shape, b.shape
+        (m, _), (_, n) = a.shape, b.shape
         a_map = "(m, k)" if a.perm is None else "(k, m)"
         b_map = "(k, n)" if b.perm is None else "(n, k)"
         init = self.filled((m, n), a.dtype, 0.0, hint + "_z")
@@ -430,7 +430,7 @@ class Emitter:
     def batch_matmul(self, a: Val, b: Val, hint: str = "bmm") -> Val:
         """``a @ b`` for ``a [B, M, K]`` and ``b [B, K, N]`` in memory order,
         or ``b`` a lazy ``[B, N, K]`` transpose of its last two dims."""
-        (bs, m, k), (_, _, n) = a.shape, b.shape
+        (bs, m, _), (_, _, n) = a.shape, b.shape
         a = self.materialize(a, hint + "_a")
         b_map = "(b, k, n)"
         if b.perm == (0, 2, 1):

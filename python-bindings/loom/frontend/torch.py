@@ -122,14 +122,6 @@ class Imported:
         from loom.checkpoint import from_state_dict
         return from_state_dict(self.state_dict(module), os.fspath(root))
 
-    def load_into(self, module: torch.nn.Module, params: Mapping[str, "object"]) -> None:
-        """Copies Loom-named ``params`` (numpy arrays) into ``module``,
-        tied aliases included."""
-        own = dict(module.named_parameters(remove_duplicate=False))
-        with torch.no_grad():
-            for name, _ in self.parameters:
-                own[self.prefix + name].copy_(torch.as_tensor(params[name]))
-
 
 def import_program(program: torch.export.ExportedProgram, *, prefix: str = "") -> str:
     """Loom forward IR (text) for an exported program whose output is the
