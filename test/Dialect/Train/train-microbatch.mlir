@@ -34,7 +34,7 @@
 // TWICE: error: train-microbatch: @mlp is already split into microbatches
 // REDUCE: error: 'linalg.generic' op train-microbatch: a result reads the batch but has no batch dimension (a reduction over the batch); only the loss may
 // TWO: error: train-microbatch: expected one forward (a function with a train.loss result), found @batch_mean and @square
-// NOTCE: error: train-microbatch: the loss must be the result of train.cross_entropy or train.linear_cross_entropy, so that it can be summed over microbatches
+// NOTCE: error: train-microbatch: the loss must be the result of train.cross_entropy or train.linear_cross_entropy, or scalar ops on one sum over the batch (a mean squared error), so that it can be summed over microbatches
 // CONST: error: 'arith.constant' op train-microbatch: a constant carries the batch; compute it from the inputs instead
 // PARAM: error: train-microbatch: argument #1 is not a train.input but carries the batch (dimension 0 of 'tensor<4x8xf32>')
 // TERMINATOR: error: train-microbatch: expected @unknown_terminator to end in func.return, found 'foo.return'

@@ -231,7 +231,10 @@ def TrainMicrobatchPass : Pass<"train-microbatch", "::mlir::ModuleOp"> {
 
     The loss (a `train.cross_entropy` or `train.linear_cross_entropy`) is
     computed per microbatch with `reduction = <sum>`, and the microbatches'
-    sums are added. With `<mean>`, the sum is divided by the whole batch's
+    sums are added. A loss that is scalar ops on one additive reduction of
+    the batch to a 0-d tensor (a mean squared error: a sum, then a division
+    by the batch's count) takes the sum per microbatch, adds the sums, and
+    runs the ops after the sum once, on the total. With `<mean>`, the sum is divided by the whole batch's
     count of labels that are not `ignore_index`, or by 1 when there are
     none. A microbatch whose labels are all ignored adds 0, not NaN.
     Differentiating the result (`train-autodiff`) gives each microbatch's

@@ -24,6 +24,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace loom::train {
@@ -235,6 +236,68 @@ bool propagate(BatchDims &dims, Operation *op, bool &known) {
   return false;
 }
 
+/// A loss that is a function of one sum over the batch (a mean squared
+/// error: an additive reduction of every element to a 0-d tensor, then
+/// scalar ops): the reduction, with the ops from it to the loss in `tail`.
+/// The reduction can be taken per microbatch and the tail run once on the
+/// microbatches' total, whatever the tail computes. Null otherwise.
+linalg::GenericOp findSummedLoss(Value loss, Block &body,
+                                 SmallVectorImpl<Operation *> &tail) {
+  auto isScalar = [](Value v) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    return !type || type.getRank() == 0;
+  };
+  // Walk back through ops on 0-d tensors to the one that reduces to them.
+  SmallVector<Operation *> worklist;
+  SetVector<Operation *> seen;
+  linalg::GenericOp sum;
+  if (Operation *def = loss.getDefiningOp())
+    worklist.push_back(def);
+  while (!worklist.empty()) {
+    Operation *op = worklist.pop_back_val();
+    if (op->getBlock() != &body || !seen.insert(op))
+      continue;
+    auto generic = dyn_cast<linalg::GenericOp>(op);
+    bool reduces = generic && generic.getNumResults() == 1 &&
+                   isScalar(generic.getResult(0)) &&
+                   llvm::any_of(generic.getDpsInputs(),
+                                [&](Value v) { return !isScalar(v); });
+    if (reduces) {
+      if (sum && sum != generic)
+        return nullptr; // two sums: not one reduction's function
+      sum = generic;
+      continue;
+    }
+    if (!llvm::all_of(op->getResults(), isScalar))
+      return nullptr;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        worklist.push_back(def);
+  }
+  if (!sum || !llvm::all_of(sum.getIteratorTypesArray(), [](auto kind) {
+        return kind == utils::IteratorType::reduction;
+      }))
+    return nullptr;
+  // Additive: the body yields init + f(inputs), and the init is zeros.
+  Block &block = sum.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(block.getTerminator());
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  Value init = block.getArguments().back();
+  if (!add || (add.getLhs() == init) == (add.getRhs() == init) ||
+      llvm::count(init.getUsers(), add) != 1 || !init.hasOneUse())
+    return nullptr;
+  auto fill = sum.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
+  if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+    return nullptr;
+  // The tail: the ops after the sum that the loss reads (in block order),
+  // none reading the batch but through the sum.
+  for (Operation &op : body.without_terminator())
+    if (seen.contains(&op) && &op != sum.getOperation() &&
+        sum->isBeforeInBlock(&op))
+      tail.push_back(&op);
+  return sum;
+}
+
 /// `type` with the batch dimensions divided by `microbatches`.
 RankedTensorType getMicrobatchType(RankedTensorType type,
                                    ArrayRef<int64_t> batchDims,
@@ -301,15 +364,26 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   Operation *lossOp = loss.getDefiningOp();
   auto crossEntropy = dyn_cast_or_null<CrossEntropyOp>(lossOp);
   auto linearCrossEntropy = dyn_cast_or_null<LinearCrossEntropyOp>(lossOp);
-  if (!crossEntropy && !linearCrossEntropy)
-    return emitError(loc) << "train-microbatch: the loss must be the result "
-                             "of train.cross_entropy or "
-                             "train.linear_cross_entropy, so that it can be "
-                             "summed over microbatches";
-  LossReduction reduction = crossEntropy ? crossEntropy.getReduction()
-                                         : linearCrossEntropy.getReduction();
+  // Otherwise a function of one sum over the batch: the sum is what each
+  // microbatch computes, and `tail` runs once on their total.
+  SmallVector<Operation *> tail;
+  if (!crossEntropy && !linearCrossEntropy) {
+    linalg::GenericOp sum = findSummedLoss(loss, body, tail);
+    if (!sum)
+      return emitError(loc)
+             << "train-microbatch: the loss must be the result of "
+                "train.cross_entropy or train.linear_cross_entropy, or scalar "
+                "ops on one sum over the batch (a mean squared error), so "
+                "that it can be summed over microbatches";
+    lossOp = sum;
+  }
+  LossReduction reduction =
+      crossEntropy         ? crossEntropy.getReduction()
+      : linearCrossEntropy ? linearCrossEntropy.getReduction()
+                           : LossReduction::Sum;
   if (reduction == LossReduction::None)
     return emitError(loc) << "train-microbatch: the loss has reduction none";
+  DenseSet<Operation *> tailOps(tail.begin(), tail.end());
 
   // The batch: dimension 0 of every train.input argument.
   BatchDims dims;
@@ -355,6 +429,8 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
   // results carry the batch (their inits).
   DenseSet<Operation *> perMicrobatch;
   for (Operation &op : body.without_terminator()) {
+    if (tailOps.contains(&op))
+      continue;
     bool readsBatch = llvm::any_of(op.getOperands(), [&](Value v) {
       return inputs.contains(v) ||
              (v.getDefiningOp() && perMicrobatch.contains(v.getDefiningOp()));
@@ -455,16 +531,17 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
         ce.setReduction(LossReduction::Sum);
       if (&op == lossOp) {
         losses.push_back(clone->getResult(0));
-        Value labels = crossEntropy
-                           ? cast<CrossEntropyOp>(clone).getLabels()
-                           : cast<LinearCrossEntropyOp>(clone).getLabels();
-        counts.push_back(labels);
+        if (crossEntropy)
+          counts.push_back(cast<CrossEntropyOp>(clone).getLabels());
+        else if (linearCrossEntropy)
+          counts.push_back(cast<LinearCrossEntropyOp>(clone).getLabels());
       }
     }
   }
   // loss = sum of the microbatches' sums [/ max(valid tokens, 1)].
-  int64_t ignoreIndex = crossEntropy ? crossEntropy.getIgnoreIndex()
-                                     : linearCrossEntropy.getIgnoreIndex();
+  int64_t ignoreIndex = crossEntropy         ? crossEntropy.getIgnoreIndex()
+                        : linearCrossEntropy ? linearCrossEntropy.getIgnoreIndex()
+                                             : 0;
   auto scalarMap = [&](unsigned rank) { return lb.map(rank, {}); };
   // a + b on 0-d tensors of `element`.
   auto add = [&](Value a, Value b) {
@@ -524,8 +601,18 @@ LogicalResult TrainMicrobatchPass::split(func::FuncOp forward) {
           return mean;
         });
   }
+  // A summed loss's tail runs once, on the microbatches' total.
+  if (!tail.empty()) {
+    IRMapping once;
+    once.map(lossOp->getResult(0), total);
+    for (Operation *op : tail)
+      builder.clone(*op, once);
+    total = once.lookup(loss);
+  }
   ret->setOperand(0, total);
   // The whole-batch ops are dead now.
+  for (Operation *op : llvm::reverse(tail))
+    op->erase();
   for (Operation *op : llvm::reverse(originals)) {
     if (!op->use_empty())
       return op->emitOpError("train-microbatch: internal error: a whole-batch "

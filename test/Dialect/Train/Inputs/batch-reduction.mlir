@@ -25,7 +25,8 @@ func.func @batch_mean(%w: tensor<8xf32> {train.param = "w"},
 
 // -----
 
-// A loss that is not a cross-entropy: microbatches cannot be summed.
+// A loss that is neither a cross-entropy nor a sum over the batch (a
+// maximum): microbatches cannot be combined.
 func.func @square(%w: tensor<8xf32> {train.param = "w"},
                   %x: tensor<4x8xf32> {train.input = "x"}) -> (tensor<f32> {train.loss}) {
   %zero = arith.constant 0.0 : f32
@@ -35,7 +36,7 @@ func.func @square(%w: tensor<8xf32> {train.param = "w"},
       ins(%x, %w : tensor<4x8xf32>, tensor<8xf32>) outs(%z : tensor<f32>) {
   ^bb0(%a: f32, %v: f32, %acc: f32):
     %p = arith.mulf %a, %v : f32
-    %s = arith.addf %p, %acc : f32
+    %s = arith.maximumf %p, %acc : f32
     linalg.yield %s : f32
   } -> tensor<f32>
   return %loss : tensor<f32>
