@@ -38,6 +38,12 @@ static LogicalResult differentiateFunction(func::FuncOp func,
     if (func.getResultAttr(i, TrainDialect::kGradAttrName))
       return func.emitOpError("already returns gradients; train-autodiff "
                               "runs once per function");
+  // Appending gradients would leave the in-place table one entry short.
+  if (func->hasAttr(TrainDialect::kTiedResultsAttrName))
+    return func.emitOpError("is a planned step (")
+           << TrainDialect::kTiedResultsAttrName
+           << ", from codegen-update-in-place); train-autodiff runs on the "
+              "forward";
   for (BlockArgument arg : func.getArguments())
     if (func.getArgAttr(arg.getArgNumber(), TrainDialect::kStateAttrName))
       return func.emitOpError("is already a training step (argument #")

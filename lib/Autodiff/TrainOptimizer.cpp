@@ -303,6 +303,14 @@ struct TrainOptimizerPass
         continue;
       if (!getLossResultIndex(func))
         continue;
+      // New arguments and results would invalidate the in-place table.
+      if (func->hasAttr(loom::train::TrainDialect::kTiedResultsAttrName)) {
+        func.emitOpError("is a planned step (")
+            << loom::train::TrainDialect::kTiedResultsAttrName
+            << ", from codegen-update-in-place); train-optimizer runs on "
+               "the differentiated forward";
+        return signalPassFailure();
+      }
       if (failed(StepRewriter(func, config).run()))
         return signalPassFailure();
       // What the trainer's manifest reports, and its default rate.

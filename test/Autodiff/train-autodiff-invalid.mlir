@@ -126,6 +126,18 @@ func.func @already_a_step(%w: tensor<4xf32> {train.param = "w"}, %s: tensor<f32>
 
 // -----
 
+// A planned step (its in-place table is one entry per result) is past the
+// forward: a gradient appended would leave the table short (found by
+// loom-fuzz).
+// expected-error @+1 {{'func.func' op is a planned step (train.tied_results, from codegen-update-in-place); train-autodiff runs on the forward}}
+func.func @planned_step(%w: tensor<4xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}, tensor<4xf32> {train.param = "w"})
+    attributes {train.tied_results = array<i64: -1, 0>} {
+  %l = tensor.empty() : tensor<f32>
+  return %l, %w : tensor<f32>, tensor<4xf32>
+}
+
+// -----
+
 func.func @expand_shape_disagrees(%w: tensor<8xf32> {train.param = "w"}) -> (tensor<f32> {train.loss}) {
   // expected-error @+1 {{'tensor.expand_shape' op train-autodiff: output_shape[1] is 2 but the result type 'tensor<2x4xf32>' says 4}}
   %x = tensor.expand_shape %w [[0, 1]] output_shape [2, 2] : tensor<8xf32> into tensor<2x4xf32>
