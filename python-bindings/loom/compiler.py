@@ -204,8 +204,15 @@ def compile(module: Any, *args: Any, output: str | os.PathLike | None = None,  #
         from loom.frontend.torch import import_module
         torch_module, imported = module, import_module(module, example_batch)
         module, name = imported.text, type(torch_module).__name__ + ".mlir"
-        init = tempfile.mkdtemp(prefix="loom-init-")
-        imported.write_init(torch_module, init)
+        writes_trainer = options.get("emit", "exe") in ("exe", "obj")
+        if writes_trainer and any(p.device.type == "meta" for p in torch_module.parameters()):
+            import warnings
+            warnings.warn("loom.compile: the module's parameters hold no values (empty_weights), so the "
+                          "trainer starts from its own initialisation (docs/Runtime.md), not the module's",
+                          stacklevel=2)
+        elif writes_trainer:
+            init = tempfile.mkdtemp(prefix="loom-init-")
+            imported.write_init(torch_module, init)
     elif args:
         output = args[0]
     if isinstance(module, os.PathLike):

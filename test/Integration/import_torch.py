@@ -44,6 +44,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -209,6 +210,13 @@ def large() -> None:
     seconds = time.perf_counter() - start
     step = run_opt(imported.text, ["--train-autodiff"])
     buffer = model.model.model.rotary_emb.inv_freq
+    # Such a module has no weights to start a trainer from: writing them is
+    # an error, and loom.compile of a trainer says the trainer initialises.
+    try:
+        imported.write_init(model, os.path.join(tempfile.mkdtemp(), "init"))
+        check(False, "write_init of an empty_weights module: no error")
+    except ValueError as error:
+        check("hold no values" in str(error), f"write_init of an empty_weights module: {error}")
     count = sum(math.prod(shape) for _, shape in imported.parameters)
     check(len(imported.parameters) == 291 and count == 8_030_261_248 and
           imported.matched == {"rms_norm": 65, "rope": 64} and step.count("train.grad") == 291 and
@@ -423,6 +431,17 @@ def api(work: str) -> None:
     check(not result.missing_keys and error <= 1e-6,
           f"trainer.state_dict() ({len(state)} tensors) loads strictly into the HF model: loss {loss:.7f} vs "
           f"Loom's step 5 {rows[5]['loss']:.7f} ({error:.1e})")
+    # A module without weights (empty_weights) compiles; the trainer then
+    # starts from its own initialisation, and loom.compile says so.
+    import warnings
+    with lt.empty_weights():
+        empty = torch_models.make("llama")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = loom.compile(empty, shape_only, output=os.path.join(directory, "empty-trainer"), lr=LR)
+    said = [str(w.message) for w in caught if "hold no values" in str(w.message)]
+    check(compiled.path and compiled.init is None and len(said) == 1,
+          f"loom.compile of an empty_weights module: a trainer, no init, and the warning: {said[:1]}")
 
 
 # --- refusals --------------------------------------------------------------------------

@@ -120,7 +120,12 @@ class Imported:
         """A Loom checkpoint (step 0) of the module's own weights, for the
         trainer's ``--init``. Returns the step directory."""
         from loom.checkpoint import from_state_dict
-        return from_state_dict(self.state_dict(module), os.fspath(root))
+        weights = self.state_dict(module)
+        empty = [name for name, tensor in weights.items() if tensor.device.type == "meta"]
+        if empty:
+            raise ValueError(f"'{empty[0]}' (and {len(empty) - 1} more) hold no values (built under "
+                             "empty_weights): there are no weights to write")
+        return from_state_dict(weights, os.fspath(root))
 
 
 def import_program(program: torch.export.ExportedProgram, *, prefix: str = "") -> str:
