@@ -149,6 +149,7 @@ def gradients(work: str) -> None:
     for label, fn, out_shape, shapes in OPS:
         check_gradients(label, OpCase(fn, out_shape, **shapes), (ids, labels), 1e-9)
     patterns()
+    promotion()
     large()
     for name in torch_models.LANGUAGE_MODELS + ("mlp",):
         model = torch_models.make(name)
@@ -192,6 +193,25 @@ def patterns() -> None:
           abs(loss - want_loss) <= 1e-6 * want_loss,
           f"Llama 3 scaled RoPE kept elementwise ({imported.remarks[0] if imported.remarks else 'no remark'}); "
           f"loss {loss:.7f} vs PyTorch {want_loss:.7f}")
+
+
+class Threshold(torch.nn.Module):
+    """Integer ids compared with a python float: torch compares in float."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.arange(1.0, 9.0))
+
+    def forward(self, ids, y):
+        return (torch.where(ids >= 2.5, self.w, 2 * self.w) * y).sum()
+
+
+def promotion() -> None:
+    model, ids, y = Threshold(), torch.arange(8), torch.ones(8)
+    imported = lt.import_module(model, (ids, y))
+    got = float(run_function(imported.text, "forward", [model.w.detach().numpy(), ids.numpy().astype(np.int32),
+                                                         y.numpy()])[0])
+    check(got == model(ids, y).item(), f"ids >= 2.5 compares in float: {got} vs PyTorch {model(ids, y).item()}")
 
 
 def large() -> None:

@@ -441,7 +441,10 @@ def _binary(body: Callable[[Body, str, str, str], str], compare: bool = False):
         kinds = [v.dtype for v in (x, y) if isinstance(v, Val)]
         compute = out
         if compare:
-            compute = next((k for k in kinds if k in FLOATS), kinds[0] if kinds else "f32")
+            # torch's promotion: a float operand, a python float included,
+            # makes the comparison a float one.
+            compute = next((k for k in kinds if k in FLOATS), None) or \
+                ("f32" if any(isinstance(v, float) for v in (x, y)) or not kinds else kinds[0])
         alpha = a.get("alpha", 1)
         operands = [x, y]
         scalars_types = [v.dtype if isinstance(v, Val) else None for v in operands]
