@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ReverseMode.h"
+#include "loom/Utils/LinalgBodies.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
@@ -31,17 +32,6 @@ using namespace loom::autodiff;
 
 bool loom::autodiff::isLinalgDifferentiable(Operation *op) {
   return isa<linalg::LinalgOp>(op);
-}
-
-/// Returns true if `value` is computed from `arg` inside a body.
-static bool dependsOn(Value value, Value arg) {
-  if (value == arg)
-    return true;
-  Operation *def = value.getDefiningOp();
-  if (!def)
-    return false;
-  return llvm::any_of(def->getOperands(),
-                      [&](Value v) { return dependsOn(v, arg); });
 }
 
 LogicalResult loom::autodiff::differentiateLinalgOp(ReverseMode &rm,
@@ -92,14 +82,8 @@ LogicalResult loom::autodiff::differentiateLinalgOp(ReverseMode &rm,
   Value term = yielded;
   bool accumulates = false;
   if (!outArg.use_empty()) {
-    auto add = yielded.getDefiningOp<arith::AddFOp>();
-    if (add && add.getLhs() == outArg && !dependsOn(add.getRhs(), outArg) &&
-        outArg.hasOneUse())
-      term = add.getRhs();
-    else if (add && add.getRhs() == outArg &&
-             !dependsOn(add.getLhs(), outArg) && outArg.hasOneUse())
-      term = add.getLhs();
-    else
+    term = getAccumulatedTerm(generic);
+    if (!term)
       return op->emitOpError("reads its output inside the body in a form "
                              "train-autodiff cannot differentiate (expected "
                              "`out + f(inputs)`)");

@@ -18,6 +18,7 @@
 #include "loom/Dialect/Train/TrainDialect.h"
 #include "loom/Dialect/Train/TrainOps.h"
 #include "loom/Dialect/Train/TrainPasses.h"
+#include "loom/Utils/LinalgBodies.h"
 #include "loom/Utils/LinalgBuilder.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -279,12 +280,7 @@ linalg::GenericOp findSummedLoss(Value loss, Block &body,
       }))
     return nullptr;
   // Additive: the body yields init + f(inputs), and the init is zeros.
-  Block &block = sum.getRegion().front();
-  auto yield = cast<linalg::YieldOp>(block.getTerminator());
-  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  Value init = block.getArguments().back();
-  if (!add || (add.getLhs() == init) == (add.getRhs() == init) ||
-      llvm::count(init.getUsers(), add) != 1 || !init.hasOneUse())
+  if (!getAccumulatedTerm(sum))
     return nullptr;
   auto fill = sum.getDpsInits()[0].getDefiningOp<linalg::FillOp>();
   if (!fill || !matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
