@@ -948,13 +948,14 @@ int main(int argc, char **argv) {
       saved.push_back(t);
   }
   // Every --input names an input of some stage.
-  for (const auto &[name, file] : o.inputs) {
-    bool found = false;
-    for (int64_t s = 0; s < std::max<int64_t>(at.pipelineStages, 1); ++s)
-      for (const loom::runtime::StepTensor &t : parseStepManifest(at, s).tensors)
-        found |= t.isArgument && t.role == "input" && t.name == name;
-    if (!found)
-      fail("--input " + name + ": the step has no input '" + name + "'");
+  if (!o.inputs.empty()) {
+    std::set<std::string> inputNames;
+    for (const loom::runtime::StepTensor &t : getAllStageTensors(at))
+      if (t.isArgument && t.role == "input")
+        inputNames.insert(t.name);
+    for (const auto &[name, file] : o.inputs)
+      if (!inputNames.count(name))
+        fail("--input " + name + ": the step has no input '" + name + "'");
   }
   std::vector<std::pair<Tensor *, Tensor *>> replaces;
   std::map<Tensor *, Tensor *> updatedInPlace;
