@@ -276,19 +276,24 @@ def token_file(work: str) -> str:
     return path
 
 
+def batch_at(tokens: np.ndarray, step: int, global_batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokens and labels the trainer reads at `step`, over every rank:
+    sequence g of the step starts at g * seq mod the number of windows."""
+    windows = len(tokens) - SEQ - 1
+    starts = [((step * global_batch + g) * SEQ) % windows for g in range(global_batch)]
+    x = torch.tensor(np.stack([tokens[s:s + SEQ] for s in starts]))
+    y = torch.tensor(np.stack([tokens[s + 1:s + SEQ + 1] for s in starts]))
+    return x, y
+
+
 def reference_losses(name: str, tokens: np.ndarray, global_batch: int, steps: int) -> list[float]:
     """PyTorch eager from the same weights: AdamW as the trainer's, the
-    trainer's data order (sequence g of a step starts at g * seq mod the
-    number of windows)."""
+    trainer's data order (batch_at)."""
     model = torch_models.make(name)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    windows = len(tokens) - SEQ - 1
     out = []
     for step in range(steps):
-        starts = [((step * global_batch + g) * SEQ) % windows for g in range(global_batch)]
-        x = torch.tensor(np.stack([tokens[s:s + SEQ] for s in starts]))
-        y = torch.tensor(np.stack([tokens[s + 1:s + SEQ + 1] for s in starts]))
-        loss = model(x, y)
+        loss = model(*batch_at(tokens, step, global_batch))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
@@ -403,11 +408,7 @@ def weights(work: str) -> None:
         fresh = torch_models.make(name, seed=123)
         state = {imported.prefix + k: v for k, v in load_file(exported).items()}
         missing = fresh.load_state_dict(state, strict=True)
-        tokens = np.fromfile(data, "<u2").astype(np.int64)
-        windows, g = len(tokens) - SEQ - 1, 2 * BATCH
-        starts = [((5 * g + k) * SEQ) % windows for k in range(g)]
-        x = torch.tensor(np.stack([tokens[s:s + SEQ] for s in starts]))
-        y = torch.tensor(np.stack([tokens[s + 1:s + SEQ + 1] for s in starts]))
+        x, y = batch_at(np.fromfile(data, "<u2").astype(np.int64), 5, 2 * BATCH)
         with torch.no_grad():
             loss = fresh(x, y).item()
         error = abs(loss - got[5]) / abs(got[5])
@@ -433,18 +434,15 @@ def api(work: str) -> None:
     data = token_file(directory)
     rows = trainer.run(data, steps=6, ranks=2, checkpoint=os.path.join(directory, "ckpt"),
                        args=["--data-format", "uint16", "--checkpoint-every", "5"], env=MPI_ENV, timeout_s=900)
-    want = reference_losses(name, np.fromfile(data, "<u2").astype(np.int64), 2 * BATCH, 6)
+    tokens = np.fromfile(data, "<u2").astype(np.int64)
+    want = reference_losses(name, tokens, 2 * BATCH, 6)
     worst = max(abs(r["loss"] - w) / abs(w) for r, w in zip(rows, want))
     check(worst <= 1e-5, f"loom.compile({name} module, example batch, world_size=2, zero_stage=3).run(): 6 losses "
                          f"within {worst:.1e} of PyTorch eager")
     hf = torch_models.make(name, seed=99).model
     state = trainer.state_dict(os.path.join(directory, "ckpt", "step-5"))
     result = hf.load_state_dict(state, strict=True)
-    tokens = np.fromfile(data, "<u2").astype(np.int64)
-    windows, g = len(tokens) - SEQ - 1, 2 * BATCH
-    starts = [((5 * g + k) * SEQ) % windows for k in range(g)]
-    x = torch.tensor(np.stack([tokens[s:s + SEQ] for s in starts]))
-    y = torch.tensor(np.stack([tokens[s + 1:s + SEQ + 1] for s in starts]))
+    x, y = batch_at(tokens, 5, 2 * BATCH)
     with torch.no_grad():
         loss = lt.causal_lm_loss(hf)(x, y).item()
     error = abs(loss - rows[5]["loss"]) / rows[5]["loss"]

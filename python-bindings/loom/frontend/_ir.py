@@ -322,28 +322,26 @@ class Emitter:
 
     # --- linalg.generic ----------------------------------------------------
 
-    def elementwise(self, out_shape: Sequence[int], out_dtype: str, operands: Sequence[Val | float | int | bool],
+    def elementwise(self, out_shape: Sequence[int], out_dtype: str, operands: Sequence[Val],
                     body: Callable[[Body, list[str]], str], hint: str = "ew",
                     layout: tuple[int, ...] | None = None) -> Val:
         """A ``linalg.generic`` over ``out_shape`` (torch broadcasting).
 
-        ``body(b, scalars)`` gets one scalar per operand (python numbers
-        become constants of the output's type unless they are bools) and
-        returns the result's scalar. The result takes the layout of the
-        first operand of the full shape, so permutes flow through."""
+        ``body(b, scalars)`` gets one block argument per operand and returns
+        the result's scalar (python numbers are the handlers' constants, in
+        the type they compute in). The result takes the layout of the first
+        operand of the full shape, so permutes flow through."""
         out_shape = tuple(out_shape)
         n = len(out_shape)
         if layout is None:
             for x in operands:
-                if isinstance(x, Val) and x.shape == out_shape and x.perm is not None:
+                if x.shape == out_shape and x.perm is not None:
                     layout = x.perm
                     break
         out_inv = inverse(layout) if layout else list(range(n))
         out_phys = tuple(out_shape[out_inv[k]] for k in range(n)) if layout else out_shape
         ins, maps, types, arg_dtypes = [], [], [], []
         for x in operands:
-            if not isinstance(x, Val):
-                continue
             r = x.rank
             if r > n:
                 raise ValueError(f"operand of rank {r} broadcast to rank {n}")
@@ -362,15 +360,7 @@ class Emitter:
         maps.append(affine_map(n, [f"d{out_inv[k]}" for k in range(n)]))
         args = [f"%a{i}" for i in range(len(ins))]
         b = Body(args + ["%out"], arg_dtypes + [out_dtype])
-        scalars, it = [], iter(args)
-        for x in operands:
-            if isinstance(x, Val):
-                scalars.append(next(it))
-            elif isinstance(x, bool):
-                scalars.append(b.const(x, "i1"))
-            else:
-                scalars.append(b.const(x, out_dtype if out_dtype in FLOATS or isinstance(x, int) else "f32"))
-        result = body(b, scalars)
+        result = body(b, args)
         empty, name = self.fresh(hint + "_e"), self.fresh(hint)
         out_t = tensor_type(out_phys, out_dtype)
         self.emit(f"{empty} = tensor.empty() : {out_t}")
